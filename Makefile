@@ -1,0 +1,37 @@
+# lux-gpu-ci — one entry point for humans and CI. `make help` lists the verbs.
+SHELL := bash
+.SHELLFLAGS := -euo pipefail -c
+STACK ?= dev
+GO_FILES = $(shell git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './.git/*')
+
+.PHONY: help
+help: ## List the verbs
+	@grep -hE '^[a-z][a-z-]*:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
+
+.PHONY: test
+test: fmt-check vet ## The test command: gofmt, go vet, and every unit test (no network, no cloud)
+	go test -count=1 ./...
+
+.PHONY: vet
+vet: ## go vet ./...
+	go vet ./...
+
+.PHONY: fmt-check
+fmt-check: ## Fail if gofmt would change a file
+	@out=$$(gofmt -l $(GO_FILES)); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+
+.PHONY: fmt
+fmt: ## gofmt -w every Go file
+	gofmt -w $(GO_FILES)
+
+.PHONY: preview
+preview: ## pulumi preview of STACK (default dev); needs AWS credentials
+	pulumi preview --stack $(STACK) --diff
+
+.PHONY: up
+up: ## pulumi up of STACK
+	pulumi up --stack $(STACK)
+
+.PHONY: destroy
+destroy: ## pulumi destroy of STACK (Karpenter drains its GPU nodes first)
+	pulumi destroy --stack $(STACK)

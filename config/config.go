@@ -1,0 +1,406 @@
+// Package config reads a stack's configuration once, fills in defaults and validates it
+// before the program registers any resource. Every error names the config key and says
+// how to fix it, and all problems are reported together.
+//
+// The keys, their types and defaults are also declared in Pulumi.yaml's `config:` block;
+// a unit test keeps the two in step.
+package config
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/netip"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+	pulumiconfig "github.com/pulumi/pulumi/sdk/v3/go/pulumi/config"
+
+	"github.com/luxfi/lux-gpu-ci/versions"
+)
+
+// Project is the Pulumi project name and so the namespace of every key below.
+const Project = "lux-gpu-ci"
+
+// The project's config keys, without the "lux-gpu-ci:" namespace.
+const (
+	KeyClusterName                 = "clusterName"
+	KeyKubernetesVersion           = "kubernetesVersion"
+	KeyVpcCidr                     = "vpcCidr"
+	KeyAzCount                     = "azCount"
+	KeyNatMode                     = "natMode"
+	KeySystemNodeInstanceType      = "systemNodeInstanceType"
+	KeySystemNodeCount             = "systemNodeCount"
+	KeyPublicAccessCidrs           = "publicAccessCidrs"
+	KeyAdminPrincipals             = "adminPrincipals"
+	KeyTags                        = "tags"
+	KeyAddonVersions               = "addonVersions"
+	KeyBudget                      = "budget"
+	KeyCreateSpotServiceLinkedRole = "createSpotServiceLinkedRole"
+
+	// KeyRegion is the AWS provider's own key; it is read, not declared by this project.
+	KeyRegion = "aws:region"
+)
+
+// NAT modes.
+const (
+	// NatSingle puts nodes in private subnets behind one NAT gateway (one AZ's NAT: the
+	// cheap choice; a NAT outage cuts egress for every AZ).
+	NatSingle = "single"
+	// NatNone is the lean profile: no NAT gateway and no private subnets; nodes sit in public
+	// subnets with a public IP and a security group that admits nothing from outside.
+	NatNone = "none"
+)
+
+// Addons are the EKS managed add-ons the cluster runs, in the order they are listed in docs.
+var Addons = []string{"vpc-cni", "kube-proxy", "coredns", "eks-pod-identity-agent"}
+
+// Config is the validated stack configuration.
+type Config struct {
+	Region            string
+	ClusterName       string
+	KubernetesVersion string
+	Network           Network
+	SystemNodes       SystemNodes
+	// PublicAccessCIDRs may reach the EKS API endpoint.
+	PublicAccessCIDRs []string
+	// AdminPrincipals are IAM role/user ARNs given cluster-admin access entries, besides
+	// the identity that runs `pulumi up` (EKS makes that one admin itself).
+	AdminPrincipals []string
+	// Tags go on every AWS resource that takes tags.
+	Tags map[string]string
+	// AddonVersions pins EKS add-on versions by add-on name; an add-on not listed gets the
+	// default version EKS publishes for the cluster's Kubernetes version.
+	AddonVersions map[string]string
+	// Budget is nil unless the budget guard is configured.
+	Budget                      *Budget
+	CreateSpotServiceLinkedRole bool
+}
+
+// Network is the VPC layout.
+type Network struct {
+	CIDR    string
+	AZCount int
+	NatMode string
+}
+
+// SystemNodes is the always-on managed node group that runs Karpenter, CoreDNS and ARC.
+type SystemNodes struct {
+	InstanceType string
+	Count        int
+}
+
+// Budget is the opt-in AWS Budgets guard: e-mail when actual spend passes 80% of the monthly
+// limit, and when forecast spend passes 100%.
+type Budget struct {
+	MonthlyUSD float64  `json:"monthlyUsd"`
+	Emails     []string `json:"emails"`
+}
+
+// Defaults are the values a key takes when the stack does not set it. Pulumi.yaml declares
+// the same defaults (checked by a test).
+var Defaults = map[string]any{
+	KeyClusterName:                 "lux-gpu-ci",
+	KeyKubernetesVersion:           versions.KubernetesDefault,
+	KeyVpcCidr:                     "10.0.0.0/16",
+	KeyAzCount:                     2,
+	KeyNatMode:                     NatSingle,
+	KeySystemNodeInstanceType:      "t3.medium",
+	KeySystemNodeCount:             1,
+	KeyPublicAccessCidrs:           []string{"0.0.0.0/0"},
+	KeyAdminPrincipals:             []string{},
+	KeyTags:                        map[string]string{},
+	KeyAddonVersions:               map[string]string{},
+	KeyCreateSpotServiceLinkedRole: false,
+}
+
+// Getter returns a raw config value and whether it is set. Keys are fully qualified
+// ("lux-gpu-ci:azCount", "aws:region").
+type Getter func(key string) (string, bool)
+
+// Load reads the stack's configuration from the Pulumi context and validates it.
+func Load(ctx *pulumi.Context) (*Config, error) {
+	return Parse(func(key string) (string, bool) {
+		ns, name, _ := strings.Cut(key, ":")
+		v, err := pulumiconfig.New(ctx, ns).Try(name)
+		return v, err == nil
+	})
+}
+
+// Parse builds a Config from raw values, applying defaults. It returns every problem it
+// finds, joined, so one run shows them all.
+func Parse(get Getter) (*Config, error) {
+	p := &parser{get: get}
+	c := &Config{
+		Region:            p.region(),
+		ClusterName:       p.str(KeyClusterName),
+		KubernetesVersion: p.str(KeyKubernetesVersion),
+		Network: Network{
+			CIDR:    p.str(KeyVpcCidr),
+			AZCount: p.integer(KeyAzCount),
+			NatMode: p.str(KeyNatMode),
+		},
+		SystemNodes: SystemNodes{
+			InstanceType: p.str(KeySystemNodeInstanceType),
+			Count:        p.integer(KeySystemNodeCount),
+		},
+		CreateSpotServiceLinkedRole: p.boolean(KeyCreateSpotServiceLinkedRole),
+	}
+	p.object(KeyPublicAccessCidrs, &c.PublicAccessCIDRs)
+	p.object(KeyAdminPrincipals, &c.AdminPrincipals)
+	p.object(KeyTags, &c.Tags)
+	p.object(KeyAddonVersions, &c.AddonVersions)
+	if _, set := get(qualify(KeyBudget)); set {
+		c.Budget = &Budget{}
+		p.object(KeyBudget, c.Budget)
+	}
+	if len(p.errs) == 0 {
+		c.validate(p)
+	}
+	if len(p.errs) > 0 {
+		return nil, fmt.Errorf("invalid stack configuration:\n  %w", errors.Join(p.errs...))
+	}
+	return c, nil
+}
+
+var (
+	regionRE       = regexp.MustCompile(`^[a-z]{2}(-gov)?-[a-z]+-[0-9]$`)
+	clusterNameRE  = regexp.MustCompile(`^[a-z][a-z0-9-]*[a-z0-9]$`)
+	k8sVersionRE   = regexp.MustCompile(`^1\.([0-9]+)$`)
+	instanceTypeRE = regexp.MustCompile(`^[a-z][a-z0-9-]*\.[a-z0-9]+$`)
+	iamPrincipalRE = regexp.MustCompile(`^arn:aws(-cn|-us-gov)?:iam::[0-9]{12}:(role|user)/[\w+=,.@/-]+$`)
+	emailRE        = regexp.MustCompile(`^[^@\s]+@[^@\s]+\.[^@\s]+$`)
+)
+
+// MaxClusterNameLen keeps derived physical names within AWS limits: the longest is the IAM
+// role "KarpenterController-<cluster>" (64 characters at most) and the policy names.
+const MaxClusterNameLen = 40
+
+func (c *Config) validate(p *parser) {
+	switch {
+	case len(c.ClusterName) > MaxClusterNameLen:
+		p.fail(KeyClusterName, fmt.Sprintf("%q is %d characters; at most %d fit the IAM role names derived from it", c.ClusterName, len(c.ClusterName), MaxClusterNameLen), "a shorter name, e.g. lux-gpu-ci-dev")
+	case !clusterNameRE.MatchString(c.ClusterName):
+		p.fail(KeyClusterName, fmt.Sprintf("%q must be lower-case letters, digits and '-', starting with a letter", c.ClusterName), "e.g. lux-gpu-ci-dev")
+	}
+
+	if m := k8sVersionRE.FindStringSubmatch(c.KubernetesVersion); m == nil {
+		p.fail(KeyKubernetesVersion, fmt.Sprintf("%q is not a Kubernetes minor version like %q", c.KubernetesVersion, versions.KubernetesDefault), versions.KubernetesDefault)
+	} else if minor, _ := strconv.Atoi(m[1]); minor < versions.KubernetesMin || minor > versions.KubernetesMax {
+		p.fail(KeyKubernetesVersion, fmt.Sprintf("%s is outside 1.%d–1.%d, the versions EKS and Karpenter 1.14 both support", c.KubernetesVersion, versions.KubernetesMin, versions.KubernetesMax), versions.KubernetesDefault)
+	}
+
+	c.validateNetwork(p)
+
+	if !instanceTypeRE.MatchString(c.SystemNodes.InstanceType) {
+		p.fail(KeySystemNodeInstanceType, fmt.Sprintf("%q is not an EC2 instance type like t3.medium", c.SystemNodes.InstanceType), "t3.medium")
+	}
+	if c.SystemNodes.Count < 1 || c.SystemNodes.Count > 10 {
+		p.fail(KeySystemNodeCount, fmt.Sprintf("must be 1–10, got %d: Karpenter, CoreDNS and ARC need at least one always-on node", c.SystemNodes.Count), "1")
+	}
+
+	if len(c.PublicAccessCIDRs) == 0 {
+		p.fail(KeyPublicAccessCidrs, "is empty, so nobody (including `pulumi up`) could reach the EKS API", `["203.0.113.0/24"] (your office or CI egress range)`)
+	}
+	for i, s := range c.PublicAccessCIDRs {
+		if pfx, err := netip.ParsePrefix(s); err != nil || !pfx.Addr().Is4() || pfx.Masked() != pfx {
+			p.fail(KeyPublicAccessCidrs, fmt.Sprintf("entry %d (%q) is not an IPv4 CIDR without host bits", i, s), "e.g. 203.0.113.0/24")
+		}
+	}
+	for i, s := range c.AdminPrincipals {
+		if !iamPrincipalRE.MatchString(s) {
+			p.fail(KeyAdminPrincipals, fmt.Sprintf("entry %d (%q) is not an IAM role or user ARN", i, s), "e.g. arn:aws:iam::123456789012:role/platform-admins")
+		}
+	}
+	if dup := firstDuplicate(c.AdminPrincipals); dup != "" {
+		p.fail(KeyAdminPrincipals, fmt.Sprintf("%q is listed twice", dup), "list each principal once")
+	}
+	for _, k := range sortedKeys(c.Tags) {
+		switch v := c.Tags[k]; {
+		case k == "" || len(k) > 128 || len(v) > 256:
+			p.fail(KeyTags, fmt.Sprintf("tag %q: keys must be 1–128 characters and values at most 256", k), "shorten the tag")
+		case strings.HasPrefix(strings.ToLower(k), "aws:"):
+			p.fail(KeyTags, fmt.Sprintf("tag %q uses the reserved aws: prefix", k), "rename the tag")
+		case hasAnyPrefix(k, "kubernetes.io/", "karpenter.sh/", "karpenter.k8s.aws/", "eks:"):
+			p.fail(KeyTags, fmt.Sprintf("tag %q is in a namespace EKS or Karpenter manage (Karpenter's EC2NodeClass rejects it)", k), `{"team": "platform"}`)
+		}
+	}
+	for _, name := range sortedKeys(c.AddonVersions) {
+		if !slices.Contains(Addons, name) {
+			p.fail(KeyAddonVersions, fmt.Sprintf("%q is not an add-on this stack manages (%s)", name, strings.Join(Addons, ", ")), "remove it or fix the spelling")
+		} else if !strings.HasPrefix(c.AddonVersions[name], "v") {
+			p.fail(KeyAddonVersions, fmt.Sprintf("%s: %q is not an EKS add-on version like v1.19.0-eksbuild.1", name, c.AddonVersions[name]), "copy one from `aws eks describe-addon-versions --addon-name "+name+"`")
+		}
+	}
+	if b := c.Budget; b != nil {
+		if b.MonthlyUSD <= 0 {
+			p.fail(KeyBudget, fmt.Sprintf("monthlyUsd must be a positive amount, got %v", b.MonthlyUSD), `{"monthlyUsd": 250, "emails": ["you@example.com"]}`)
+		}
+		if len(b.Emails) == 0 {
+			p.fail(KeyBudget, "emails is empty, so nobody would hear of an overrun", `{"monthlyUsd": 250, "emails": ["you@example.com"]}`)
+		}
+		for _, e := range b.Emails {
+			if !emailRE.MatchString(e) {
+				p.fail(KeyBudget, fmt.Sprintf("%q is not an e-mail address", e), "fix the address")
+			}
+		}
+	}
+}
+
+func (c *Config) validateNetwork(p *parser) {
+	n := c.Network
+	switch pfx, err := netip.ParsePrefix(n.CIDR); {
+	case err != nil || !pfx.Addr().Is4():
+		p.fail(KeyVpcCidr, fmt.Sprintf("%q is not an IPv4 CIDR", n.CIDR), "10.0.0.0/16")
+	case pfx.Masked() != pfx:
+		p.fail(KeyVpcCidr, fmt.Sprintf("%q has host bits set", n.CIDR), pfx.Masked().String())
+	case !pfx.Addr().IsPrivate():
+		p.fail(KeyVpcCidr, fmt.Sprintf("%q is not in a private (RFC 1918) range", n.CIDR), "10.0.0.0/16")
+	case pfx.Bits() < 16 || pfx.Bits() > 20:
+		p.fail(KeyVpcCidr, fmt.Sprintf("%q must be a /16 to /20: AWS allows at most /16, and pods take VPC addresses so smaller VPCs run out", n.CIDR), "10.0.0.0/16")
+	}
+	if n.AZCount < 2 || n.AZCount > MaxAZs {
+		p.fail(KeyAzCount, fmt.Sprintf("must be 2 or 3, got %d: EKS needs subnets in at least two AZs", n.AZCount), "2")
+	}
+	if n.NatMode != NatSingle && n.NatMode != NatNone {
+		p.fail(KeyNatMode, fmt.Sprintf("%q is not %q or %q", n.NatMode, NatSingle, NatNone), NatSingle)
+	}
+}
+
+// parser reads raw values, recording a precise error for each one it cannot use.
+type parser struct {
+	get  Getter
+	errs []error
+}
+
+func qualify(key string) string { return Project + ":" + key }
+
+// structured keys hold lists or objects; they are edited in the stack file rather than
+// with a one-line `pulumi config set`.
+var structured = map[string]bool{
+	KeyPublicAccessCidrs: true, KeyAdminPrincipals: true, KeyTags: true, KeyAddonVersions: true, KeyBudget: true,
+}
+
+// fail records an error for key (an unqualified project key, or "aws:region") with the
+// value that fixes it.
+func (p *parser) fail(key, problem, fix string) {
+	short := key
+	if !strings.Contains(key, ":") {
+		key = qualify(key)
+	}
+	how := fmt.Sprintf("pulumi config set %s %s", short, shellQuote(fix))
+	if structured[short] {
+		how = fmt.Sprintf("set %s in Pulumi.<stack>.yaml, e.g. %s", key, fix)
+	}
+	p.errs = append(p.errs, fmt.Errorf("%s: %s (fix: %s)", key, problem, how))
+}
+
+func (p *parser) raw(key string) (string, bool) {
+	v, ok := p.get(qualify(key))
+	return v, ok
+}
+
+func (p *parser) region() string {
+	r, ok := p.get(KeyRegion)
+	switch {
+	case !ok || r == "":
+		p.fail(KeyRegion, "is not set; the stack needs to know which region to build in", "us-west-2")
+	case !regionRE.MatchString(r):
+		p.fail(KeyRegion, fmt.Sprintf("%q is not an AWS region name", r), "us-west-2")
+	}
+	return r
+}
+
+func (p *parser) str(key string) string {
+	if v, ok := p.raw(key); ok {
+		return v
+	}
+	return Defaults[key].(string)
+}
+
+func (p *parser) integer(key string) int {
+	v, ok := p.raw(key)
+	if !ok {
+		return Defaults[key].(int)
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(v))
+	if err != nil {
+		p.fail(key, fmt.Sprintf("%q is not a whole number", v), fmt.Sprint(Defaults[key]))
+	}
+	return n
+}
+
+func (p *parser) boolean(key string) bool {
+	v, ok := p.raw(key)
+	if !ok {
+		return Defaults[key].(bool)
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		p.fail(key, fmt.Sprintf("%q is not true or false", v), "true")
+	}
+	return b
+}
+
+// object decodes a structured (JSON) value into out, rejecting unknown fields so a
+// misspelt field is an error rather than a silently ignored setting.
+func (p *parser) object(key string, out any) {
+	v, ok := p.raw(key)
+	if !ok {
+		def, _ := json.Marshal(Defaults[key])
+		v = string(def)
+	}
+	dec := json.NewDecoder(bytes.NewReader([]byte(v)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(out); err != nil {
+		example, _ := json.Marshal(Defaults[key])
+		if Defaults[key] == nil {
+			example = []byte(`{"monthlyUsd": 250, "emails": ["you@example.com"]}`)
+		}
+		p.fail(key, fmt.Sprintf("cannot be read: %v", err), string(example))
+	}
+}
+
+// MaxAZs is the most availability zones the network spreads across.
+const MaxAZs = 3
+
+func hasAnyPrefix(s string, prefixes ...string) bool {
+	for _, p := range prefixes {
+		if strings.HasPrefix(s, p) {
+			return true
+		}
+	}
+	return false
+}
+
+func firstDuplicate(xs []string) string {
+	seen := map[string]bool{}
+	for _, x := range xs {
+		if seen[x] {
+			return x
+		}
+		seen[x] = true
+	}
+	return ""
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+func shellQuote(s string) string {
+	if strings.ContainsAny(s, " \"'{}[]$`\\|&;<>()*?!#") {
+		return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+	}
+	return s
+}

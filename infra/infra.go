@@ -1,0 +1,174 @@
+// Package infra is the AWS layer of lux-gpu-ci: the VPC, the EKS cluster with its system
+// node group and add-ons, Karpenter's IAM and interruption queue, and the optional budget.
+// Each concern is one ComponentResource; New wires them in dependency order.
+package infra
+
+import (
+	"fmt"
+	"maps"
+	"sort"
+
+	"github.com/pulumi/pulumi-aws/sdk/v6/go/aws"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+
+	"github.com/luxfi/lux-gpu-ci/config"
+)
+
+const (
+	// DiscoveryTag marks the subnets and the security group Karpenter's EC2NodeClass selects.
+	DiscoveryTag = "karpenter.sh/discovery"
+	// SystemNodeLabel marks the system managed node group's nodes.
+	SystemNodeLabel = "lux-gpu-ci.luxfi.com/node-role"
+)
+
+// Outputs is what the Kubernetes layer and the stack exports need from the AWS layer.
+type Outputs struct {
+	Region      string
+	ClusterName string
+	// NodesPublic is true in the lean profile: nodes need a public IP for egress.
+	NodesPublic bool
+
+	VpcID            pulumi.StringOutput
+	PrivateSubnetIDs pulumi.StringArrayOutput
+	PublicSubnetIDs  pulumi.StringArrayOutput
+	Endpoint         pulumi.StringOutput
+	// Kubeconfig is a secret.
+	Kubeconfig pulumi.StringOutput
+
+	KarpenterNamespace      string
+	KarpenterServiceAccount string
+	QueueName               pulumi.StringOutput
+	NodeRoleName            pulumi.StringOutput
+	ControllerRoleArn       pulumi.StringOutput
+
+	// SystemNodeGroup is what the Kubernetes provider waits for: nothing schedules before
+	// it, and on destroy it goes only after everything running in the cluster.
+	SystemNodeGroup pulumi.Resource
+	// KarpenterReady must exist before the Karpenter controller starts.
+	KarpenterReady []pulumi.Resource
+}
+
+// New builds the AWS layer from validated configuration.
+func New(ctx *pulumi.Context, cfg *config.Config) (*Outputs, error) {
+	// Look-ups first: if the region cannot hold the network, fail before creating anything.
+	azs, err := availabilityZones(ctx, cfg.Network.AZCount)
+	if err != nil {
+		return nil, err
+	}
+	partition, err := aws.GetPartition(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("looking up the AWS partition: %w", err)
+	}
+	caller, err := aws.GetCallerIdentity(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("looking up the AWS account (are credentials set?): %w", err)
+	}
+
+	nat := cfg.Network.NatMode == config.NatSingle
+	network, err := NewNetwork(ctx, "network", &NetworkArgs{
+		ClusterName: cfg.ClusterName,
+		CIDR:        cfg.Network.CIDR,
+		AZs:         azs,
+		NAT:         nat,
+		Tags:        cfg.Tags,
+	})
+	if err != nil {
+		return nil, err
+	}
+	cluster, err := NewCluster(ctx, "cluster", &ClusterArgs{
+		Name:                   cfg.ClusterName,
+		Version:                cfg.KubernetesVersion,
+		Region:                 cfg.Region,
+		Partition:              partition.Partition,
+		VpcID:                  network.VpcID,
+		PublicSubnetIDs:        network.PublicSubnetIDs,
+		PrivateSubnetIDs:       privateSubnets(network, nat),
+		NodeSubnetIDs:          network.NodeSubnetIDs,
+		PublicAccessCIDRs:      cfg.PublicAccessCIDRs,
+		AdminPrincipals:        cfg.AdminPrincipals,
+		SystemNodeInstanceType: cfg.SystemNodes.InstanceType,
+		SystemNodeCount:        cfg.SystemNodes.Count,
+		AddonVersions:          cfg.AddonVersions,
+		Tags:                   cfg.Tags,
+	})
+	if err != nil {
+		return nil, err
+	}
+	karpenter, err := NewKarpenterAWS(ctx, "karpenter", &KarpenterAWSArgs{
+		ClusterName:                 cfg.ClusterName,
+		Region:                      cfg.Region,
+		Partition:                   partition.Partition,
+		AccountID:                   caller.AccountId,
+		EKSClusterName:              cluster.EKS.EksCluster.Name(),
+		PodIdentityAgent:            cluster.PodIdentityAgent,
+		CreateSpotServiceLinkedRole: cfg.CreateSpotServiceLinkedRole,
+		Tags:                        cfg.Tags,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if b := cfg.Budget; b != nil {
+		if _, err := NewBudget(ctx, "budget", &BudgetArgs{
+			ClusterName: cfg.ClusterName, MonthlyUSD: b.MonthlyUSD, Emails: b.Emails, Tags: cfg.Tags,
+		}); err != nil {
+			return nil, err
+		}
+	}
+
+	return &Outputs{
+		Region:                  cfg.Region,
+		ClusterName:             cfg.ClusterName,
+		NodesPublic:             !nat,
+		VpcID:                   network.VpcID,
+		PrivateSubnetIDs:        network.PrivateSubnetIDs,
+		PublicSubnetIDs:         network.PublicSubnetIDs,
+		Endpoint:                cluster.Endpoint,
+		Kubeconfig:              cluster.Kubeconfig,
+		KarpenterNamespace:      KarpenterNamespace,
+		KarpenterServiceAccount: KarpenterServiceAccount,
+		QueueName:               karpenter.QueueName,
+		NodeRoleName:            karpenter.NodeRoleName,
+		ControllerRoleArn:       karpenter.ControllerRoleArn,
+		SystemNodeGroup:         cluster.SystemNodeGroup,
+		KarpenterReady:          karpenter.Ready,
+	}, nil
+}
+
+// privateSubnets is nil in the lean profile: pulumi-eks must see "public subnets only",
+// not an empty private list.
+func privateSubnets(n *Network, nat bool) pulumi.StringArrayInput {
+	if !nat {
+		return nil
+	}
+	return n.PrivateSubnetIDs
+}
+
+// availabilityZones returns the first n standard (not Local or Wavelength) zones of the
+// region, sorted by name.
+func availabilityZones(ctx *pulumi.Context, n int) ([]string, error) {
+	state := "available"
+	res, err := aws.GetAvailabilityZones(ctx, &aws.GetAvailabilityZonesArgs{
+		State:   &state,
+		Filters: []aws.GetAvailabilityZonesFilter{{Name: "opt-in-status", Values: []string{"opt-in-not-required"}}},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("looking up availability zones: %w", err)
+	}
+	names := append([]string(nil), res.Names...)
+	sort.Strings(names)
+	if len(names) < n {
+		return nil, fmt.Errorf("%s:%s: the region has %d usable availability zones (%v), fewer than the %d asked for (fix: pulumi config set %s %d)",
+			config.Project, config.KeyAzCount, len(names), names, n, config.KeyAzCount, len(names))
+	}
+	return names[:n], nil
+}
+
+// tagMap merges the stack's common tags with resource-specific ones (which win).
+func tagMap(common, extra map[string]string) pulumi.StringMap {
+	m := maps.Clone(common)
+	if m == nil {
+		m = map[string]string{}
+	}
+	maps.Copy(m, extra)
+	return pulumi.ToStringMap(m)
+}
