@@ -8,6 +8,7 @@ import (
 
 	"github.com/luxfi/lux-gpu-ci/config"
 	"github.com/luxfi/lux-gpu-ci/infra"
+	"github.com/luxfi/lux-gpu-ci/k8s"
 )
 
 func main() {
@@ -25,6 +26,25 @@ func program(ctx *pulumi.Context) error {
 	if err != nil {
 		return err
 	}
+	cluster, err := k8s.New(ctx, "gpu-ci", &k8s.Args{
+		Kubeconfig:              aws.Kubeconfig,
+		ProviderDependsOn:       []pulumi.Resource{aws.SystemNodeGroup},
+		ClusterName:             aws.ClusterName,
+		Region:                  aws.Region,
+		KarpenterNamespace:      aws.KarpenterNamespace,
+		KarpenterServiceAccount: aws.KarpenterServiceAccount,
+		InterruptionQueue:       aws.QueueName,
+		NodeRoleName:            aws.NodeRoleName,
+		KarpenterDependsOn:      aws.KarpenterReady,
+		NodesPublic:             aws.NodesPublic,
+		Tags:                    cfg.Tags,
+		Pools:                   cfg.GPUPools,
+		GitHub:                  cfg.GitHub,
+		SkipAwait:               cfg.HelmSkipAwait,
+	})
+	if err != nil {
+		return err
+	}
 
 	ctx.Export("region", pulumi.String(aws.Region))
 	ctx.Export("clusterName", pulumi.String(aws.ClusterName))
@@ -36,5 +56,6 @@ func program(ctx *pulumi.Context) error {
 	ctx.Export("karpenterQueueName", aws.QueueName)
 	ctx.Export("karpenterNodeRoleName", aws.NodeRoleName)
 	ctx.Export("karpenterControllerRoleArn", aws.ControllerRoleArn)
+	ctx.Export("runsOn", cluster.RunsOn)
 	return nil
 }

@@ -28,7 +28,7 @@ func runDev(t *testing.T, overrides ...string) *mocks {
 	return m
 }
 
-// TestDevStackResourceCounts pins how many of each AWS resource the dev stack creates.
+// TestDevStackResourceCounts pins how many of each resource the dev stack declares.
 func TestDevStackResourceCounts(t *testing.T) {
 	m := runDev(t)
 	want := map[string]int{
@@ -58,6 +58,18 @@ func TestDevStackResourceCounts(t *testing.T) {
 		"aws:iam/serviceLinkedRole:ServiceLinkedRole":           0,
 		"lux-gpu-ci:infra:Budget":                               0,
 		"aws:budgets/budget:Budget":                             0,
+
+		"lux-gpu-ci:k8s:GPUCI":                         1,
+		"lux-gpu-ci:k8s:Karpenter":                     1,
+		"lux-gpu-ci:k8s:DevicePlugin":                  1,
+		"lux-gpu-ci:k8s:GPUPool":                       1,
+		"lux-gpu-ci:k8s:Runners":                       1,
+		"pulumi:providers:kubernetes":                  1,
+		"kubernetes:helm.sh/v3:Release":                5, // karpenter-crd, karpenter, nvidia-device-plugin, arc, lux-gpu-t4
+		"kubernetes:core/v1:Namespace":                 3, // nvidia-device-plugin, arc-systems, arc-runners
+		"kubernetes:core/v1:Secret":                    1,
+		"kubernetes:karpenter.sh/v1:NodePool":          1,
+		"kubernetes:karpenter.k8s.aws/v1:EC2NodeClass": 1,
 	}
 	got := map[string]int{}
 	for _, r := range m.programResources() {
@@ -76,11 +88,12 @@ func TestDevStackResourceCounts(t *testing.T) {
 func TestEveryResourceHasAComponentParent(t *testing.T) {
 	m := runDev(t)
 	for _, r := range m.programResources() {
+		parent := r.Parent()
 		if strings.HasPrefix(r.Type, "lux-gpu-ci:") {
-			assert.Equal(t, "pulumi:pulumi:Stack::lux-gpu-ci-dev", r.Parent(), "component %s", r.Key())
+			assert.True(t, parent == "pulumi:pulumi:Stack::lux-gpu-ci-dev" || strings.HasPrefix(parent, "lux-gpu-ci:"), "component %s under %s", r.Key(), parent)
 			continue
 		}
-		assert.NotEqual(t, "pulumi:pulumi:Stack::lux-gpu-ci-dev", r.Parent(), "%s is at the stack root", r.Key())
+		assert.NotEqual(t, "pulumi:pulumi:Stack::lux-gpu-ci-dev", parent, "%s is at the stack root", r.Key())
 	}
 }
 
@@ -422,7 +435,10 @@ func TestKubeconfigIsSecretAndRegional(t *testing.T) {
 		assert.Equal(t, "aws", exec.Command)
 		assert.Equal(t, []string{"eks", "get-token", "--cluster-name", "lux-gpu-ci", "--region", "us-west-2", "--output", "json"}, exec.Args)
 		return nil
-	}, pulumi.WithMocks("lux-gpu-ci", "dev", m), func(ri *pulumi.RunInfo) { ri.Config = stackConfig(t, "dev") })
+	}, pulumi.WithMocks("lux-gpu-ci", "dev", m), func(ri *pulumi.RunInfo) {
+		ri.Config = stackConfig(t, "dev")
+		ri.ConfigSecretKeys = secretKeys
+	})
 	require.NoError(t, err)
 }
 
@@ -501,6 +517,7 @@ func TestPulumiYamlDeclaresTheConfig(t *testing.T) {
 		Config map[string]struct {
 			Type    string `yaml:"type"`
 			Default any    `yaml:"default"`
+			Secret  bool   `yaml:"secret"`
 		} `yaml:"config"`
 	}
 	require.NoError(t, yaml.Unmarshal(b, &project))
@@ -512,10 +529,17 @@ func TestPulumiYamlDeclaresTheConfig(t *testing.T) {
 		}
 		assert.Equal(t, jsonOf(t, def), jsonOf(t, decl.Default), "default of %s", key)
 	}
-	for key := range project.Config {
+	// Keys without a default: required, or off unless set.
+	noDefault := []string{config.KeyBudget, config.KeyGitHubOrg, config.KeyGitHubToken, config.KeyGitHubAppID, config.KeyGitHubAppInstallationID, config.KeyGitHubAppPrivateKey}
+	for key, decl := range project.Config {
 		_, ok := config.Defaults[key]
-		assert.True(t, ok || key == config.KeyBudget, "Pulumi.yaml declares %s, which config does not read", key)
+		assert.True(t, ok || slices.Contains(noDefault, key), "Pulumi.yaml declares %s, which config does not read", key)
+		if slices.Contains(noDefault, key) {
+			assert.Nil(t, decl.Default, "%s has no default", key)
+		}
 	}
+	assert.True(t, project.Config[config.KeyGitHubToken].Secret, "githubToken is declared secret")
+	assert.True(t, project.Config[config.KeyGitHubAppPrivateKey].Secret, "githubAppPrivateKey is declared secret")
 }
 
 func TestSubnetLayoutStaysInsideTheVPC(t *testing.T) {
@@ -602,9 +626,14 @@ func keys[V any](m map[string]V) []string {
 	return out
 }
 
+// jsonOf is v's canonical JSON (object keys sorted), for comparing values of different types.
 func jsonOf(t *testing.T, v any) string {
 	t.Helper()
 	b, err := json.Marshal(v)
+	require.NoError(t, err)
+	var generic any
+	require.NoError(t, json.Unmarshal(b, &generic))
+	b, err = json.Marshal(generic)
 	require.NoError(t, err)
 	return string(b)
 }

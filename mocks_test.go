@@ -64,6 +64,8 @@ func urnKey(urn string) string {
 type mocks struct {
 	ctx *pulumi.Context
 	azs []string
+	// secretKeys are the config keys stored as secrets (default: the credentials).
+	secretKeys []string
 
 	mu        sync.Mutex
 	resources []registered
@@ -72,7 +74,7 @@ type mocks struct {
 }
 
 func newMocks() *mocks {
-	return &mocks{azs: []string{"us-west-2d", "us-west-2a", "us-west-2c", "us-west-2b"}, fakes: map[string]bool{}}
+	return &mocks{azs: []string{"us-west-2d", "us-west-2a", "us-west-2c", "us-west-2b"}, fakes: map[string]bool{}, secretKeys: secretKeys}
 }
 
 func (m *mocks) NewResource(args pulumi.MockResourceArgs) (string, resource.PropertyMap, error) {
@@ -242,15 +244,22 @@ func asList(v any) []any {
 	return l
 }
 
+// secretKeys are the config keys a real stack stores with --secret.
+var secretKeys = []string{"lux-gpu-ci:githubToken", "lux-gpu-ci:githubAppPrivateKey"}
+
+// testToken stands in for a GitHub PAT; tests check it never leaves a secret.
+const testToken = "ghp_TESTTOKEN0123456789"
+
 // run executes the real program under mocks with the given config ("lux-gpu-ci:key" or
-// "aws:region" → raw value; structured values as JSON).
-func (m *mocks) run(cfg map[string]string, secretKeys ...string) error {
+// "aws:region" → raw value; structured values as JSON). Credentials are marked secret, as
+// `pulumi config set --secret` would.
+func (m *mocks) run(cfg map[string]string) error {
 	return pulumi.RunErr(func(ctx *pulumi.Context) error {
 		m.ctx = ctx
 		return program(ctx)
 	}, pulumi.WithMocks("lux-gpu-ci", "dev", m), func(ri *pulumi.RunInfo) {
 		ri.Config = cfg
-		ri.ConfigSecretKeys = secretKeys
+		ri.ConfigSecretKeys = m.secretKeys
 	})
 }
 
@@ -312,7 +321,8 @@ func names(rs []registered) []string {
 }
 
 // stackConfig reads Pulumi.<stack>.yaml the way the Pulumi CLI hands it to a program:
-// scalars as strings, lists and objects as JSON.
+// scalars as strings, lists and objects as JSON. The GitHub token, which a real stack holds
+// encrypted, is testToken.
 func stackConfig(t *testing.T, stack string) map[string]string {
 	t.Helper()
 	b, err := os.ReadFile("Pulumi." + stack + ".yaml")
@@ -325,7 +335,7 @@ func stackConfig(t *testing.T, stack string) map[string]string {
 	if err := yaml.Unmarshal(b, &file); err != nil {
 		t.Fatalf("Pulumi.%s.yaml: %v", stack, err)
 	}
-	cfg := map[string]string{}
+	cfg := map[string]string{"lux-gpu-ci:githubToken": testToken}
 	for k, v := range file.Config {
 		switch v := v.(type) {
 		case string:

@@ -19,7 +19,6 @@ import (
 	"strings"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
-	pulumiconfig "github.com/pulumi/pulumi/sdk/v3/go/pulumi/config"
 
 	"github.com/luxfi/lux-gpu-ci/versions"
 )
@@ -42,6 +41,13 @@ const (
 	KeyAddonVersions               = "addonVersions"
 	KeyBudget                      = "budget"
 	KeyCreateSpotServiceLinkedRole = "createSpotServiceLinkedRole"
+	KeyGPUPools                    = "gpuPools"
+	KeyGitHubOrg                   = "githubOrg"
+	KeyGitHubToken                 = "githubToken"
+	KeyGitHubAppID                 = "githubAppId"
+	KeyGitHubAppInstallationID     = "githubAppInstallationId"
+	KeyGitHubAppPrivateKey         = "githubAppPrivateKey"
+	KeyHelmSkipAwait               = "helmSkipAwait"
 
 	// KeyRegion is the AWS provider's own key; it is read, not declared by this project.
 	KeyRegion = "aws:region"
@@ -80,6 +86,14 @@ type Config struct {
 	// Budget is nil unless the budget guard is configured.
 	Budget                      *Budget
 	CreateSpotServiceLinkedRole bool
+
+	// GPUPools are the kinds of GPU runner; each is a NodePool, an EC2NodeClass and a runner
+	// scale set.
+	GPUPools []GPUPool
+	GitHub   GitHub
+	// HelmSkipAwait installs Helm releases without waiting for their workloads to become
+	// ready. Off for real clusters; on where no kubelet runs (the e2e API server).
+	HelmSkipAwait bool
 }
 
 // Network is the VPC layout.
@@ -117,6 +131,8 @@ var Defaults = map[string]any{
 	KeyTags:                        map[string]string{},
 	KeyAddonVersions:               map[string]string{},
 	KeyCreateSpotServiceLinkedRole: false,
+	KeyGPUPools:                    []GPUPool{DefaultPool()},
+	KeyHelmSkipAwait:               false,
 }
 
 // Getter returns a raw config value and whether it is set. Keys are fully qualified
@@ -125,17 +141,14 @@ type Getter func(key string) (string, bool)
 
 // Load reads the stack's configuration from the Pulumi context and validates it.
 func Load(ctx *pulumi.Context) (*Config, error) {
-	return Parse(func(key string) (string, bool) {
-		ns, name, _ := strings.Cut(key, ":")
-		v, err := pulumiconfig.New(ctx, ns).Try(name)
-		return v, err == nil
-	})
+	return Parse(ctx.GetConfig, ctx.IsConfigSecret)
 }
 
-// Parse builds a Config from raw values, applying defaults. It returns every problem it
-// finds, joined, so one run shows them all.
-func Parse(get Getter) (*Config, error) {
-	p := &parser{get: get}
+// Parse builds a Config from raw values, applying defaults. isSecret tells whether a key is
+// stored as a Pulumi secret (nil: do not check). It returns every problem it finds,
+// joined, so one run shows them all; no message ever contains a secret's value.
+func Parse(get Getter, isSecret func(key string) bool) (*Config, error) {
+	p := &parser{get: get, isSecret: isSecret}
 	c := &Config{
 		Region:            p.region(),
 		ClusterName:       p.str(KeyClusterName),
@@ -150,7 +163,10 @@ func Parse(get Getter) (*Config, error) {
 			Count:        p.integer(KeySystemNodeCount),
 		},
 		CreateSpotServiceLinkedRole: p.boolean(KeyCreateSpotServiceLinkedRole),
+		HelmSkipAwait:               p.boolean(KeyHelmSkipAwait),
 	}
+	c.GPUPools = p.parsePools()
+	c.GitHub = p.parseGitHub()
 	p.object(KeyPublicAccessCidrs, &c.PublicAccessCIDRs)
 	p.object(KeyAdminPrincipals, &c.AdminPrincipals)
 	p.object(KeyTags, &c.Tags)
@@ -161,6 +177,7 @@ func Parse(get Getter) (*Config, error) {
 	}
 	if len(p.errs) == 0 {
 		c.validate(p)
+		c.validatePools(p)
 	}
 	if len(p.errs) > 0 {
 		return nil, fmt.Errorf("invalid stack configuration:\n  %w", errors.Join(p.errs...))
@@ -274,8 +291,9 @@ func (c *Config) validateNetwork(p *parser) {
 
 // parser reads raw values, recording a precise error for each one it cannot use.
 type parser struct {
-	get  Getter
-	errs []error
+	get      Getter
+	isSecret func(key string) bool
+	errs     []error
 }
 
 func qualify(key string) string { return Project + ":" + key }
@@ -283,19 +301,30 @@ func qualify(key string) string { return Project + ":" + key }
 // structured keys hold lists or objects; they are edited in the stack file rather than
 // with a one-line `pulumi config set`.
 var structured = map[string]bool{
-	KeyPublicAccessCidrs: true, KeyAdminPrincipals: true, KeyTags: true, KeyAddonVersions: true, KeyBudget: true,
+	KeyPublicAccessCidrs: true, KeyAdminPrincipals: true, KeyTags: true, KeyAddonVersions: true, KeyBudget: true, KeyGPUPools: true,
 }
+
+// credentials are set with `pulumi config set --secret`.
+var credentials = map[string]bool{KeyGitHubToken: true, KeyGitHubAppPrivateKey: true}
 
 // fail records an error for key (an unqualified project key, or "aws:region") with the
 // value that fixes it.
 func (p *parser) fail(key, problem, fix string) {
 	short := key
+	how := fmt.Sprintf("pulumi config set %s %s", short, shellQuote(fix))
+	switch {
+	case structured[short]:
+		how = fmt.Sprintf("set %s in Pulumi.<stack>.yaml, e.g. %s", qualify(short), fix)
+	case credentials[short]:
+		how = fmt.Sprintf("pulumi config set --secret %s %s", short, fix)
+	}
+	p.failHow(key, problem, how)
+}
+
+// failHow records an error for key with a complete fix instruction.
+func (p *parser) failHow(key, problem, how string) {
 	if !strings.Contains(key, ":") {
 		key = qualify(key)
-	}
-	how := fmt.Sprintf("pulumi config set %s %s", short, shellQuote(fix))
-	if structured[short] {
-		how = fmt.Sprintf("set %s in Pulumi.<stack>.yaml, e.g. %s", key, fix)
 	}
 	p.errs = append(p.errs, fmt.Errorf("%s: %s (fix: %s)", key, problem, how))
 }

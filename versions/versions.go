@@ -20,3 +20,40 @@ const (
 	// AMIs for Kubernetes 1.33+, and pulumi-eks v2 defaults to AL2.
 	SystemAMIType = "AL2023_x86_64_STANDARD"
 )
+
+// Chart is a pinned Helm chart: an oci:// reference, or a name in a classic repository.
+type Chart struct {
+	Chart   string `json:"chart"`
+	Repo    string `json:"repo,omitempty"`
+	Version string `json:"version"`
+}
+
+// Karpenter 1.14.1 (matches sigs.k8s.io/karpenter and karpenter-provider-aws in go.mod, whose
+// CRDs the tests validate our NodePools against). The CRDs are their own chart so they
+// upgrade with Karpenter (Helm never upgrades a chart's crds/ directory).
+var (
+	KarpenterCRDChart = Chart{Chart: "oci://public.ecr.aws/karpenter/karpenter-crd", Version: "1.14.1"}
+	KarpenterChart    = Chart{Chart: "oci://public.ecr.aws/karpenter/karpenter", Version: "1.14.1"}
+)
+
+// NVIDIA device plugin. The AL2023 NVIDIA AMI ships drivers and the container toolkit but
+// not the device plugin. 0.19.3 is also a Go module version, so tests render the real chart.
+var NvidiaDevicePluginChart = Chart{Chart: "nvidia-device-plugin", Repo: "https://nvidia.github.io/k8s-device-plugin", Version: "0.19.3"}
+
+// NvidiaDevicePluginModule is the Go module holding that chart (tests render it from here).
+const NvidiaDevicePluginModule = "github.com/NVIDIA/k8s-device-plugin@v0.19.3"
+
+// Actions Runner Controller in scale-set mode; 0.14 added scaleSetLabels.
+var (
+	ARCControllerChart = Chart{Chart: "oci://ghcr.io/actions/actions-runner-controller-charts/gha-runner-scale-set-controller", Version: "0.14.2"}
+	ARCScaleSetChart   = Chart{Chart: "oci://ghcr.io/actions/actions-runner-controller-charts/gha-runner-scale-set", Version: "0.14.2"}
+)
+
+// RunnerImage is the default runner container (ARC 0.14.2 ships runner 2.334.0). It has no
+// CUDA toolkit: jobs bring theirs (a CUDA container image or a setup step); the driver comes
+// from the node's AL2023 NVIDIA AMI.
+const RunnerImage = "ghcr.io/actions/actions-runner:2.334.0"
+
+// GPUNodeAMIAlias pins the EKS-optimized AL2023 release for GPU nodes; Karpenter picks its
+// NVIDIA variant for GPU instance types. "latest" would drift every AMI release.
+const GPUNodeAMIAlias = "al2023@v20260714"

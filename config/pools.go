@@ -1,0 +1,187 @@
+package config
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/luxfi/lux-gpu-ci/instancetypes"
+	"github.com/luxfi/lux-gpu-ci/versions"
+)
+
+// GPUPool is one kind of GPU runner: a Karpenter NodePool/EC2NodeClass pair and the ARC
+// runner scale set whose jobs land on it.
+type GPUPool struct {
+	// Name names the NodePool and EC2NodeClass (a DNS label).
+	Name string `json:"name"`
+	// InstanceTypes Karpenter may launch, from the instancetypes catalogue.
+	InstanceTypes []string `json:"instanceTypes"`
+	// CapacityTypes are "spot" and/or "on-demand"; with both, Karpenter prefers spot and
+	// falls back to on-demand when spot capacity is short.
+	CapacityTypes []string `json:"capacityTypes"`
+	// GPULimit caps the GPUs the pool may run at once (NodePool limits nvidia.com/gpu).
+	GPULimit int `json:"gpuLimit"`
+	// ConsolidateAfter is how long an empty GPU node is kept warm for the next job.
+	ConsolidateAfter string `json:"consolidateAfter"`
+	// ExpireAfter replaces nodes older than this (fresh AMIs); TerminationGracePeriod is
+	// how long a draining node waits for a running job. Together they bound a node's life.
+	ExpireAfter            string `json:"expireAfter"`
+	TerminationGracePeriod string `json:"terminationGracePeriod"`
+	// RootVolumeGi sizes the gp3 root volume; CUDA images are large.
+	RootVolumeGi int `json:"rootVolumeGi"`
+	// RunnerScaleSetName is the scale set's name, usable as `runs-on: <name>`.
+	RunnerScaleSetName string `json:"runnerScaleSetName"`
+	// RunnerLabels are registered when the scale set is first created (ARC ≥ 0.14) and
+	// cannot be changed afterwards without recreating it.
+	RunnerLabels []string `json:"runnerLabels"`
+	// MaxRunners caps concurrent jobs; each runner takes one GPU.
+	MaxRunners int `json:"maxRunners"`
+	// RunnerImage is the runner container image (pinned; the CUDA toolkit is the job's).
+	RunnerImage string `json:"runnerImage"`
+}
+
+// DefaultPool is the pool a stack gets when it configures none: one T4-class spot GPU.
+func DefaultPool() GPUPool {
+	return GPUPool{
+		Name:                   "gpu-t4",
+		InstanceTypes:          []string{"g4dn.xlarge", "g5.xlarge"},
+		CapacityTypes:          []string{"spot"},
+		GPULimit:               1,
+		ConsolidateAfter:       "30s",
+		ExpireAfter:            "24h",
+		TerminationGracePeriod: "6h",
+		RootVolumeGi:           100,
+		RunnerScaleSetName:     "lux-gpu-t4",
+		RunnerLabels:           []string{"self-hosted", "linux", "amd64", "cuda", "gpu", "t4"},
+		MaxRunners:             1,
+		RunnerImage:            versions.RunnerImage,
+	}
+}
+
+var (
+	dnsLabelRE     = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+	karpenterDurRE = regexp.MustCompile(`^([0-9]+(s|m|h))+$`)
+	runnerLabelRE  = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]*$`)
+)
+
+// parsePools reads gpuPools: unset means [DefaultPool()]; each configured pool must name
+// itself and its instance types, and takes the default pool's values for the rest (its
+// scale set is named lux-<name> and labelled with its name).
+func (p *parser) parsePools() []GPUPool {
+	raw, ok := p.raw(KeyGPUPools)
+	if !ok {
+		return []GPUPool{DefaultPool()}
+	}
+	var items []json.RawMessage
+	if err := json.Unmarshal([]byte(raw), &items); err != nil || len(items) == 0 {
+		p.fail(KeyGPUPools, "must be a non-empty list of pools", `[{"name": "gpu-t4", "instanceTypes": ["g4dn.xlarge"]}]`)
+		return nil
+	}
+	var pools []GPUPool
+	for i, item := range items {
+		pool := DefaultPool()
+		pool.Name, pool.InstanceTypes, pool.RunnerScaleSetName, pool.RunnerLabels = "", nil, "", nil
+		dec := json.NewDecoder(bytes.NewReader(item))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&pool); err != nil {
+			p.fail(KeyGPUPools, fmt.Sprintf("[%d] cannot be read: %v", i, err), `[{"name": "gpu-t4", "instanceTypes": ["g4dn.xlarge"]}]`)
+			continue
+		}
+		if pool.RunnerScaleSetName == "" && pool.Name != "" {
+			pool.RunnerScaleSetName = "lux-" + pool.Name
+		}
+		if pool.RunnerLabels == nil && pool.Name != "" {
+			pool.RunnerLabels = []string{"self-hosted", "linux", "amd64", "cuda", "gpu", pool.Name}
+		}
+		pools = append(pools, pool)
+	}
+	return pools
+}
+
+func (c *Config) validatePools(p *parser) {
+	names, scaleSets := map[string]bool{}, map[string]bool{}
+	for i, pool := range c.GPUPools {
+		at := fmt.Sprintf("[%d]", i)
+		if pool.Name != "" {
+			at = fmt.Sprintf("[%d] (%s)", i, pool.Name)
+		}
+		bad := func(field, problem string) {
+			p.fail(KeyGPUPools, fmt.Sprintf("%s.%s: %s", at, field, problem), fmt.Sprintf(`[{"name": "gpu-t4", "instanceTypes": ["g4dn.xlarge"], "%s": …}]`, field))
+		}
+		switch {
+		case pool.Name == "":
+			bad("name", "is required")
+		case len(pool.Name) > 50 || !dnsLabelRE.MatchString(pool.Name):
+			bad("name", fmt.Sprintf("%q must be a DNS label (lower-case letters, digits, '-'), at most 50 characters", pool.Name))
+		case names[pool.Name]:
+			bad("name", fmt.Sprintf("%q is used by two pools", pool.Name))
+		}
+		names[pool.Name] = true
+
+		if len(pool.InstanceTypes) == 0 {
+			bad("instanceTypes", "is empty; Karpenter could launch nothing")
+		}
+		for _, it := range pool.InstanceTypes {
+			if _, ok := instancetypes.Lookup(it); !ok {
+				bad("instanceTypes", fmt.Sprintf("%q is not a known NVIDIA GPU instance type (known: %s)", it, strings.Join(instancetypes.Names(), ", ")))
+			}
+		}
+		if d := firstDuplicate(pool.InstanceTypes); d != "" {
+			bad("instanceTypes", fmt.Sprintf("%q is listed twice", d))
+		}
+		if len(pool.CapacityTypes) == 0 {
+			bad("capacityTypes", `is empty; use ["spot"], ["on-demand"] or both`)
+		}
+		for _, ct := range pool.CapacityTypes {
+			if ct != "spot" && ct != "on-demand" {
+				bad("capacityTypes", fmt.Sprintf("%q is not spot or on-demand", ct))
+			}
+		}
+		if d := firstDuplicate(pool.CapacityTypes); d != "" {
+			bad("capacityTypes", fmt.Sprintf("%q is listed twice", d))
+		}
+		if pool.GPULimit < 1 || pool.GPULimit > 64 {
+			bad("gpuLimit", fmt.Sprintf("must be 1–64, got %d", pool.GPULimit))
+		}
+		for _, d := range []struct{ field, value string }{
+			{"consolidateAfter", pool.ConsolidateAfter}, {"expireAfter", pool.ExpireAfter}, {"terminationGracePeriod", pool.TerminationGracePeriod},
+		} {
+			if d.field == "expireAfter" && d.value == "Never" {
+				continue
+			}
+			if !karpenterDurRE.MatchString(d.value) {
+				bad(d.field, fmt.Sprintf("%q is not a Karpenter duration like 30s, 5m or 6h (whole numbers of s, m, h)", d.value))
+			}
+		}
+		if pool.RootVolumeGi < 20 || pool.RootVolumeGi > 16384 {
+			bad("rootVolumeGi", fmt.Sprintf("must be 20–16384 GiB, got %d", pool.RootVolumeGi))
+		}
+
+		switch sn := pool.RunnerScaleSetName; {
+		case len(sn) > 45 || !dnsLabelRE.MatchString(sn):
+			bad("runnerScaleSetName", fmt.Sprintf("%q must be lower-case letters, digits and '-', at most 45 characters (ARC's limit)", sn))
+		case scaleSets[sn]:
+			bad("runnerScaleSetName", fmt.Sprintf("%q is used by two pools", sn))
+		}
+		scaleSets[pool.RunnerScaleSetName] = true
+		if len(pool.RunnerLabels) == 0 {
+			bad("runnerLabels", "is empty; give at least one label for runs-on")
+		}
+		for _, l := range pool.RunnerLabels {
+			if len(l) > 255 || !runnerLabelRE.MatchString(l) {
+				bad("runnerLabels", fmt.Sprintf("%q must be lower-case letters, digits, '.', '_' or '-', under 256 characters", l))
+			}
+		}
+		if d := firstDuplicate(pool.RunnerLabels); d != "" {
+			bad("runnerLabels", fmt.Sprintf("%q is listed twice", d))
+		}
+		if pool.MaxRunners < 1 || pool.MaxRunners > pool.GPULimit {
+			bad("maxRunners", fmt.Sprintf("must be 1–gpuLimit (%d): each runner takes one GPU, got %d", pool.GPULimit, pool.MaxRunners))
+		}
+		if img := pool.RunnerImage; img == "" || strings.HasSuffix(img, ":latest") || !strings.ContainsAny(img, ":@") {
+			bad("runnerImage", fmt.Sprintf("%q must be pinned to a tag or digest", img))
+		}
+	}
+}

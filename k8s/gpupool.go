@@ -1,0 +1,221 @@
+package k8s
+
+import (
+	"fmt"
+	"time"
+
+	awsv1 "github.com/aws/karpenter-provider-aws/pkg/apis/v1"
+	"github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes"
+	"github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/apiextensions"
+	metav1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/meta/v1"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	k8smeta "k8s.io/apimachinery/pkg/apis/meta/v1"
+	karpv1 "sigs.k8s.io/karpenter/pkg/apis/v1"
+
+	"github.com/luxfi/lux-gpu-ci/config"
+	"github.com/luxfi/lux-gpu-ci/versions"
+)
+
+// Labels and taint every GPU node carries.
+const (
+	// GPUPresentLabel satisfies the NVIDIA device plugin chart's node affinity. Without it
+	// the plugin never schedules on Karpenter nodes, the GPU is never advertised and runner
+	// pods stay Pending on a paid node.
+	GPUPresentLabel = "nvidia.com/gpu.present"
+	// WorkloadLabel marks GPU CI nodes for humans and dashboards.
+	WorkloadLabel = "workload"
+	WorkloadValue = "gpu-ci"
+	// PoolLabel names the pool a node or runner pod belongs to.
+	PoolLabel = "lux-gpu-ci.luxfi.com/pool"
+	// GPUTaintKey keeps everything but GPU jobs (and GPU DaemonSets) off GPU nodes.
+	GPUTaintKey   = "nvidia.com/gpu"
+	GPUTaintValue = "present"
+	// DiscoveryTag is the tag on the subnets and security group GPU nodes use.
+	DiscoveryTag = "karpenter.sh/discovery"
+	// gpuResource is what runner pods request and the pool's limit counts.
+	gpuResource corev1.ResourceName = "nvidia.com/gpu"
+)
+
+// GPUTaint is the taint on every GPU node.
+var GPUTaint = corev1.Taint{Key: GPUTaintKey, Value: GPUTaintValue, Effect: corev1.TaintEffectNoSchedule}
+
+// NodePoolFor builds the Karpenter NodePool for a pool from Karpenter's own Go types.
+func NodePoolFor(pool config.GPUPool) (*karpv1.NodePool, error) {
+	consolidateAfter, err := time.ParseDuration(pool.ConsolidateAfter)
+	if err != nil {
+		return nil, fmt.Errorf("pool %s: consolidateAfter: %w", pool.Name, err)
+	}
+	tgp, err := time.ParseDuration(pool.TerminationGracePeriod)
+	if err != nil {
+		return nil, fmt.Errorf("pool %s: terminationGracePeriod: %w", pool.Name, err)
+	}
+	// An unset ExpireAfter would serialize as "Never"; build it explicitly.
+	expireAfter := karpv1.NillableDuration{}
+	if pool.ExpireAfter != "Never" {
+		d, err := time.ParseDuration(pool.ExpireAfter)
+		if err != nil {
+			return nil, fmt.Errorf("pool %s: expireAfter: %w", pool.Name, err)
+		}
+		expireAfter.Duration = &d
+	}
+	return &karpv1.NodePool{
+		TypeMeta:   k8smeta.TypeMeta{APIVersion: "karpenter.sh/v1", Kind: "NodePool"},
+		ObjectMeta: k8smeta.ObjectMeta{Name: pool.Name},
+		Spec: karpv1.NodePoolSpec{
+			Template: karpv1.NodeClaimTemplate{
+				ObjectMeta: karpv1.ObjectMeta{Labels: map[string]string{
+					GPUPresentLabel: "true",
+					WorkloadLabel:   WorkloadValue,
+					PoolLabel:       pool.Name,
+				}},
+				Spec: karpv1.NodeClaimTemplateSpec{
+					Requirements: []karpv1.NodeSelectorRequirementWithMinValues{
+						{Key: karpv1.CapacityTypeLabelKey, Operator: corev1.NodeSelectorOpIn, Values: pool.CapacityTypes},
+						{Key: corev1.LabelInstanceTypeStable, Operator: corev1.NodeSelectorOpIn, Values: pool.InstanceTypes},
+						{Key: corev1.LabelArchStable, Operator: corev1.NodeSelectorOpIn, Values: []string{"amd64"}},
+						{Key: corev1.LabelOSStable, Operator: corev1.NodeSelectorOpIn, Values: []string{"linux"}},
+					},
+					NodeClassRef: &karpv1.NodeClassReference{Group: "karpenter.k8s.aws", Kind: "EC2NodeClass", Name: pool.Name},
+					Taints:       []corev1.Taint{GPUTaint},
+					// Runner pods carry karpenter.sh/do-not-disrupt; this bounds how long an
+					// expired or drifted node waits for a running job.
+					TerminationGracePeriod: &k8smeta.Duration{Duration: tgp},
+					ExpireAfter:            expireAfter,
+				},
+			},
+			Disruption: karpv1.Disruption{
+				// Only empty nodes are removed: a GPU node runs one job at a time and is
+				// terminated ConsolidateAfter after its last job ends.
+				ConsolidationPolicy: karpv1.ConsolidationPolicyWhenEmpty,
+				ConsolidateAfter:    karpv1.NillableDuration{Duration: &consolidateAfter},
+				Budgets:             []karpv1.Budget{{Nodes: "100%"}},
+			},
+			Limits: karpv1.Limits{gpuResource: *resource.NewQuantity(int64(pool.GPULimit), resource.DecimalSI)},
+		},
+	}, nil
+}
+
+// EC2NodeClassFor builds the EC2NodeClass for a pool from Karpenter's AWS Go types.
+func EC2NodeClassFor(pool config.GPUPool, clusterName, nodeRole string, publicIP bool, tags map[string]string) *awsv1.EC2NodeClass {
+	discovery := map[string]string{DiscoveryTag: clusterName}
+	volume := resource.MustParse(fmt.Sprintf("%dGi", pool.RootVolumeGi))
+	nc := &awsv1.EC2NodeClass{
+		TypeMeta:   k8smeta.TypeMeta{APIVersion: "karpenter.k8s.aws/v1", Kind: "EC2NodeClass"},
+		ObjectMeta: k8smeta.ObjectMeta{Name: pool.Name},
+		Spec: awsv1.EC2NodeClassSpec{
+			// Karpenter resolves the NVIDIA variant of this AL2023 release for GPU types.
+			AMISelectorTerms:           []awsv1.AMISelectorTerm{{Alias: versions.GPUNodeAMIAlias}},
+			Role:                       nodeRole,
+			SubnetSelectorTerms:        []awsv1.SubnetSelectorTerm{{Tags: discovery}},
+			SecurityGroupSelectorTerms: []awsv1.SecurityGroupSelectorTerm{{Tags: discovery}},
+			// IMDSv2 only, hop limit 1: job containers cannot reach the node's credentials.
+			MetadataOptions: &awsv1.MetadataOptions{
+				HTTPEndpoint:            ptr("enabled"),
+				HTTPProtocolIPv6:        ptr("disabled"),
+				HTTPPutResponseHopLimit: ptr(int64(1)),
+				HTTPTokens:              ptr("required"),
+			},
+			BlockDeviceMappings: []*awsv1.BlockDeviceMapping{{
+				DeviceName: ptr("/dev/xvda"),
+				RootVolume: true,
+				EBS: &awsv1.BlockDevice{
+					VolumeSize:          &volume,
+					VolumeType:          ptr("gp3"),
+					Encrypted:           ptr(true),
+					DeleteOnTermination: ptr(true),
+				},
+			}},
+			Tags: tags,
+		},
+	}
+	if publicIP {
+		nc.Spec.AssociatePublicIPAddress = ptr(true)
+	}
+	return nc
+}
+
+// GPUPoolArgs describes one GPU pool's Karpenter objects.
+type GPUPoolArgs struct {
+	Pool         config.GPUPool
+	ClusterName  string
+	NodeRoleName pulumi.StringInput
+	NodesPublic  bool
+	Tags         map[string]string
+	// Karpenter is the controller release: the pool is deleted while it still runs, so
+	// Karpenter drains and terminates the pool's instances.
+	Karpenter pulumi.Resource
+}
+
+// GPUPool is a pool's EC2NodeClass and NodePool.
+type GPUPool struct {
+	pulumi.ResourceState
+
+	NodePool     *apiextensions.CustomResource
+	EC2NodeClass *apiextensions.CustomResource
+}
+
+// deleteTimeout covers draining a GPU node and terminating its instance.
+const deleteTimeout = "30m"
+
+// NewGPUPool declares the pool's EC2NodeClass and NodePool.
+func NewGPUPool(ctx *pulumi.Context, name string, args *GPUPoolArgs, opts ...pulumi.ResourceOption) (*GPUPool, error) {
+	p := &GPUPool{}
+	if err := ctx.RegisterComponentResource("lux-gpu-ci:k8s:GPUPool", name, p, opts...); err != nil {
+		return nil, err
+	}
+	// Named cluster-scoped objects: a replacement must delete the old one first. Never
+	// DeletedWith/RetainOnDelete: deleting these is what makes Karpenter clean up EC2.
+	crOpts := func(deps ...pulumi.Resource) []pulumi.ResourceOption {
+		return []pulumi.ResourceOption{
+			pulumi.Parent(p),
+			pulumi.DeleteBeforeReplace(true),
+			pulumi.Timeouts(&pulumi.CustomTimeouts{Delete: deleteTimeout}),
+			pulumi.DependsOn(deps),
+		}
+	}
+
+	nodeClassSpec := args.NodeRoleName.ToStringOutput().ApplyT(func(role string) (map[string]any, error) {
+		u, err := unstructured(EC2NodeClassFor(args.Pool, args.ClusterName, role, args.NodesPublic, args.Tags))
+		if err != nil {
+			return nil, err
+		}
+		return u["spec"].(map[string]any), nil
+	})
+	nodeClass, err := apiextensions.NewCustomResource(ctx, name+"-nodeclass", &apiextensions.CustomResourceArgs{
+		ApiVersion:  pulumi.String("karpenter.k8s.aws/v1"),
+		Kind:        pulumi.String("EC2NodeClass"),
+		Metadata:    &metav1.ObjectMetaArgs{Name: pulumi.String(args.Pool.Name)},
+		OtherFields: kubernetes.UntypedArgs{"spec": nodeClassSpec},
+	}, crOpts(args.Karpenter)...)
+	if err != nil {
+		return nil, fmt.Errorf("pool %s: EC2NodeClass: %w", args.Pool.Name, err)
+	}
+
+	np, err := NodePoolFor(args.Pool)
+	if err != nil {
+		return nil, err
+	}
+	u, err := unstructured(np)
+	if err != nil {
+		return nil, err
+	}
+	nodePool, err := apiextensions.NewCustomResource(ctx, name+"-nodepool", &apiextensions.CustomResourceArgs{
+		ApiVersion:  pulumi.String("karpenter.sh/v1"),
+		Kind:        pulumi.String("NodePool"),
+		Metadata:    &metav1.ObjectMetaArgs{Name: pulumi.String(args.Pool.Name)},
+		OtherFields: kubernetes.UntypedArgs{"spec": u["spec"]},
+	}, crOpts(nodeClass, args.Karpenter)...)
+	if err != nil {
+		return nil, fmt.Errorf("pool %s: NodePool: %w", args.Pool.Name, err)
+	}
+
+	p.NodePool, p.EC2NodeClass = nodePool, nodeClass
+	if err := ctx.RegisterResourceOutputs(p, pulumi.Map{}); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+func ptr[T any](v T) *T { return &v }

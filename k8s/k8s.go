@@ -1,0 +1,151 @@
+// Package k8s is the Kubernetes layer of lux-gpu-ci: Karpenter and its CRDs, one GPU
+// NodePool/EC2NodeClass per pool, the NVIDIA device plugin, and Actions Runner Controller
+// with one runner scale set per pool.
+//
+// It takes explicit arguments and does not import infra, so it deploys onto any cluster
+// reachable with a kubeconfig (the e2e tests use a local API server).
+package k8s
+
+import (
+	"fmt"
+
+	"github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+
+	"github.com/luxfi/lux-gpu-ci/config"
+	"github.com/luxfi/lux-gpu-ci/versions"
+)
+
+// Args is everything the Kubernetes layer needs from the AWS layer and the stack config.
+type Args struct {
+	// Kubeconfig reaches the cluster (a secret).
+	Kubeconfig pulumi.StringInput
+	// ProviderDependsOn is what must exist before anything is deployed — the system node
+	// group. Everything in the cluster then goes before it on destroy.
+	ProviderDependsOn []pulumi.Resource
+
+	ClusterName string
+	Region      string
+	// KarpenterNamespace and KarpenterServiceAccount must match the controller's Pod
+	// Identity association.
+	KarpenterNamespace      string
+	KarpenterServiceAccount string
+	// InterruptionQueue is the SQS queue name; NodeRoleName the Karpenter node role.
+	InterruptionQueue pulumi.StringInput
+	NodeRoleName      pulumi.StringInput
+	// KarpenterDependsOn is what the controller needs before it starts (its IAM, its Pod
+	// Identity association, the node access entry).
+	KarpenterDependsOn []pulumi.Resource
+	// NodesPublic gives GPU nodes public IPs (the lean network profile).
+	NodesPublic bool
+	// Tags go on the EC2 instances and volumes Karpenter launches.
+	Tags map[string]string
+
+	Pools  []config.GPUPool
+	GitHub config.GitHub
+
+	// SkipAwait installs Helm releases without waiting for readiness (clusters without a
+	// kubelet, such as the e2e API server).
+	SkipAwait bool
+	// Charts overrides where charts come from (tests use local paths); zero uses versions.
+	Charts Charts
+}
+
+// Charts are the Helm charts the layer installs.
+type Charts struct {
+	KarpenterCRD, Karpenter, NvidiaDevicePlugin, ARCController, ARCScaleSet versions.Chart
+}
+
+// DefaultCharts are the pinned upstream charts.
+func DefaultCharts() Charts {
+	return Charts{
+		KarpenterCRD:       versions.KarpenterCRDChart,
+		Karpenter:          versions.KarpenterChart,
+		NvidiaDevicePlugin: versions.NvidiaDevicePluginChart,
+		ARCController:      versions.ARCControllerChart,
+		ARCScaleSet:        versions.ARCScaleSetChart,
+	}
+}
+
+// GPUCI is the Kubernetes layer.
+type GPUCI struct {
+	pulumi.ResourceState
+
+	// RunsOn maps each pool's scale set name to the `runs-on:` values that reach it.
+	RunsOn pulumi.StringMapMapOutput `pulumi:"runsOn"`
+}
+
+// New deploys the Kubernetes layer.
+func New(ctx *pulumi.Context, name string, args *Args, opts ...pulumi.ResourceOption) (*GPUCI, error) {
+	charts := args.Charts
+	if charts == (Charts{}) {
+		charts = DefaultCharts()
+	}
+	g := &GPUCI{}
+	if err := ctx.RegisterComponentResource("lux-gpu-ci:k8s:GPUCI", name, g, opts...); err != nil {
+		return nil, err
+	}
+	provider, err := kubernetes.NewProvider(ctx, name, &kubernetes.ProviderArgs{
+		Kubeconfig:            args.Kubeconfig,
+		EnableServerSideApply: pulumi.Bool(true),
+		// DeleteUnreachable stays off: dropping unreachable objects from state would orphan
+		// Karpenter's EC2 instances. PULUMI_K8S_DELETE_UNREACHABLE is the break-glass.
+	}, pulumi.Parent(g), pulumi.DependsOn(args.ProviderDependsOn))
+	if err != nil {
+		return nil, fmt.Errorf("creating Kubernetes provider: %w", err)
+	}
+	in := []pulumi.ResourceOption{pulumi.Parent(g), pulumi.Providers(provider)}
+
+	karpenter, err := NewKarpenter(ctx, name+"-karpenter", &KarpenterArgs{
+		ClusterName:       args.ClusterName,
+		Region:            args.Region,
+		Namespace:         args.KarpenterNamespace,
+		ServiceAccount:    args.KarpenterServiceAccount,
+		InterruptionQueue: args.InterruptionQueue,
+		DependsOn:         args.KarpenterDependsOn,
+		SkipAwait:         args.SkipAwait,
+		CRDChart:          charts.KarpenterCRD,
+		Chart:             charts.Karpenter,
+	}, in...)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := NewDevicePlugin(ctx, name+"-nvidia", &DevicePluginArgs{
+		Chart:     charts.NvidiaDevicePlugin,
+		SkipAwait: args.SkipAwait,
+	}, in...); err != nil {
+		return nil, err
+	}
+	nodePools := map[string]pulumi.Resource{}
+	for _, pool := range args.Pools {
+		p, err := NewGPUPool(ctx, name+"-"+pool.Name, &GPUPoolArgs{
+			Pool:         pool,
+			ClusterName:  args.ClusterName,
+			NodeRoleName: args.NodeRoleName,
+			NodesPublic:  args.NodesPublic,
+			Tags:         args.Tags,
+			Karpenter:    karpenter.Release,
+		}, in...)
+		if err != nil {
+			return nil, err
+		}
+		nodePools[pool.Name] = p.NodePool
+	}
+	runners, err := NewRunners(ctx, name+"-arc", &RunnersArgs{
+		Pools:           args.Pools,
+		GitHub:          args.GitHub,
+		NodePools:       nodePools,
+		SkipAwait:       args.SkipAwait,
+		ControllerChart: charts.ARCController,
+		ScaleSetChart:   charts.ARCScaleSet,
+	}, in...)
+	if err != nil {
+		return nil, err
+	}
+
+	g.RunsOn = runners.RunsOn
+	if err := ctx.RegisterResourceOutputs(g, pulumi.Map{"runsOn": g.RunsOn}); err != nil {
+		return nil, err
+	}
+	return g, nil
+}

@@ -1,0 +1,89 @@
+package k8s
+
+import (
+	"fmt"
+
+	helmv3 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/helm/v3"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/luxfi/lux-gpu-ci/versions"
+)
+
+// KarpenterArgs describes the Karpenter installation.
+type KarpenterArgs struct {
+	ClusterName, Region       string
+	Namespace, ServiceAccount string
+	InterruptionQueue         pulumi.StringInput
+	// DependsOn is the AWS side the controller needs before its pods start.
+	DependsOn       []pulumi.Resource
+	SkipAwait       bool
+	CRDChart, Chart versions.Chart
+}
+
+// Karpenter is the karpenter-crd and karpenter releases.
+type Karpenter struct {
+	pulumi.ResourceState
+
+	// Release is the controller; GPU pools depend on it so destroy removes them (and
+	// Karpenter terminates their instances) while the controller still runs.
+	Release *helmv3.Release
+}
+
+// KarpenterValues are the karpenter chart values. Replicas is 1: the chart's default of 2
+// has a required anti-affinity on hostname, so on one system node the second stays Pending.
+func KarpenterValues(clusterName, region, serviceAccount string, queue any) map[string]any {
+	return map[string]any{
+		"settings": map[string]any{
+			"clusterName":       clusterName,
+			"interruptionQueue": queue,
+		},
+		// Must match the Pod Identity association; the chart would otherwise derive it
+		// from the release name.
+		"serviceAccount": map[string]any{"name": serviceAccount},
+		"replicas":       1,
+		"controller": map[string]any{
+			// Fits a t3.medium (1930m / 3246Mi allocatable) beside CoreDNS and ARC.
+			"resources": mustUnstructured(corev1.ResourceRequirements{
+				Requests: corev1.ResourceList{
+					corev1.ResourceCPU:    resource.MustParse("250m"),
+					corev1.ResourceMemory: resource.MustParse("512Mi"),
+				},
+				Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")},
+			}),
+			// Pod Identity injects AWS_REGION too; this keeps Karpenter off IMDS, whose hop
+			// limit is 1 on AL2023 nodes.
+			"env": jsonList(corev1.EnvVar{Name: "AWS_REGION", Value: region}),
+		},
+	}
+}
+
+// NewKarpenter installs Karpenter's CRDs (their own chart, so they upgrade with Karpenter)
+// and then the controller with SkipCrds.
+func NewKarpenter(ctx *pulumi.Context, name string, args *KarpenterArgs, opts ...pulumi.ResourceOption) (*Karpenter, error) {
+	k := &Karpenter{}
+	if err := ctx.RegisterComponentResource("lux-gpu-ci:k8s:Karpenter", name, k, opts...); err != nil {
+		return nil, err
+	}
+	crds, err := newRelease(ctx, name+"-crd", release{
+		Name: "karpenter-crd", Namespace: args.Namespace, Chart: args.CRDChart,
+		Values: map[string]any{}, SkipAwait: args.SkipAwait,
+	}, pulumi.Parent(k))
+	if err != nil {
+		return nil, err
+	}
+	controller, err := newRelease(ctx, name, release{
+		Name: "karpenter", Namespace: args.Namespace, Chart: args.Chart,
+		Values:   KarpenterValues(args.ClusterName, args.Region, args.ServiceAccount, args.InterruptionQueue),
+		SkipCrds: true, SkipAwait: args.SkipAwait,
+	}, pulumi.Parent(k), pulumi.DependsOn(append([]pulumi.Resource{crds}, args.DependsOn...)))
+	if err != nil {
+		return nil, fmt.Errorf("karpenter: %w", err)
+	}
+	k.Release = controller
+	if err := ctx.RegisterResourceOutputs(k, pulumi.Map{}); err != nil {
+		return nil, err
+	}
+	return k, nil
+}

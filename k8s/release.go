@@ -1,0 +1,45 @@
+package k8s
+
+import (
+	"fmt"
+
+	helmv3 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/helm/v3"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+
+	"github.com/luxfi/lux-gpu-ci/versions"
+)
+
+// release describes a Helm release. Every release has a pinned name: Pulumi would otherwise
+// suffix it, and Karpenter's ServiceAccount and ARC's scale-set and controller names derive
+// from the release name.
+type release struct {
+	Name, Namespace string
+	Chart           versions.Chart
+	Values          map[string]any
+	SkipCrds        bool
+	SkipAwait       bool
+}
+
+// helmTimeoutSeconds bounds install/upgrade/uninstall waits (the provider's default is 300).
+const helmTimeoutSeconds = 600
+
+func newRelease(ctx *pulumi.Context, logical string, r release, opts ...pulumi.ResourceOption) (*helmv3.Release, error) {
+	args := &helmv3.ReleaseArgs{
+		Name:      pulumi.String(r.Name),
+		Namespace: pulumi.String(r.Namespace),
+		Chart:     pulumi.String(r.Chart.Chart),
+		Version:   pulumi.String(r.Chart.Version),
+		Values:    pulumi.ToMap(r.Values),
+		SkipCrds:  pulumi.Bool(r.SkipCrds),
+		SkipAwait: pulumi.Bool(r.SkipAwait),
+		Timeout:   pulumi.Int(helmTimeoutSeconds),
+	}
+	if r.Chart.Repo != "" {
+		args.RepositoryOpts = &helmv3.RepositoryOptsArgs{Repo: pulumi.String(r.Chart.Repo)}
+	}
+	rel, err := helmv3.NewRelease(ctx, logical, args, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("creating Helm release %s: %w", r.Name, err)
+	}
+	return rel, nil
+}

@@ -1,0 +1,217 @@
+package k8s
+
+import (
+	"fmt"
+	"math"
+	"strings"
+
+	corev1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/core/v1"
+	metav1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/meta/v1"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+	k8scorev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	k8smeta "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/luxfi/lux-gpu-ci/config"
+	"github.com/luxfi/lux-gpu-ci/instancetypes"
+	"github.com/luxfi/lux-gpu-ci/versions"
+)
+
+// Where Actions Runner Controller runs, and its names. The controller's ServiceAccount is
+// pinned because each scale set must name it (controllerServiceAccount): the chart would
+// otherwise look it up in the cluster, which fails in previews and renders.
+const (
+	ARCNamespace         = "arc-systems"
+	RunnersNamespace     = "arc-runners"
+	ARCControllerRelease = "arc"
+	ARCServiceAccount    = "arc-gha-rs-controller"
+	// GitHubSecretName holds the credentials runners register with.
+	GitHubSecretName = "arc-github-credentials"
+	// DoNotDisrupt keeps Karpenter from consolidating a node while its job runs.
+	DoNotDisrupt = "karpenter.sh/do-not-disrupt"
+)
+
+// RunnersArgs describes ARC and its scale sets.
+type RunnersArgs struct {
+	Pools  []config.GPUPool
+	GitHub config.GitHub
+	// NodePools by pool name: a scale set goes before its NodePool on destroy, so no runner
+	// is left waiting for a node that will never come.
+	NodePools                      map[string]pulumi.Resource
+	SkipAwait                      bool
+	ControllerChart, ScaleSetChart versions.Chart
+}
+
+// Runners is the ARC controller, the GitHub credentials Secret and one runner scale set per
+// pool.
+type Runners struct {
+	pulumi.ResourceState
+
+	// RunsOn maps each scale set name to its two `runs-on:` forms.
+	RunsOn pulumi.StringMapMapOutput `pulumi:"runsOn"`
+}
+
+// ControllerValues are the gha-runner-scale-set-controller values.
+func ControllerValues() map[string]any {
+	return map[string]any{
+		"serviceAccount": map[string]any{"create": true, "name": ARCServiceAccount},
+		"flags":          map[string]any{"logLevel": "info"},
+	}
+}
+
+// RunnerResources sizes a runner to 75% of the per-GPU share of the pool's smallest
+// instance type, leaving the rest for kubelet reservations and DaemonSets. On g4dn.xlarge
+// (4 vCPU, 16 GiB; 3920m / 14481Mi allocatable) that is 3 CPUs and 12Gi.
+func RunnerResources(pool config.GPUPool) (k8scorev1.ResourceRequirements, error) {
+	vcpus, memGiB, err := instancetypes.Smallest(pool.InstanceTypes)
+	if err != nil {
+		return k8scorev1.ResourceRequirements{}, fmt.Errorf("pool %s: %w", pool.Name, err)
+	}
+	cpu := resource.NewMilliQuantity(int64(math.Floor(vcpus*0.75*10))*100, resource.DecimalSI)
+	mem := resource.MustParse(fmt.Sprintf("%dGi", int64(math.Floor(memGiB*0.75))))
+	gpu := resource.MustParse("1")
+	return k8scorev1.ResourceRequirements{
+		Requests: k8scorev1.ResourceList{k8scorev1.ResourceCPU: *cpu, k8scorev1.ResourceMemory: mem, gpuResource: gpu},
+		Limits:   k8scorev1.ResourceList{k8scorev1.ResourceMemory: mem, gpuResource: gpu},
+	}, nil
+}
+
+// RunnerTemplate is the runner pod: one GPU, on its pool's nodes, never disrupted by
+// consolidation while a job runs.
+func RunnerTemplate(pool config.GPUPool) (k8scorev1.PodTemplateSpec, error) {
+	res, err := RunnerResources(pool)
+	if err != nil {
+		return k8scorev1.PodTemplateSpec{}, err
+	}
+	return k8scorev1.PodTemplateSpec{
+		ObjectMeta: k8smeta.ObjectMeta{
+			Labels:      map[string]string{PoolLabel: pool.Name},
+			Annotations: map[string]string{DoNotDisrupt: "true"},
+		},
+		Spec: k8scorev1.PodSpec{
+			NodeSelector: map[string]string{"karpenter.sh/nodepool": pool.Name},
+			Tolerations:  []k8scorev1.Toleration{{Key: GPUTaintKey, Operator: k8scorev1.TolerationOpExists, Effect: k8scorev1.TaintEffectNoSchedule}},
+			Containers: []k8scorev1.Container{{
+				// ARC requires the runner container to be called "runner".
+				Name:      "runner",
+				Image:     pool.RunnerImage,
+				Command:   []string{"/home/runner/run.sh"},
+				Resources: res,
+			}},
+		},
+	}, nil
+}
+
+// ScaleSetValues are the gha-runner-scale-set values for a pool.
+func ScaleSetValues(pool config.GPUPool, gh config.GitHub) (map[string]any, error) {
+	tmpl, err := RunnerTemplate(pool)
+	if err != nil {
+		return nil, err
+	}
+	t, err := unstructured(tmpl)
+	if err != nil {
+		return nil, err
+	}
+	labels := make([]any, len(pool.RunnerLabels))
+	for i, l := range pool.RunnerLabels {
+		labels[i] = l
+	}
+	return map[string]any{
+		"githubConfigUrl":    gh.ConfigURL,
+		"githubConfigSecret": GitHubSecretName,
+		// Defaults to the release name otherwise; it is also the runs-on label.
+		"runnerScaleSetName": pool.RunnerScaleSetName,
+		// Registered only when the scale set is first created (ARC 0.14).
+		"scaleSetLabels": labels,
+		// Scale to zero: any minimum keeps a GPU node up around the clock.
+		"minRunners": 0,
+		"maxRunners": pool.MaxRunners,
+		"controllerServiceAccount": map[string]any{
+			"namespace": ARCNamespace,
+			"name":      ARCServiceAccount,
+		},
+		"template": t,
+	}, nil
+}
+
+// RunsOn returns the two `runs-on:` forms that reach a pool's scale set.
+func RunsOn(pool config.GPUPool) map[string]string {
+	return map[string]string{
+		"labels":   "[" + strings.Join(pool.RunnerLabels, ", ") + "]",
+		"scaleSet": pool.RunnerScaleSetName,
+	}
+}
+
+// NewRunners installs ARC, the credentials Secret and the scale sets.
+func NewRunners(ctx *pulumi.Context, name string, args *RunnersArgs, opts ...pulumi.ResourceOption) (*Runners, error) {
+	r := &Runners{}
+	if err := ctx.RegisterComponentResource("lux-gpu-ci:k8s:Runners", name, r, opts...); err != nil {
+		return nil, err
+	}
+	parent := pulumi.Parent(r)
+	systemNS, err := corev1.NewNamespace(ctx, name+"-systems", &corev1.NamespaceArgs{
+		Metadata: &metav1.ObjectMetaArgs{Name: pulumi.String(ARCNamespace)},
+	}, parent)
+	if err != nil {
+		return nil, err
+	}
+	runnersNS, err := corev1.NewNamespace(ctx, name+"-runners", &corev1.NamespaceArgs{
+		Metadata: &metav1.ObjectMetaArgs{Name: pulumi.String(RunnersNamespace)},
+	}, parent)
+	if err != nil {
+		return nil, err
+	}
+	controller, err := newRelease(ctx, name+"-controller", release{
+		Name: ARCControllerRelease, Namespace: ARCNamespace, Chart: args.ControllerChart,
+		Values: ControllerValues(), SkipAwait: args.SkipAwait,
+	}, parent, pulumi.DependsOn([]pulumi.Resource{systemNS}))
+	if err != nil {
+		return nil, err
+	}
+
+	creds := pulumi.StringMap{}
+	switch gh := args.GitHub; {
+	case gh.Token != nil:
+		creds["github_token"] = *gh.Token
+	case gh.App != nil:
+		creds["github_app_id"] = pulumi.String(gh.App.AppID)
+		creds["github_app_installation_id"] = pulumi.String(gh.App.InstallationID)
+		creds["github_app_private_key"] = gh.App.PrivateKey
+	default:
+		return nil, fmt.Errorf("runners: no GitHub credentials")
+	}
+	secret, err := corev1.NewSecret(ctx, name+"-github", &corev1.SecretArgs{
+		Metadata: &metav1.ObjectMetaArgs{Name: pulumi.String(GitHubSecretName), Namespace: pulumi.String(RunnersNamespace)},
+		Type:     pulumi.String("Opaque"),
+		// A secret end to end: Pulumi encrypts it in state and never prints it.
+		StringData: pulumi.ToSecret(creds).(pulumi.StringMapOutput),
+	}, parent, pulumi.DependsOn([]pulumi.Resource{runnersNS}))
+	if err != nil {
+		return nil, err
+	}
+
+	runsOn := pulumi.StringMapMap{}
+	for _, pool := range args.Pools {
+		vals, err := ScaleSetValues(pool, args.GitHub)
+		if err != nil {
+			return nil, err
+		}
+		deps := []pulumi.Resource{controller, secret, runnersNS}
+		if np := args.NodePools[pool.Name]; np != nil {
+			deps = append(deps, np)
+		}
+		if _, err := newRelease(ctx, name+"-"+pool.RunnerScaleSetName, release{
+			Name: pool.RunnerScaleSetName, Namespace: RunnersNamespace, Chart: args.ScaleSetChart,
+			Values: vals, SkipAwait: args.SkipAwait,
+		}, parent, pulumi.DependsOn(deps)); err != nil {
+			return nil, err
+		}
+		runsOn[pool.RunnerScaleSetName] = pulumi.ToStringMap(RunsOn(pool))
+	}
+
+	r.RunsOn = runsOn.ToStringMapMapOutput()
+	if err := ctx.RegisterResourceOutputs(r, pulumi.Map{"runsOn": r.RunsOn}); err != nil {
+		return nil, err
+	}
+	return r, nil
+}

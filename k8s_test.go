@@ -1,0 +1,300 @@
+package main
+
+// The Kubernetes layer under mocks: every release's chart, version, namespace, name and
+// values; credentials stay secret; the dependency edges that make destroy safe.
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func releaseNamed(t *testing.T, m *mocks, name string) registered {
+	t.Helper()
+	for _, r := range m.all("kubernetes:helm.sh/v3:Release") {
+		if r.Inputs["name"] == name {
+			return r
+		}
+	}
+	t.Fatalf("no Helm release named %s", name)
+	return registered{}
+}
+
+// path digs into nested maps: path(v, "a", "b") is v["a"]["b"].
+func path(v any, keys ...string) any {
+	for _, k := range keys {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil
+		}
+		v = m[k]
+	}
+	return v
+}
+
+func TestHelmReleasesArePinned(t *testing.T) {
+	m := runDev(t)
+	want := []struct{ name, namespace, chart, repo, version string }{
+		{"karpenter-crd", "kube-system", "oci://public.ecr.aws/karpenter/karpenter-crd", "", "1.14.1"},
+		{"karpenter", "kube-system", "oci://public.ecr.aws/karpenter/karpenter", "", "1.14.1"},
+		{"nvidia-device-plugin", "nvidia-device-plugin", "nvidia-device-plugin", "https://nvidia.github.io/k8s-device-plugin", "0.19.3"},
+		{"arc", "arc-systems", "oci://ghcr.io/actions/actions-runner-controller-charts/gha-runner-scale-set-controller", "", "0.14.2"},
+		{"lux-gpu-t4", "arc-runners", "oci://ghcr.io/actions/actions-runner-controller-charts/gha-runner-scale-set", "", "0.14.2"},
+	}
+	require.Len(t, m.all("kubernetes:helm.sh/v3:Release"), len(want))
+	for _, w := range want {
+		r := releaseNamed(t, m, w.name)
+		assert.Equal(t, w.namespace, r.Inputs["namespace"], w.name)
+		assert.Equal(t, w.chart, r.Inputs["chart"], w.name)
+		assert.Equal(t, w.version, r.Inputs["version"], w.name)
+		if w.repo == "" {
+			assert.Nil(t, r.Inputs["repositoryOpts"], "%s is an OCI chart", w.name)
+		} else {
+			assert.Equal(t, w.repo, path(r.Inputs, "repositoryOpts", "repo"), w.name)
+		}
+		assert.Equal(t, false, r.Inputs["skipAwait"], "%s waits for readiness on a real cluster", w.name)
+		assert.Equal(t, 600.0, r.Inputs["timeout"], w.name)
+		assert.Contains(t, r.Raw.Provider, "pulumi:providers:kubernetes::gpu-ci", "%s uses the cluster's provider", w.name)
+	}
+	assert.Equal(t, true, releaseNamed(t, m, "karpenter").Inputs["skipCrds"], "CRDs come from the karpenter-crd release")
+	m2 := runDev(t, "helmSkipAwait", "true")
+	for _, r := range m2.all("kubernetes:helm.sh/v3:Release") {
+		assert.Equal(t, true, r.Inputs["skipAwait"], "helmSkipAwait reaches %s", r.Inputs["name"])
+	}
+}
+
+func TestKarpenterValues(t *testing.T) {
+	m := runDev(t)
+	v := releaseNamed(t, m, "karpenter").Inputs["values"]
+	assert.Equal(t, "lux-gpu-ci", path(v, "settings", "clusterName"))
+	assert.Equal(t, "lux-gpu-ci", path(v, "settings", "interruptionQueue"), "the queue's name, not its URL or ARN")
+	assert.Equal(t, "karpenter", path(v, "serviceAccount", "name"), "matches the Pod Identity association")
+	assert.Equal(t, 1.0, path(v, "replicas"), "the chart's 2 cannot both fit one system node")
+	assert.Equal(t, "250m", path(v, "controller", "resources", "requests", "cpu"))
+	assert.Equal(t, "512Mi", path(v, "controller", "resources", "requests", "memory"))
+	assert.Equal(t, "1Gi", path(v, "controller", "resources", "limits", "memory"))
+	assert.Equal(t, []any{map[string]any{"name": "AWS_REGION", "value": "us-west-2"}}, path(v, "controller", "env"))
+	assert.NotContains(t, v, "webhook", "Karpenter v1.1+ has no webhook values")
+}
+
+func TestDevicePluginValues(t *testing.T) {
+	m := runDev(t)
+	v := releaseNamed(t, m, "nvidia-device-plugin").Inputs["values"]
+	assert.Contains(t, path(v, "tolerations"), map[string]any{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"})
+	terms := path(v, "affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution", "nodeSelectorTerms")
+	assert.Equal(t, []any{map[string]any{"matchExpressions": []any{
+		map[string]any{"key": "nvidia.com/gpu.present", "operator": "In", "values": []any{"true"}},
+	}}}, terms)
+	ns := m.get(t, "kubernetes:core/v1:Namespace", "gpu-ci-nvidia")
+	assert.Equal(t, "nvidia-device-plugin", path(ns.Inputs, "metadata", "name"))
+}
+
+func TestRunnerScaleSetValues(t *testing.T) {
+	m := runDev(t)
+	controller := releaseNamed(t, m, "arc")
+	assert.Equal(t, "arc-gha-rs-controller", path(controller.Inputs["values"], "serviceAccount", "name"))
+
+	v := releaseNamed(t, m, "lux-gpu-t4").Inputs["values"]
+	assert.Equal(t, "https://github.com/luxfi", path(v, "githubConfigUrl"))
+	assert.Equal(t, "arc-github-credentials", path(v, "githubConfigSecret"), "a Secret name, never the credential")
+	assert.Equal(t, "lux-gpu-t4", path(v, "runnerScaleSetName"))
+	assert.Equal(t, []any{"self-hosted", "linux", "amd64", "cuda", "gpu", "t4"}, path(v, "scaleSetLabels"))
+	assert.Equal(t, 0.0, path(v, "minRunners"), "scale to zero")
+	assert.Equal(t, 1.0, path(v, "maxRunners"))
+	assert.Equal(t, map[string]any{"namespace": "arc-systems", "name": "arc-gha-rs-controller"}, path(v, "controllerServiceAccount"))
+
+	tmpl := path(v, "template")
+	assert.Equal(t, "true", path(tmpl, "metadata", "annotations", "karpenter.sh/do-not-disrupt"))
+	assert.Equal(t, map[string]any{"karpenter.sh/nodepool": "gpu-t4"}, path(tmpl, "spec", "nodeSelector"))
+	assert.Equal(t, []any{map[string]any{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}}, path(tmpl, "spec", "tolerations"))
+	containers := path(tmpl, "spec", "containers").([]any)
+	require.Len(t, containers, 1)
+	runner := containers[0]
+	assert.Equal(t, "runner", path(runner, "name"), "ARC requires the container name runner")
+	assert.Equal(t, "ghcr.io/actions/actions-runner:2.334.0", path(runner, "image"))
+	assert.Equal(t, []any{"/home/runner/run.sh"}, path(runner, "command"))
+	// Fits g4dn.xlarge and g5.xlarge (4 vCPU, 16 GiB; 3920m / 14481Mi allocatable on g4dn).
+	assert.Equal(t, map[string]any{"cpu": "3", "memory": "12Gi", "nvidia.com/gpu": "1"}, path(runner, "resources", "requests"))
+	assert.Equal(t, map[string]any{"memory": "12Gi", "nvidia.com/gpu": "1"}, path(runner, "resources", "limits"))
+	assert.NotContains(t, tmpl, "creationTimestamp")
+}
+
+// Credentials are Pulumi secrets from config to the Kubernetes Secret, and appear in no
+// other resource's inputs.
+func TestGitHubCredentialsStaySecret(t *testing.T) {
+	m := runDev(t)
+	s := m.one(t, "kubernetes:core/v1:Secret")
+	assert.Equal(t, "arc-github-credentials", path(s.Inputs, "metadata", "name"))
+	assert.Equal(t, "arc-runners", path(s.Inputs, "metadata", "namespace"))
+	data := s.Raw.Inputs["stringData"]
+	require.True(t, data.IsSecret(), "stringData is a secret")
+	assert.Equal(t, map[string]any{"github_token": testToken}, data.SecretValue().Element.Mappable())
+
+	for _, r := range m.programResources() {
+		for k, v := range r.Raw.Inputs {
+			assertNoPlainToken(t, r.Key()+"."+string(k), v)
+		}
+	}
+}
+
+func assertNoPlainToken(t *testing.T, where string, v resource.PropertyValue) {
+	t.Helper()
+	switch {
+	case v.IsSecret():
+		return
+	case v.IsString():
+		assert.NotContains(t, v.StringValue(), testToken, "the GitHub token leaks in plain text at %s", where)
+	case v.IsArray():
+		for i, x := range v.ArrayValue() {
+			assertNoPlainToken(t, where+"["+strconv.Itoa(i)+"]", x)
+		}
+	case v.IsObject():
+		for k, x := range v.ObjectValue() {
+			assertNoPlainToken(t, where+"."+string(k), x)
+		}
+	case v.IsOutput():
+		assertNoPlainToken(t, where, v.OutputValue().Element)
+	}
+}
+
+func TestGitHubAppCredentials(t *testing.T) {
+	cfg := with(stackConfig(t, "dev"), "githubToken", unset,
+		"githubAppId", "123456", "githubAppInstallationId", "987654", "githubAppPrivateKey", "-----BEGIN RSA PRIVATE KEY-----\nx\n-----END RSA PRIVATE KEY-----")
+	m := newMocks()
+	require.NoError(t, m.run(cfg))
+	data := m.one(t, "kubernetes:core/v1:Secret").Raw.Inputs["stringData"]
+	require.True(t, data.IsSecret())
+	got := data.SecretValue().Element.Mappable().(map[string]any)
+	assert.Equal(t, "123456", got["github_app_id"])
+	assert.Equal(t, "987654", got["github_app_installation_id"])
+	assert.Contains(t, got["github_app_private_key"], "BEGIN RSA PRIVATE KEY")
+	assert.NotContains(t, got, "github_token")
+}
+
+func TestPlainTextCredentialIsRefused(t *testing.T) {
+	m := newMocks()
+	m.secretKeys = nil
+	err := m.run(stackConfig(t, "dev"))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "lux-gpu-ci:githubToken: is stored in plain text")
+	assert.Contains(t, err.Error(), "pulumi config set --secret githubToken")
+	assert.NotContains(t, err.Error(), testToken, "an error never repeats a secret")
+	assert.Empty(t, names(m.programResources()))
+}
+
+// The edges that make `pulumi destroy` drain GPU nodes before anything they need goes:
+// scale sets → NodePool → EC2NodeClass → Karpenter → CRDs → system nodes/IAM/queue → cluster.
+func TestDestroyOrder(t *testing.T) {
+	m := runDev(t)
+	edge := func(from registered, to string, why string) {
+		t.Helper()
+		assert.Contains(t, from.Deps(), to, "%s must depend on %s: %s", from.Key(), to, why)
+	}
+	provider := m.one(t, "pulumi:providers:kubernetes")
+	edge(provider, "eks:index:ManagedNodeGroup::cluster-system", "nothing schedules before the system nodes, and they go last")
+
+	crd := releaseNamed(t, m, "karpenter-crd")
+	karpenter := releaseNamed(t, m, "karpenter")
+	edge(karpenter, crd.Key(), "CRDs outlive the controller")
+	edge(karpenter, "aws:eks/podIdentityAssociation:PodIdentityAssociation::karpenter-controller", "pods get credentials at creation")
+	edge(karpenter, "aws:eks/accessEntry:AccessEntry::karpenter-node", "nodes must be able to join")
+	edge(karpenter, "aws:sqs/queuePolicy:QueuePolicy::karpenter-interruption", "interruption handling")
+	for _, p := range []string{"node-lifecycle", "iam-integration", "eks-integration", "interruption", "zonal-shift", "resource-discovery"} {
+		edge(karpenter, "aws:iam/rolePolicyAttachment:RolePolicyAttachment::karpenter-"+p, "the controller keeps its permissions while it drains")
+	}
+
+	nodeClass := m.one(t, "kubernetes:karpenter.k8s.aws/v1:EC2NodeClass")
+	nodePool := m.one(t, "kubernetes:karpenter.sh/v1:NodePool")
+	edge(nodeClass, karpenter.Key(), "Karpenter terminates the instances when the class goes")
+	edge(nodeClass, "aws:iam/role:Role::karpenter-node-role", "the class names the node role")
+	edge(nodePool, nodeClass.Key(), "the pool references the class")
+	edge(nodePool, karpenter.Key(), "Karpenter drains the pool's nodes")
+	for _, cr := range []registered{nodeClass, nodePool} {
+		assert.Equal(t, "30m", cr.Raw.RegisterRPC.GetCustomTimeouts().GetDelete(), "%s gets time to drain", cr.Key())
+		assert.True(t, cr.Raw.RegisterRPC.GetDeleteBeforeReplace(), "%s is named: replace must delete first", cr.Key())
+		assert.False(t, cr.Raw.RegisterRPC.GetRetainOnDelete(), cr.Key())
+		assert.Empty(t, cr.Raw.RegisterRPC.GetDeletedWith(), "%s must really be deleted, or instances leak", cr.Key())
+	}
+
+	scaleSet := releaseNamed(t, m, "lux-gpu-t4")
+	edge(scaleSet, nodePool.Key(), "runners go before their nodes")
+	edge(scaleSet, releaseNamed(t, m, "arc").Key(), "the controller cleans up its runners")
+	edge(scaleSet, "kubernetes:core/v1:Secret::gpu-ci-arc-github", "runners register with it")
+
+	for _, r := range m.programResources() {
+		if strings.HasPrefix(r.Type, "kubernetes:") {
+			assert.Contains(t, r.Raw.Provider, "pulumi:providers:kubernetes::gpu-ci", "%s uses the cluster's provider", r.Key())
+		}
+	}
+}
+
+func TestNodePoolAndNodeClassDev(t *testing.T) {
+	m := runDev(t)
+	np := m.one(t, "kubernetes:karpenter.sh/v1:NodePool")
+	assert.Equal(t, "karpenter.sh/v1", np.Inputs["apiVersion"])
+	assert.Equal(t, "gpu-t4", path(np.Inputs, "metadata", "name"))
+	spec := np.Inputs["spec"]
+	assert.Equal(t, map[string]any{"nvidia.com/gpu.present": "true", "workload": "gpu-ci", "lux-gpu-ci.luxfi.com/pool": "gpu-t4"}, path(spec, "template", "metadata", "labels"))
+	assert.ElementsMatch(t, []any{
+		map[string]any{"key": "karpenter.sh/capacity-type", "operator": "In", "values": []any{"spot"}},
+		map[string]any{"key": "node.kubernetes.io/instance-type", "operator": "In", "values": []any{"g4dn.xlarge", "g5.xlarge"}},
+		map[string]any{"key": "kubernetes.io/arch", "operator": "In", "values": []any{"amd64"}},
+		map[string]any{"key": "kubernetes.io/os", "operator": "In", "values": []any{"linux"}},
+	}, path(spec, "template", "spec", "requirements"))
+	assert.Equal(t, []any{map[string]any{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}}, path(spec, "template", "spec", "taints"))
+	assert.Equal(t, map[string]any{"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "gpu-t4"}, path(spec, "template", "spec", "nodeClassRef"))
+	assert.Equal(t, "24h0m0s", path(spec, "template", "spec", "expireAfter"))
+	assert.Equal(t, "6h0m0s", path(spec, "template", "spec", "terminationGracePeriod"))
+	assert.Equal(t, "WhenEmpty", path(spec, "disruption", "consolidationPolicy"))
+	assert.Equal(t, "30s", path(spec, "disruption", "consolidateAfter"))
+	assert.Equal(t, map[string]any{"nvidia.com/gpu": "1"}, path(spec, "limits"))
+
+	nc := m.one(t, "kubernetes:karpenter.k8s.aws/v1:EC2NodeClass")
+	ncs := nc.Inputs["spec"]
+	assert.Equal(t, "KarpenterNodeRole-lux-gpu-ci", path(ncs, "role"))
+	assert.Equal(t, []any{map[string]any{"alias": "al2023@v20260714"}}, path(ncs, "amiSelectorTerms"))
+	discovery := []any{map[string]any{"tags": map[string]any{"karpenter.sh/discovery": "lux-gpu-ci"}}}
+	assert.Equal(t, discovery, path(ncs, "subnetSelectorTerms"))
+	assert.Equal(t, discovery, path(ncs, "securityGroupSelectorTerms"))
+	assert.Equal(t, map[string]any{"httpEndpoint": "enabled", "httpProtocolIPv6": "disabled", "httpPutResponseHopLimit": 1.0, "httpTokens": "required"}, path(ncs, "metadataOptions"))
+	assert.Equal(t, []any{map[string]any{"deviceName": "/dev/xvda", "rootVolume": true, "ebs": map[string]any{
+		"volumeSize": "100Gi", "volumeType": "gp3", "encrypted": true, "deleteOnTermination": true,
+	}}}, path(ncs, "blockDeviceMappings"))
+	assert.Nil(t, path(ncs, "associatePublicIPAddress"), "nodes are private behind the NAT")
+	assert.Equal(t, map[string]any{"env": "dev", "team": "platform"}, path(ncs, "tags"))
+
+	lean := runDev(t, "natMode", "none")
+	assert.Equal(t, true, path(lean.one(t, "kubernetes:karpenter.k8s.aws/v1:EC2NodeClass").Inputs["spec"], "associatePublicIPAddress"), "lean nodes need a public IP for egress")
+}
+
+func TestSeveralPools(t *testing.T) {
+	m := runDev(t, "gpuPools", `[
+		{"name": "gpu-t4", "instanceTypes": ["g4dn.xlarge"], "runnerScaleSetName": "lux-gpu-t4"},
+		{"name": "gpu-l4x4", "instanceTypes": ["g6.12xlarge"], "capacityTypes": ["spot", "on-demand"], "gpuLimit": 8, "maxRunners": 8}
+	]`)
+	assert.Len(t, m.all("kubernetes:karpenter.sh/v1:NodePool"), 2)
+	assert.Len(t, m.all("kubernetes:karpenter.k8s.aws/v1:EC2NodeClass"), 2)
+	big := releaseNamed(t, m, "lux-gpu-l4x4")
+	v := big.Inputs["values"]
+	assert.Equal(t, []any{"self-hosted", "linux", "amd64", "cuda", "gpu", "gpu-l4x4"}, path(v, "scaleSetLabels"), "labels derive from the pool name")
+	assert.Equal(t, 8.0, path(v, "maxRunners"))
+	// g6.12xlarge: 48 vCPU, 192 GiB, 4 GPUs → per GPU 12 vCPU, 48 GiB → 75%.
+	runner := path(v, "template", "spec", "containers").([]any)[0]
+	assert.Equal(t, map[string]any{"cpu": "9", "memory": "36Gi", "nvidia.com/gpu": "1"}, path(runner, "resources", "requests"))
+	edgeFound := false
+	for _, d := range big.Deps() {
+		edgeFound = edgeFound || d == "kubernetes:karpenter.sh/v1:NodePool::gpu-ci-gpu-l4x4-nodepool"
+	}
+	assert.True(t, edgeFound, "each scale set depends on its own pool")
+	for _, np := range m.all("kubernetes:karpenter.sh/v1:NodePool") {
+		if path(np.Inputs, "metadata", "name") == "gpu-l4x4" {
+			assert.Equal(t, map[string]any{"nvidia.com/gpu": "8"}, path(np.Inputs["spec"], "limits"))
+			assert.Contains(t, path(np.Inputs["spec"], "template", "spec", "requirements"),
+				map[string]any{"key": "karpenter.sh/capacity-type", "operator": "In", "values": []any{"spot", "on-demand"}})
+		}
+	}
+}
