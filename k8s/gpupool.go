@@ -136,6 +136,22 @@ func EC2NodeClassFor(pool config.GPUPool, clusterName, nodeRole string, publicIP
 	return nc
 }
 
+// NodePoolObject is the pool's NodePool as sent to the API server (JSON form, nulls
+// dropped).
+func NodePoolObject(pool config.GPUPool) (map[string]any, error) {
+	np, err := NodePoolFor(pool)
+	if err != nil {
+		return nil, err
+	}
+	return unstructured(np)
+}
+
+// EC2NodeClassObject is the pool's EC2NodeClass as sent to the API server. (Karpenter's type
+// serializes an unset capacityReservationSelectorTerms as null, which its own CRD rejects.)
+func EC2NodeClassObject(pool config.GPUPool, clusterName, nodeRole string, publicIP bool, tags map[string]string) (map[string]any, error) {
+	return unstructured(EC2NodeClassFor(pool, clusterName, nodeRole, publicIP, tags))
+}
+
 // GPUPoolArgs describes one GPU pool's Karpenter objects.
 type GPUPoolArgs struct {
 	Pool         config.GPUPool
@@ -177,7 +193,7 @@ func NewGPUPool(ctx *pulumi.Context, name string, args *GPUPoolArgs, opts ...pul
 	}
 
 	nodeClassSpec := args.NodeRoleName.ToStringOutput().ApplyT(func(role string) (map[string]any, error) {
-		u, err := unstructured(EC2NodeClassFor(args.Pool, args.ClusterName, role, args.NodesPublic, args.Tags))
+		u, err := EC2NodeClassObject(args.Pool, args.ClusterName, role, args.NodesPublic, args.Tags)
 		if err != nil {
 			return nil, err
 		}
@@ -193,11 +209,7 @@ func NewGPUPool(ctx *pulumi.Context, name string, args *GPUPoolArgs, opts ...pul
 		return nil, fmt.Errorf("pool %s: EC2NodeClass: %w", args.Pool.Name, err)
 	}
 
-	np, err := NodePoolFor(args.Pool)
-	if err != nil {
-		return nil, err
-	}
-	u, err := unstructured(np)
+	u, err := NodePoolObject(args.Pool)
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,206 @@
+package main
+
+// Our Helm values rendered through the real upstream charts with the Helm SDK, and the
+// rendered objects checked with Kubernetes' own scheduling helpers. Charts come from Go
+// modules: karpenter-provider-aws (pinned in go.mod) and NVIDIA/k8s-device-plugin (the
+// version in versions.NvidiaDevicePluginModule). If a chart cannot be had, the test fails.
+//
+// ARC's 0.14.x charts are in no Go module version (the module's last semver tag, v0.27.6,
+// holds chart 0.6.1), so ARC values are covered by the mock tests only.
+
+import (
+	"encoding/json"
+	"io"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v3/pkg/chartutil"
+	kubefake "helm.sh/helm/v3/pkg/kube/fake"
+	"helm.sh/helm/v3/pkg/releaseutil"
+	"helm.sh/helm/v3/pkg/storage"
+	"helm.sh/helm/v3/pkg/storage/driver"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
+	"k8s.io/klog/v2"
+	"sigs.k8s.io/yaml"
+
+	awsapis "github.com/aws/karpenter-provider-aws/pkg/apis"
+
+	"github.com/luxfi/lux-gpu-ci/config"
+	"github.com/luxfi/lux-gpu-ci/k8s"
+	"github.com/luxfi/lux-gpu-ci/versions"
+)
+
+// moduleDir returns a Go module's directory in the module cache, downloading it if needed.
+// mod is "path" (the version go.mod requires) or "path@version".
+func moduleDir(t *testing.T, mod string) string {
+	t.Helper()
+	args := []string{"list", "-m", "-json", mod}
+	if strings.Contains(mod, "@") {
+		args = []string{"mod", "download", "-json", mod}
+	}
+	out, err := exec.Command("go", args...).Output()
+	require.NoError(t, err, "go %v: the chart's module must be available (module proxy or cache)", args)
+	var info struct{ Dir, Error string }
+	require.NoError(t, json.Unmarshal(out, &info))
+	require.Empty(t, info.Error)
+	require.NotEmpty(t, info.Dir, "module %s has no directory", mod)
+	return info.Dir
+}
+
+// rendered is one object of a rendered chart.
+type rendered struct {
+	Kind, Name string
+	YAML       string
+}
+
+// render installs a chart client-only (helm template) with values as Pulumi would send
+// them (a JSON round trip), for Kubernetes 1.35.
+func render(t *testing.T, chartDir, releaseName, namespace string, values map[string]any) []rendered {
+	t.Helper()
+	chrt, err := loader.Load(chartDir)
+	require.NoError(t, err, "loading chart %s", chartDir)
+	var vals map[string]any
+	b, err := json.Marshal(values)
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(b, &vals))
+
+	cfg := &action.Configuration{
+		Releases:     storage.Init(driver.NewMemory()),
+		KubeClient:   &kubefake.PrintingKubeClient{Out: io.Discard},
+		Capabilities: chartutil.DefaultCapabilities,
+		Log:          func(string, ...any) {},
+	}
+	install := action.NewInstall(cfg)
+	install.DryRun, install.ClientOnly, install.Replace = true, true, true
+	install.ReleaseName, install.Namespace = releaseName, namespace
+	install.KubeVersion = &chartutil.KubeVersion{Version: "v1.35.0", Major: "1", Minor: "35"}
+	rel, err := install.Run(chrt, vals)
+	require.NoError(t, err, "rendering %s", chartDir)
+
+	var out []rendered
+	for _, doc := range releaseutil.SplitManifests(rel.Manifest) {
+		var meta struct {
+			Kind     string        `json:"kind"`
+			Metadata v1.ObjectMeta `json:"metadata"`
+		}
+		require.NoError(t, yaml.Unmarshal([]byte(doc), &meta))
+		if meta.Kind != "" {
+			out = append(out, rendered{Kind: meta.Kind, Name: meta.Metadata.Name, YAML: doc})
+		}
+	}
+	require.NotEmpty(t, out, "chart %s rendered nothing", chartDir)
+	return out
+}
+
+func find(t *testing.T, objs []rendered, kind, name string, into any) {
+	t.Helper()
+	for _, o := range objs {
+		if o.Kind == kind && o.Name == name {
+			require.NoError(t, yaml.Unmarshal([]byte(o.YAML), into))
+			return
+		}
+	}
+	var have []string
+	for _, o := range objs {
+		have = append(have, o.Kind+"/"+o.Name)
+	}
+	t.Fatalf("no %s/%s rendered; have %v", kind, name, have)
+}
+
+func TestKarpenterChartRendersOurValues(t *testing.T) {
+	dir := filepath.Join(moduleDir(t, "github.com/aws/karpenter-provider-aws"), "charts", "karpenter")
+	objs := render(t, dir, "karpenter", "kube-system", k8s.KarpenterValues("lux-gpu-ci", "us-west-2", "karpenter", "lux-gpu-ci"))
+
+	var dep appsv1.Deployment
+	find(t, objs, "Deployment", "karpenter", &dep)
+	require.NotNil(t, dep.Spec.Replicas)
+	assert.Equal(t, int32(1), *dep.Spec.Replicas, "one replica fits one system node")
+	assert.Equal(t, "kube-system", dep.Namespace)
+	pod := dep.Spec.Template.Spec
+	assert.Equal(t, "karpenter", pod.ServiceAccountName, "the Pod Identity association names this ServiceAccount")
+	require.Len(t, pod.Containers, 1)
+	env := map[string]string{}
+	for _, e := range pod.Containers[0].Env {
+		env[e.Name] = e.Value
+	}
+	assert.Equal(t, "lux-gpu-ci", env["CLUSTER_NAME"])
+	assert.Equal(t, "lux-gpu-ci", env["INTERRUPTION_QUEUE"])
+	assert.Equal(t, "us-west-2", env["AWS_REGION"])
+	assert.Equal(t, "250m", pod.Containers[0].Resources.Requests.Cpu().String())
+	assert.Equal(t, "512Mi", pod.Containers[0].Resources.Requests.Memory().String())
+
+	var sa corev1.ServiceAccount
+	find(t, objs, "ServiceAccount", "karpenter", &sa)
+	for _, o := range objs {
+		assert.NotEqual(t, "CustomResourceDefinition", o.Kind, "CRDs come from the karpenter-crd chart")
+	}
+}
+
+// The CRDs the karpenter-crd chart installs are the ones the CRD tests validate against.
+func TestKarpenterCRDChartInstallsTheCRDsWeValidateAgainst(t *testing.T) {
+	dir := filepath.Join(moduleDir(t, "github.com/aws/karpenter-provider-aws"), "charts", "karpenter-crd")
+	objs := render(t, dir, "karpenter-crd", "kube-system", map[string]any{})
+	for name, embedded := range map[string][]byte{
+		"nodepools.karpenter.sh":           awsapis.NodePoolCRD,
+		"ec2nodeclasses.karpenter.k8s.aws": awsapis.EC2NodeClassCRD,
+	} {
+		var installed, validated apiextensionsv1.CustomResourceDefinition
+		find(t, objs, "CustomResourceDefinition", name, &installed)
+		require.NoError(t, yaml.Unmarshal(embedded, &validated))
+		assert.Equal(t, validated.Spec, installed.Spec, "%s: chart and Go module disagree", name)
+	}
+}
+
+func TestDevicePluginChartSchedulesOnGPUNodesOnly(t *testing.T) {
+	dir := filepath.Join(moduleDir(t, versions.NvidiaDevicePluginModule), "deployments", "helm", "nvidia-device-plugin")
+	objs := render(t, dir, "nvidia-device-plugin", k8s.DevicePluginNamespace, k8s.DevicePluginValues())
+
+	var ds appsv1.DaemonSet
+	find(t, objs, "DaemonSet", "nvidia-device-plugin", &ds)
+	pod := &corev1.Pod{Spec: ds.Spec.Template.Spec}
+
+	np, err := k8s.NodePoolFor(config.DefaultPool())
+	require.NoError(t, err)
+	gpuNode := &corev1.Node{ObjectMeta: v1.ObjectMeta{Labels: map[string]string{
+		"kubernetes.io/os": "linux", "node.kubernetes.io/instance-type": "g4dn.xlarge", "karpenter.sh/nodepool": "gpu-t4",
+	}}, Spec: corev1.NodeSpec{Taints: np.Spec.Template.Spec.Taints}}
+	for k, v := range np.Spec.Template.Labels {
+		gpuNode.Labels[k] = v
+	}
+	systemNode := &corev1.Node{ObjectMeta: v1.ObjectMeta{Labels: map[string]string{
+		"kubernetes.io/os": "linux", "node.kubernetes.io/instance-type": "t3.medium", "lux-gpu-ci.luxfi.com/node-role": "system",
+	}}}
+
+	affinity := nodeaffinity.GetRequiredNodeAffinity(pod)
+	ok, err := affinity.Match(gpuNode)
+	require.NoError(t, err)
+	assert.True(t, ok, "the device plugin's affinity selects a node of our GPU pool")
+	ok, err = affinity.Match(systemNode)
+	require.NoError(t, err)
+	assert.False(t, ok, "the device plugin stays off the system node")
+
+	for _, taint := range gpuNode.Spec.Taints {
+		assert.True(t, corev1helpers.TolerationsTolerateTaint(klog.Background(), pod.Spec.Tolerations, &taint, false), "the device plugin tolerates %s", taint.ToString())
+	}
+	// The runner pod lands on the same node: it tolerates the taint and selects the pool.
+	tmpl, err := k8s.RunnerTemplate(config.DefaultPool())
+	require.NoError(t, err)
+	runner := &corev1.Pod{Spec: tmpl.Spec}
+	for _, taint := range gpuNode.Spec.Taints {
+		assert.True(t, corev1helpers.TolerationsTolerateTaint(klog.Background(), runner.Spec.Tolerations, &taint, false), "the runner tolerates %s", taint.ToString())
+	}
+	ok, err = nodeaffinity.GetRequiredNodeAffinity(runner).Match(gpuNode)
+	require.NoError(t, err)
+	assert.True(t, ok, "the runner's nodeSelector selects the pool's node")
+}
