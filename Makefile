@@ -13,8 +13,17 @@ test: fmt-check vet ## The test command: gofmt, go vet, and every unit test (no 
 	go test -count=1 ./...
 
 .PHONY: vet
-vet: ## go vet ./...
+vet: ## go vet ./... (and the e2e package, which has a build tag)
 	go vet ./...
+	go vet -tags e2e ./e2e
+
+.PHONY: e2e
+e2e: ## Real engine, real API server: deploy the k8s layer on 127.0.0.1, re-up, update, destroy
+	hack/e2e.sh
+
+.PHONY: e2e-tools
+e2e-tools: ## Build (or reuse) etcd, kube-apiserver, kube-controller-manager, pulumi, the k8s provider
+	hack/e2e-tools.sh
 
 .PHONY: fmt-check
 fmt-check: ## Fail if gofmt would change a file

@@ -28,11 +28,14 @@ func newRelease(ctx *pulumi.Context, logical string, r release, opts ...pulumi.R
 		Name:      pulumi.String(r.Name),
 		Namespace: pulumi.String(r.Namespace),
 		Chart:     pulumi.String(r.Chart.Chart),
-		Version:   pulumi.String(r.Chart.Version),
 		Values:    pulumi.ToMap(r.Values),
 		SkipCrds:  pulumi.Bool(r.SkipCrds),
 		SkipAwait: pulumi.Bool(r.SkipAwait),
 		Timeout:   pulumi.Int(helmTimeoutSeconds),
+	}
+	// A local chart directory (tests) has no version to pin; a repository chart always does.
+	if r.Chart.Version != "" {
+		args.Version = pulumi.String(r.Chart.Version)
 	}
 	if r.Chart.Repo != "" {
 		args.RepositoryOpts = &helmv3.RepositoryOptsArgs{Repo: pulumi.String(r.Chart.Repo)}
