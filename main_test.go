@@ -406,9 +406,7 @@ func TestOptionalFeatures(t *testing.T) {
 // The kubeconfig is a secret, and passes --region so it works without AWS_REGION set.
 func TestKubeconfigIsSecretAndRegional(t *testing.T) {
 	m := newMocks()
-	var kubeconfig pulumi.StringOutput
-	err := pulumi.RunErr(func(ctx *pulumi.Context) error {
-		m.ctx = ctx
+	err := m.Run(func(ctx *pulumi.Context) error {
 		cfg, err := config.Load(ctx)
 		if err != nil {
 			return err
@@ -417,8 +415,7 @@ func TestKubeconfigIsSecretAndRegional(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		kubeconfig = out.Kubeconfig
-		res, err := internals.UnsafeAwaitOutput(ctx.Context(), kubeconfig)
+		res, err := internals.UnsafeAwaitOutput(ctx.Context(), out.Kubeconfig)
 		if err != nil {
 			return err
 		}
@@ -435,10 +432,7 @@ func TestKubeconfigIsSecretAndRegional(t *testing.T) {
 		assert.Equal(t, "aws", exec.Command)
 		assert.Equal(t, []string{"eks", "get-token", "--cluster-name", "lux-gpu-ci", "--region", "us-west-2", "--output", "json"}, exec.Args)
 		return nil
-	}, pulumi.WithMocks("lux-gpu-ci", "dev", m), func(ri *pulumi.RunInfo) {
-		ri.Config = stackConfig(t, "dev")
-		ri.ConfigSecretKeys = secretKeys
-	})
+	}, stackConfig(t, "dev"), secretKeys)
 	require.NoError(t, err)
 }
 

@@ -1,0 +1,62 @@
+package config
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// SecretPlaceholder stands in for a secure value that cannot be decrypted offline.
+const SecretPlaceholder = "[secret]"
+
+// ReadStackFile reads a Pulumi.<stack>.yaml into the form the Pulumi CLI hands a program:
+// fully qualified keys, scalars as strings, lists and objects as JSON. Secure values cannot
+// be decrypted without the stack's secrets provider: they come back as SecretPlaceholder and
+// are listed in secretKeys.
+func ReadStackFile(path string) (cfg map[string]string, secretKeys []string, err error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	var file struct {
+		Config map[string]any `yaml:"config"`
+	}
+	if err := yaml.Unmarshal(b, &file); err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", path, err)
+	}
+	cfg = map[string]string{}
+	for k, v := range file.Config {
+		if !strings.Contains(k, ":") {
+			k = qualify(k)
+		}
+		switch v := v.(type) {
+		case string:
+			cfg[k] = v
+		case map[string]any:
+			if _, secure := v["secure"]; secure && len(v) == 1 {
+				cfg[k] = SecretPlaceholder
+				secretKeys = append(secretKeys, k)
+				continue
+			}
+			cfg[k], err = jsonString(v)
+		case []any:
+			cfg[k], err = jsonString(v)
+		default:
+			cfg[k] = fmt.Sprint(v)
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s: %s: %w", path, k, err)
+		}
+	}
+	sort.Strings(secretKeys)
+	return cfg, secretKeys, nil
+}
+
+func jsonString(v any) (string, error) {
+	b, err := json.Marshal(v)
+	return string(b), err
+}

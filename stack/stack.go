@@ -1,0 +1,58 @@
+// Package stack wires the layers of lux-gpu-ci into one Pulumi program. main.go runs it
+// under the Pulumi engine; `gpuci render` and the tests run the very same function under
+// mocks.
+package stack
+
+import (
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+
+	"github.com/luxfi/lux-gpu-ci/config"
+	"github.com/luxfi/lux-gpu-ci/infra"
+	"github.com/luxfi/lux-gpu-ci/k8s"
+)
+
+// Program is the whole stack: configuration is read and validated before any resource is
+// registered (so a bad value changes nothing), then the AWS layer, then the Kubernetes layer
+// on it, then the exports.
+func Program(ctx *pulumi.Context) error {
+	cfg, err := config.Load(ctx)
+	if err != nil {
+		return err
+	}
+	aws, err := infra.New(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	cluster, err := k8s.New(ctx, "gpu-ci", &k8s.Args{
+		Kubeconfig:              aws.Kubeconfig,
+		ProviderDependsOn:       []pulumi.Resource{aws.SystemNodeGroup},
+		ClusterName:             aws.ClusterName,
+		Region:                  aws.Region,
+		KarpenterNamespace:      aws.KarpenterNamespace,
+		KarpenterServiceAccount: aws.KarpenterServiceAccount,
+		InterruptionQueue:       aws.QueueName,
+		NodeRoleName:            aws.NodeRoleName,
+		KarpenterDependsOn:      aws.KarpenterReady,
+		NodesPublic:             aws.NodesPublic,
+		Tags:                    cfg.Tags,
+		Pools:                   cfg.GPUPools,
+		GitHub:                  cfg.GitHub,
+		SkipAwait:               cfg.HelmSkipAwait,
+	})
+	if err != nil {
+		return err
+	}
+
+	ctx.Export("region", pulumi.String(aws.Region))
+	ctx.Export("clusterName", pulumi.String(aws.ClusterName))
+	ctx.Export("clusterEndpoint", aws.Endpoint)
+	ctx.Export("kubeconfig", aws.Kubeconfig)
+	ctx.Export("vpcId", aws.VpcID)
+	ctx.Export("privateSubnetIds", aws.PrivateSubnetIDs)
+	ctx.Export("publicSubnetIds", aws.PublicSubnetIDs)
+	ctx.Export("karpenterQueueName", aws.QueueName)
+	ctx.Export("karpenterNodeRoleName", aws.NodeRoleName)
+	ctx.Export("karpenterControllerRoleArn", aws.ControllerRoleArn)
+	ctx.Export("runsOn", cluster.RunsOn)
+	return nil
+}
