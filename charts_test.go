@@ -2,108 +2,50 @@ package main
 
 // Our Helm values rendered through the real upstream charts with the Helm SDK, and the
 // rendered objects checked with Kubernetes' own scheduling helpers. Charts come from Go
-// modules: karpenter-provider-aws (pinned in go.mod) and NVIDIA/k8s-device-plugin (the
-// version in versions.NvidiaDevicePluginModule). If a chart cannot be had, the test fails.
+// modules (versions.Chart.Module): karpenter-provider-aws and NVIDIA/k8s-device-plugin. If a
+// chart cannot be had, the test fails.
 //
 // ARC's 0.14.x charts are in no Go module version (the module's last semver tag, v0.27.6,
 // holds chart 0.6.1), so ARC values are covered by the mock tests only.
 
 import (
-	"encoding/json"
-	"io"
-	"os/exec"
-	"path/filepath"
-	"strings"
 	"testing"
 
+	awsapis "github.com/aws/karpenter-provider-aws/pkg/apis"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"helm.sh/helm/v3/pkg/action"
-	"helm.sh/helm/v3/pkg/chart/loader"
-	"helm.sh/helm/v3/pkg/chartutil"
-	kubefake "helm.sh/helm/v3/pkg/kube/fake"
-	"helm.sh/helm/v3/pkg/releaseutil"
-	"helm.sh/helm/v3/pkg/storage"
-	"helm.sh/helm/v3/pkg/storage/driver"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1"
+	v1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/yaml"
 
-	awsapis "github.com/aws/karpenter-provider-aws/pkg/apis"
-
 	"github.com/luxfi/lux-gpu-ci/config"
+	"github.com/luxfi/lux-gpu-ci/internal/chartrender"
 	"github.com/luxfi/lux-gpu-ci/k8s"
 	"github.com/luxfi/lux-gpu-ci/versions"
 )
 
-// moduleDir returns a Go module's directory in the module cache, downloading it if needed.
-// mod is "path" (the version go.mod requires) or "path@version".
-func moduleDir(t *testing.T, mod string) string {
+// chartDir locates a pinned chart in its Go module; failing to, the test fails.
+func chartDir(t *testing.T, c versions.Chart) string {
 	t.Helper()
-	args := []string{"list", "-m", "-json", mod}
-	if strings.Contains(mod, "@") {
-		args = []string{"mod", "download", "-json", mod}
-	}
-	out, err := exec.Command("go", args...).Output()
-	require.NoError(t, err, "go %v: the chart's module must be available (module proxy or cache)", args)
-	var info struct{ Dir, Error string }
-	require.NoError(t, json.Unmarshal(out, &info))
-	require.Empty(t, info.Error)
-	require.NotEmpty(t, info.Dir, "module %s has no directory", mod)
-	return info.Dir
+	require.NotEmpty(t, c.Module, "chart %s has no Go module", c.Chart)
+	dir, err := chartrender.Locate(c, t.TempDir())
+	require.NoError(t, err, "the chart's module must be available (module proxy or cache)")
+	return dir
 }
 
-// rendered is one object of a rendered chart.
-type rendered struct {
-	Kind, Name string
-	YAML       string
-}
-
-// render installs a chart client-only (helm template) with values as Pulumi would send
-// them (a JSON round trip), for Kubernetes 1.35.
-func render(t *testing.T, chartDir, releaseName, namespace string, values map[string]any) []rendered {
+func render(t *testing.T, dir, release, namespace string, values map[string]any) []chartrender.Object {
 	t.Helper()
-	chrt, err := loader.Load(chartDir)
-	require.NoError(t, err, "loading chart %s", chartDir)
-	var vals map[string]any
-	b, err := json.Marshal(values)
+	objs, err := chartrender.Render(dir, release, namespace, values)
 	require.NoError(t, err)
-	require.NoError(t, json.Unmarshal(b, &vals))
-
-	cfg := &action.Configuration{
-		Releases:     storage.Init(driver.NewMemory()),
-		KubeClient:   &kubefake.PrintingKubeClient{Out: io.Discard},
-		Capabilities: chartutil.DefaultCapabilities,
-		Log:          func(string, ...any) {},
-	}
-	install := action.NewInstall(cfg)
-	install.DryRun, install.ClientOnly, install.Replace = true, true, true
-	install.ReleaseName, install.Namespace = releaseName, namespace
-	install.KubeVersion = &chartutil.KubeVersion{Version: "v1.35.0", Major: "1", Minor: "35"}
-	rel, err := install.Run(chrt, vals)
-	require.NoError(t, err, "rendering %s", chartDir)
-
-	var out []rendered
-	for _, doc := range releaseutil.SplitManifests(rel.Manifest) {
-		var meta struct {
-			Kind     string        `json:"kind"`
-			Metadata v1.ObjectMeta `json:"metadata"`
-		}
-		require.NoError(t, yaml.Unmarshal([]byte(doc), &meta))
-		if meta.Kind != "" {
-			out = append(out, rendered{Kind: meta.Kind, Name: meta.Metadata.Name, YAML: doc})
-		}
-	}
-	require.NotEmpty(t, out, "chart %s rendered nothing", chartDir)
-	return out
+	return objs
 }
 
-func find(t *testing.T, objs []rendered, kind, name string, into any) {
+func find(t *testing.T, objs []chartrender.Object, kind, name string, into any) {
 	t.Helper()
 	for _, o := range objs {
 		if o.Kind == kind && o.Name == name {
@@ -119,8 +61,7 @@ func find(t *testing.T, objs []rendered, kind, name string, into any) {
 }
 
 func TestKarpenterChartRendersOurValues(t *testing.T) {
-	dir := filepath.Join(moduleDir(t, "github.com/aws/karpenter-provider-aws"), "charts", "karpenter")
-	objs := render(t, dir, "karpenter", "kube-system", k8s.KarpenterValues("lux-gpu-ci", "us-west-2", "karpenter", "lux-gpu-ci"))
+	objs := render(t, chartDir(t, versions.KarpenterChart), "karpenter", "kube-system", k8s.KarpenterValues("lux-gpu-ci", "us-west-2", "karpenter", "lux-gpu-ci"))
 
 	var dep appsv1.Deployment
 	find(t, objs, "Deployment", "karpenter", &dep)
@@ -149,8 +90,7 @@ func TestKarpenterChartRendersOurValues(t *testing.T) {
 
 // The CRDs the karpenter-crd chart installs are the ones the CRD tests validate against.
 func TestKarpenterCRDChartInstallsTheCRDsWeValidateAgainst(t *testing.T) {
-	dir := filepath.Join(moduleDir(t, "github.com/aws/karpenter-provider-aws"), "charts", "karpenter-crd")
-	objs := render(t, dir, "karpenter-crd", "kube-system", map[string]any{})
+	objs := render(t, chartDir(t, versions.KarpenterCRDChart), "karpenter-crd", "kube-system", map[string]any{})
 	for name, embedded := range map[string][]byte{
 		"nodepools.karpenter.sh":           awsapis.NodePoolCRD,
 		"ec2nodeclasses.karpenter.k8s.aws": awsapis.EC2NodeClassCRD,
@@ -163,8 +103,7 @@ func TestKarpenterCRDChartInstallsTheCRDsWeValidateAgainst(t *testing.T) {
 }
 
 func TestDevicePluginChartSchedulesOnGPUNodesOnly(t *testing.T) {
-	dir := filepath.Join(moduleDir(t, versions.NvidiaDevicePluginModule), "deployments", "helm", "nvidia-device-plugin")
-	objs := render(t, dir, "nvidia-device-plugin", k8s.DevicePluginNamespace, k8s.DevicePluginValues())
+	objs := render(t, chartDir(t, versions.NvidiaDevicePluginChart), "nvidia-device-plugin", k8s.DevicePluginNamespace, k8s.DevicePluginValues())
 
 	var ds appsv1.DaemonSet
 	find(t, objs, "DaemonSet", "nvidia-device-plugin", &ds)

@@ -13,12 +13,9 @@ package e2e
 import (
 	"context"
 	"encoding/base64"
-	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -38,6 +35,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/luxfi/lux-gpu-ci/config"
+	"github.com/luxfi/lux-gpu-ci/internal/chartrender"
 	"github.com/luxfi/lux-gpu-ci/k8s"
 	"github.com/luxfi/lux-gpu-ci/versions"
 )
@@ -68,30 +66,20 @@ func mustEnv(t *testing.T, key string) string {
 	return v
 }
 
-// moduleDir finds a module's directory, downloading it through the module proxy if needed.
-func moduleDir(t *testing.T, mod string) string {
-	t.Helper()
-	args := []string{"list", "-m", "-json", mod}
-	if strings.Contains(mod, "@") {
-		args = []string{"mod", "download", "-json", mod}
-	}
-	out, err := exec.Command("go", args...).Output()
-	require.NoError(t, err, "go %v", args)
-	var info struct{ Dir string }
-	require.NoError(t, json.Unmarshal(out, &info))
-	require.NotEmpty(t, info.Dir, mod)
-	return info.Dir
-}
-
-// localCharts are the upstream charts from Go modules, by directory.
+// localCharts are the upstream charts from Go modules, by directory (a local chart has no
+// version to pin).
 func localCharts(t *testing.T) k8s.Charts {
-	karpenter := moduleDir(t, "github.com/aws/karpenter-provider-aws")
-	nvidia := moduleDir(t, versions.NvidiaDevicePluginModule)
-	arc := moduleDir(t, arcModule)
+	local := func(c versions.Chart) versions.Chart {
+		dir, err := chartrender.Locate(c, t.TempDir())
+		require.NoError(t, err)
+		return versions.Chart{Chart: dir}
+	}
+	arc, err := chartrender.ModuleDir(arcModule)
+	require.NoError(t, err)
 	return k8s.Charts{
-		KarpenterCRD:       versions.Chart{Chart: filepath.Join(karpenter, "charts", "karpenter-crd")},
-		Karpenter:          versions.Chart{Chart: filepath.Join(karpenter, "charts", "karpenter")},
-		NvidiaDevicePlugin: versions.Chart{Chart: filepath.Join(nvidia, "deployments", "helm", "nvidia-device-plugin")},
+		KarpenterCRD:       local(versions.KarpenterCRDChart),
+		Karpenter:          local(versions.KarpenterChart),
+		NvidiaDevicePlugin: local(versions.NvidiaDevicePluginChart),
 		ARCController:      versions.Chart{Chart: filepath.Join(arc, "charts", "gha-runner-scale-set-controller")},
 		ARCScaleSet:        versions.Chart{Chart: filepath.Join(arc, "charts", "gha-runner-scale-set")},
 	}

@@ -22,28 +22,36 @@ const (
 )
 
 // Chart is a pinned Helm chart: an oci:// reference, or a name in a classic repository.
+// Module and Path say where a Go module holds the same chart, so tests and `gpuci render`
+// can render it without network beyond the Go module proxy.
 type Chart struct {
 	Chart   string `json:"chart"`
 	Repo    string `json:"repo,omitempty"`
 	Version string `json:"version"`
+	Module  string `json:"-"` // module@version
+	Path    string `json:"-"` // the chart's directory inside the module
 }
+
+// karpenterModule holds Karpenter's charts; its version matches go.mod's (a test checks).
+const karpenterModule = "github.com/aws/karpenter-provider-aws@v1.14.1"
 
 // Karpenter 1.14.1 (matches sigs.k8s.io/karpenter and karpenter-provider-aws in go.mod, whose
 // CRDs the tests validate our NodePools against). The CRDs are their own chart so they
 // upgrade with Karpenter (Helm never upgrades a chart's crds/ directory).
 var (
-	KarpenterCRDChart = Chart{Chart: "oci://public.ecr.aws/karpenter/karpenter-crd", Version: "1.14.1"}
-	KarpenterChart    = Chart{Chart: "oci://public.ecr.aws/karpenter/karpenter", Version: "1.14.1"}
+	KarpenterCRDChart = Chart{Chart: "oci://public.ecr.aws/karpenter/karpenter-crd", Version: "1.14.1", Module: karpenterModule, Path: "charts/karpenter-crd"}
+	KarpenterChart    = Chart{Chart: "oci://public.ecr.aws/karpenter/karpenter", Version: "1.14.1", Module: karpenterModule, Path: "charts/karpenter"}
 )
 
 // NVIDIA device plugin. The AL2023 NVIDIA AMI ships drivers and the container toolkit but
 // not the device plugin. 0.19.3 is also a Go module version, so tests render the real chart.
-var NvidiaDevicePluginChart = Chart{Chart: "nvidia-device-plugin", Repo: "https://nvidia.github.io/k8s-device-plugin", Version: "0.19.3"}
+var NvidiaDevicePluginChart = Chart{
+	Chart: "nvidia-device-plugin", Repo: "https://nvidia.github.io/k8s-device-plugin", Version: "0.19.3",
+	Module: "github.com/NVIDIA/k8s-device-plugin@v0.19.3", Path: "deployments/helm/nvidia-device-plugin",
+}
 
-// NvidiaDevicePluginModule is the Go module holding that chart (tests render it from here).
-const NvidiaDevicePluginModule = "github.com/NVIDIA/k8s-device-plugin@v0.19.3"
-
-// Actions Runner Controller in scale-set mode; 0.14 added scaleSetLabels.
+// Actions Runner Controller in scale-set mode; 0.14 added scaleSetLabels. No Go module
+// version holds the 0.14 charts.
 var (
 	ARCControllerChart = Chart{Chart: "oci://ghcr.io/actions/actions-runner-controller-charts/gha-runner-scale-set-controller", Version: "0.14.2"}
 	ARCScaleSetChart   = Chart{Chart: "oci://ghcr.io/actions/actions-runner-controller-charts/gha-runner-scale-set", Version: "0.14.2"}
