@@ -33,6 +33,10 @@ fmt-check: ## Fail if gofmt would change a file
 fmt: ## gofmt -w every Go file
 	gofmt -w $(GO_FILES)
 
+.PHONY: render
+render: ## Offline, no credentials: write what STACK declares into out/STACK (CHARTS=all renders charts too)
+	go run ./cmd/gpuci render --stack $(STACK) --out out/$(STACK) $(if $(CHARTS),--charts $(CHARTS))
+
 .PHONY: preview
 preview: ## pulumi preview of STACK (default dev); needs AWS credentials
 	pulumi preview --stack $(STACK) --diff

@@ -38,7 +38,7 @@ func chartDir(t *testing.T, c versions.Chart) string {
 	return dir
 }
 
-func render(t *testing.T, dir, release, namespace string, values map[string]any) []chartrender.Object {
+func renderChart(t *testing.T, dir, release, namespace string, values map[string]any) []chartrender.Object {
 	t.Helper()
 	objs, err := chartrender.Render(dir, release, namespace, values)
 	require.NoError(t, err)
@@ -61,7 +61,7 @@ func find(t *testing.T, objs []chartrender.Object, kind, name string, into any) 
 }
 
 func TestKarpenterChartRendersOurValues(t *testing.T) {
-	objs := render(t, chartDir(t, versions.KarpenterChart), "karpenter", "kube-system", k8s.KarpenterValues("lux-gpu-ci", "us-west-2", "karpenter", "lux-gpu-ci"))
+	objs := renderChart(t, chartDir(t, versions.KarpenterChart), "karpenter", "kube-system", k8s.KarpenterValues("lux-gpu-ci", "us-west-2", "karpenter", "lux-gpu-ci"))
 
 	var dep appsv1.Deployment
 	find(t, objs, "Deployment", "karpenter", &dep)
@@ -90,7 +90,7 @@ func TestKarpenterChartRendersOurValues(t *testing.T) {
 
 // The CRDs the karpenter-crd chart installs are the ones the CRD tests validate against.
 func TestKarpenterCRDChartInstallsTheCRDsWeValidateAgainst(t *testing.T) {
-	objs := render(t, chartDir(t, versions.KarpenterCRDChart), "karpenter-crd", "kube-system", map[string]any{})
+	objs := renderChart(t, chartDir(t, versions.KarpenterCRDChart), "karpenter-crd", "kube-system", map[string]any{})
 	for name, embedded := range map[string][]byte{
 		"nodepools.karpenter.sh":           awsapis.NodePoolCRD,
 		"ec2nodeclasses.karpenter.k8s.aws": awsapis.EC2NodeClassCRD,
@@ -103,7 +103,7 @@ func TestKarpenterCRDChartInstallsTheCRDsWeValidateAgainst(t *testing.T) {
 }
 
 func TestDevicePluginChartSchedulesOnGPUNodesOnly(t *testing.T) {
-	objs := render(t, chartDir(t, versions.NvidiaDevicePluginChart), "nvidia-device-plugin", k8s.DevicePluginNamespace, k8s.DevicePluginValues())
+	objs := renderChart(t, chartDir(t, versions.NvidiaDevicePluginChart), "nvidia-device-plugin", k8s.DevicePluginNamespace, k8s.DevicePluginValues())
 
 	var ds appsv1.DaemonSet
 	find(t, objs, "DaemonSet", "nvidia-device-plugin", &ds)
