@@ -9,6 +9,8 @@ package main
 // holds chart 0.6.1), so ARC values are covered by the mock tests only.
 
 import (
+	"os/exec"
+	"strings"
 	"testing"
 
 	awsapis "github.com/aws/karpenter-provider-aws/pkg/apis"
@@ -142,4 +144,17 @@ func TestDevicePluginChartSchedulesOnGPUNodesOnly(t *testing.T) {
 	ok, err = nodeaffinity.GetRequiredNodeAffinity(runner).Match(gpuNode)
 	require.NoError(t, err)
 	assert.True(t, ok, "the runner's nodeSelector selects the pool's node")
+}
+
+// The Karpenter chart version, the module the tests take its charts and CRDs from, and the
+// Go API types the NodePools are built with are one version.
+func TestKarpenterPinsAgree(t *testing.T) {
+	out, err := exec.Command("go", "list", "-m", "-f", "{{.Path}}@{{.Version}}", "github.com/aws/karpenter-provider-aws", "sigs.k8s.io/karpenter").Output()
+	require.NoError(t, err)
+	mods := strings.Fields(string(out))
+	want := "v" + versions.KarpenterChart.Version
+	assert.Equal(t, []string{"github.com/aws/karpenter-provider-aws@" + want, "sigs.k8s.io/karpenter@" + want}, mods)
+	assert.Equal(t, versions.KarpenterChart.Version, versions.KarpenterCRDChart.Version)
+	assert.Equal(t, mods[0], versions.KarpenterChart.Module)
+	assert.Equal(t, mods[0], versions.KarpenterCRDChart.Module)
 }
