@@ -33,9 +33,17 @@ fmt-check: ## Fail if gofmt would change a file
 fmt: ## gofmt -w every Go file
 	gofmt -w $(GO_FILES)
 
+.PHONY: lint
+lint: ## actionlint every workflow (pinned in hack/tools/go.mod)
+	GOFLAGS=-modfile=hack/tools/go.mod go tool actionlint .github/workflows/*.yml examples/workflows/*.yml
+
 .PHONY: render
 render: ## Offline, no credentials: write what STACK declares into out/STACK (CHARTS=all renders charts too)
 	go run ./cmd/gpuci render --stack $(STACK) --out out/$(STACK) $(if $(CHARTS),--charts $(CHARTS))
+
+.PHONY: bootstrap
+bootstrap: ## One command from an AWS account to a running STACK (needs AWS_REGION, GITHUB_ORG, GITHUB_PAT or the App vars)
+	hack/bootstrap.sh
 
 .PHONY: preview
 preview: ## pulumi preview of STACK (default dev); needs AWS credentials

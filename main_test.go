@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -646,4 +647,63 @@ func within(t *testing.T, inner, outer string) bool {
 func overlaps(t *testing.T, a, b string) bool {
 	t.Helper()
 	return netip.MustParsePrefix(a).Overlaps(netip.MustParsePrefix(b))
+}
+
+// Every stack file in the repository passes validation and builds the whole program.
+func TestEveryStackFileIsValid(t *testing.T) {
+	files, err := filepath.Glob("Pulumi.*.yaml")
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, len(files), 2, "dev and prod")
+	for _, f := range files {
+		stack := strings.TrimSuffix(strings.TrimPrefix(f, "Pulumi."), ".yaml")
+		t.Run(stack, func(t *testing.T) {
+			m := newMocks()
+			require.NoError(t, m.run(stackConfig(t, stack)), "%s must validate", f)
+			assert.NotEmpty(t, m.all("kubernetes:karpenter.sh/v1:NodePool"))
+		})
+	}
+}
+
+func TestProdDiffersFromDevWhereItShould(t *testing.T) {
+	m := newMocks()
+	require.NoError(t, m.run(stackConfig(t, "prod")))
+	assert.Equal(t, "lux-gpu-ci-prod", m.one(t, "eks:index:Cluster").Inputs["name"])
+	assert.Len(t, m.all("kubernetes:karpenter.sh/v1:NodePool"), 2)
+	assert.Len(t, m.all("aws:budgets/budget:Budget"), 1)
+	assert.Len(t, m.all("aws:ec2/subnet:Subnet"), 6)
+	for _, np := range m.all("kubernetes:karpenter.sh/v1:NodePool") {
+		assert.Contains(t, path(np.Inputs["spec"], "template", "spec", "requirements"),
+			map[string]any{"key": "karpenter.sh/capacity-type", "operator": "In", "values": []any{"spot", "on-demand"}}, "on-demand fallback")
+	}
+}
+
+// actionlint knows every runs-on label and scale-set name our stacks register.
+func TestActionlintKnowsOurRunnerLabels(t *testing.T) {
+	b, err := os.ReadFile(".github/actionlint.yaml")
+	require.NoError(t, err)
+	var cfg struct {
+		SelfHostedRunner struct {
+			Labels []string `yaml:"labels"`
+		} `yaml:"self-hosted-runner"`
+	}
+	require.NoError(t, yaml.Unmarshal(b, &cfg))
+	builtin := []string{"self-hosted", "linux", "x64", "arm64"}
+	files, _ := filepath.Glob("Pulumi.*.yaml")
+	for _, f := range files {
+		raw, _, err := config.ReadStackFile(f)
+		require.NoError(t, err)
+		c, err := config.Parse(func(k string) (string, bool) {
+			if k == "lux-gpu-ci:githubToken" {
+				return "x", true
+			}
+			v, ok := raw[k]
+			return v, ok
+		}, nil)
+		require.NoError(t, err, f)
+		for _, p := range c.GPUPools {
+			for _, l := range append(slices.Clone(p.RunnerLabels), p.RunnerScaleSetName) {
+				assert.True(t, slices.Contains(cfg.SelfHostedRunner.Labels, l) || slices.Contains(builtin, l), "%s: add %q to .github/actionlint.yaml", f, l)
+			}
+		}
+	}
 }
