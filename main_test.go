@@ -19,6 +19,7 @@ import (
 
 	"github.com/luxfi/lux-gpu-ci/config"
 	"github.com/luxfi/lux-gpu-ci/infra"
+	"github.com/luxfi/lux-gpu-ci/internal/mockstack"
 )
 
 // runDev runs the program with the dev stack's real configuration plus overrides.
@@ -554,20 +555,10 @@ func TestSubnetLayoutStaysInsideTheVPC(t *testing.T) {
 	}
 }
 
-// policyStatement is one statement of a rendered policy document.
-type policyStatement struct {
-	Sid       string                         `json:"Sid"`
-	Effect    string                         `json:"Effect"`
-	Action    []string                       `json:"Action"`
-	Resource  []string                       `json:"Resource"`
-	Principal any                            `json:"Principal"`
-	Condition map[string]map[string][]string `json:"Condition"`
-}
-
-type policyDoc struct {
-	ID        string            `json:"Id"`
-	Statement []policyStatement `json:"Statement"`
-}
+type (
+	policyStatement = mockstack.PolicyStatement
+	policyDoc       = mockstack.PolicyDocument
+)
 
 func policyOf(t *testing.T, r registered, field string) policyDoc {
 	t.Helper()

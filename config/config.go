@@ -11,10 +11,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
 	"regexp"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -237,7 +237,7 @@ func (c *Config) validate(p *parser) {
 	if dup := firstDuplicate(c.AdminPrincipals); dup != "" {
 		p.fail(KeyAdminPrincipals, fmt.Sprintf("%q is listed twice", dup), "list each principal once")
 	}
-	for _, k := range sortedKeys(c.Tags) {
+	for _, k := range slices.Sorted(maps.Keys(c.Tags)) {
 		switch v := c.Tags[k]; {
 		case k == "" || len(k) > 128 || len(v) > 256:
 			p.fail(KeyTags, fmt.Sprintf("tag %q: keys must be 1–128 characters and values at most 256", k), "shorten the tag")
@@ -247,7 +247,7 @@ func (c *Config) validate(p *parser) {
 			p.fail(KeyTags, fmt.Sprintf("tag %q is in a namespace EKS or Karpenter manage (Karpenter's EC2NodeClass rejects it)", k), `{"team": "platform"}`)
 		}
 	}
-	for _, name := range sortedKeys(c.AddonVersions) {
+	for _, name := range slices.Sorted(maps.Keys(c.AddonVersions)) {
 		if !slices.Contains(Addons, name) {
 			p.fail(KeyAddonVersions, fmt.Sprintf("%q is not an add-on this stack manages (%s)", name, strings.Join(Addons, ", ")), "remove it or fix the spelling")
 		} else if !strings.HasPrefix(c.AddonVersions[name], "v") {
@@ -416,15 +416,6 @@ func firstDuplicate(xs []string) string {
 		seen[x] = true
 	}
 	return ""
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 func shellQuote(s string) string {

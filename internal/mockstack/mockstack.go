@@ -263,22 +263,28 @@ func (m *Mocks) Call(args pulumi.MockCallArgs) (resource.PropertyMap, error) {
 	return nil, fmt.Errorf("mock: unexpected invoke %s", args.Token)
 }
 
+// PolicyDocument is an IAM policy document as RenderPolicy writes it.
+type PolicyDocument struct {
+	Version   string            `json:"Version"`
+	ID        string            `json:"Id,omitempty"`
+	Statement []PolicyStatement `json:"Statement"`
+}
+
+// PolicyStatement is one statement of a PolicyDocument. Principal is "*" or a map of
+// principal type to identifiers.
+type PolicyStatement struct {
+	Sid       string                         `json:"Sid,omitempty"`
+	Effect    string                         `json:"Effect"`
+	Action    []string                       `json:"Action"`
+	Resource  []string                       `json:"Resource,omitempty"`
+	Principal any                            `json:"Principal,omitempty"`
+	Condition map[string]map[string][]string `json:"Condition,omitempty"`
+}
+
 // RenderPolicy does what the AWS provider's getPolicyDocument does, in a normalised form:
 // every Action/Resource/Condition value is a list, and Effect defaults to Allow.
 func RenderPolicy(args map[string]any) (string, error) {
-	type stmt struct {
-		Sid       string                         `json:"Sid,omitempty"`
-		Effect    string                         `json:"Effect"`
-		Action    []string                       `json:"Action"`
-		Resource  []string                       `json:"Resource,omitempty"`
-		Principal any                            `json:"Principal,omitempty"`
-		Condition map[string]map[string][]string `json:"Condition,omitempty"`
-	}
-	doc := struct {
-		Version   string `json:"Version"`
-		ID        string `json:"Id,omitempty"`
-		Statement []stmt `json:"Statement"`
-	}{Version: "2012-10-17"}
+	doc := PolicyDocument{Version: "2012-10-17"}
 	doc.ID, _ = args["policyId"].(string)
 	strs := func(v any) []string {
 		var out []string
@@ -289,7 +295,7 @@ func RenderPolicy(args map[string]any) (string, error) {
 	}
 	for _, raw := range asList(args["statements"]) {
 		s := raw.(map[string]any)
-		st := stmt{Effect: "Allow", Action: strs(s["actions"]), Resource: strs(s["resources"])}
+		st := PolicyStatement{Effect: "Allow", Action: strs(s["actions"]), Resource: strs(s["resources"])}
 		st.Sid, _ = s["sid"].(string)
 		if e, _ := s["effect"].(string); e != "" {
 			st.Effect = e

@@ -15,6 +15,7 @@ package render
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -234,7 +235,7 @@ func renderCharts(files map[string][]byte, releases map[string]mockstack.Registr
 	for _, name := range names {
 		r, ok := releases[name]
 		if !ok {
-			return fmt.Errorf("--charts: the stack has no Helm release %q (it has %s)", name, strings.Join(sortedKeys(releases), ", "))
+			return fmt.Errorf("--charts: the stack has no Helm release %q (it has %s)", name, strings.Join(slices.Sorted(maps.Keys(releases)), ", "))
 		}
 		chart, ok := pins[r.Inputs["chart"].(string)]
 		if !ok {
@@ -296,13 +297,4 @@ func writeAll(out string, files map[string][]byte) error {
 		return err
 	}
 	return os.Rename(tmp, out)
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
