@@ -224,6 +224,8 @@ func TestDestroyOrder(t *testing.T) {
 	edge(scaleSet, nodePool.Key(), "runners go before their nodes")
 	edge(scaleSet, releaseNamed(t, m, "arc").Key(), "the controller cleans up its runners")
 	edge(scaleSet, "kubernetes:core/v1:Secret::gpu-ci-arc-github", "runners register with it")
+	runnersNS := m.get(t, "kubernetes:core/v1:Namespace", "gpu-ci-arc-runners")
+	edge(runnersNS, releaseNamed(t, m, "arc").Key(), "only the controller removes ARC's cleanup finalizers, so the namespace goes first")
 
 	for _, r := range m.programResources() {
 		if strings.HasPrefix(r.Type, "kubernetes:") {

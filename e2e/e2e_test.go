@@ -13,9 +13,11 @@ package e2e
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -31,6 +33,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -134,6 +137,7 @@ func TestKubernetesLayerLifecycle(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
+	go standInForARCController(ctx, kube)
 	work := t.TempDir()
 	// The Automation API looks for <root>/bin/pulumi.
 	root := filepath.Join(work, "pulumi-root")
@@ -142,6 +146,8 @@ func TestKubernetesLayerLifecycle(t *testing.T) {
 	cmd, err := auto.NewPulumiCommand(&auto.PulumiCommandOptions{Root: root, SkipVersionCheck: true})
 	require.NoError(t, err)
 
+	state := filepath.Join(work, "state")
+	require.NoError(t, os.MkdirAll(state, 0o755))
 	done := phase(t, "create stack")
 	stack, err := auto.UpsertStackInlineSource(ctx, "e2e", config.Project, program(string(kubeconfig), localCharts(t)),
 		auto.Pulumi(cmd),
@@ -151,7 +157,7 @@ func TestKubernetesLayerLifecycle(t *testing.T) {
 		auto.Project(workspace.Project{
 			Name:    config.Project,
 			Runtime: workspace.NewProjectRuntimeInfo("go", nil),
-			Backend: &workspace.ProjectBackend{URL: "file://" + filepath.Join(work, "state")},
+			Backend: &workspace.ProjectBackend{URL: "file://" + state},
 		}),
 		auto.EnvVars(map[string]string{
 			"PULUMI_CONFIG_PASSPHRASE":                    "e2e",
@@ -177,8 +183,10 @@ func TestKubernetesLayerLifecycle(t *testing.T) {
 	done()
 	defer func() {
 		// Leave nothing behind even when an assertion failed half-way.
-		_, _ = stack.Destroy(context.Background())
-		_ = stack.Workspace().RemoveStack(context.Background(), "e2e")
+		cleanup, stop := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer stop()
+		_, _ = stack.Destroy(cleanup)
+		_ = stack.Workspace().RemoveStack(cleanup, "e2e")
 	}()
 
 	done = phase(t, "up")
@@ -270,12 +278,54 @@ func TestKubernetesLayerLifecycle(t *testing.T) {
 	for _, ns := range []string{"nvidia-device-plugin", "arc-systems", "arc-runners"} {
 		waitGone(t, ctx, kube.Resource(namespaces), ns)
 	}
-	for _, crd := range []string{"nodepools.karpenter.sh", "nodeclaims.karpenter.sh", "ec2nodeclasses.karpenter.k8s.aws", "autoscalingrunnersets.actions.github.com"} {
+	// Karpenter's CRDs are templates of the karpenter-crd release, so they go with it.
+	for _, crd := range []string{"nodepools.karpenter.sh", "nodeclaims.karpenter.sh", "ec2nodeclasses.karpenter.k8s.aws"} {
 		waitGone(t, ctx, kube.Resource(crds), crd)
 	}
+	// ARC ships its CRDs in the chart's crds/ directory, which Helm installs but never
+	// deletes (by design: other installs' objects may use them). No object of ours is left
+	// in them.
+	sets, err := kube.Resource(runnerSets).Namespace("").List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	assert.Empty(t, sets.Items, "no AutoscalingRunnerSet is left")
 	helm, err := kube.Resource(secrets).Namespace("kube-system").List(ctx, metav1.ListOptions{LabelSelector: "owner=helm"})
 	require.NoError(t, err)
 	assert.Empty(t, helm.Items, "no Helm release is left in kube-system")
+}
+
+// arcCleanupFinalizer is put on a scale set's objects by ARC's chart; the ARC controller
+// removes it once it has cleaned up after the scale set.
+const arcCleanupFinalizer = "actions.github.com/cleanup-protection"
+
+// standInForARCController does the one thing the ARC controller would do here if pods could
+// run: release its cleanup finalizer from objects being deleted. Without it (or the
+// controller) the runners' namespace never finishes terminating.
+func standInForARCController(ctx context.Context, kube dynamic.Interface) {
+	kinds := []schema.GroupVersionResource{
+		runnerSets,
+		{Version: "v1", Resource: "serviceaccounts"},
+		{Version: "v1", Resource: "secrets"},
+		{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "roles"},
+		{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "rolebindings"},
+	}
+	for ctx.Err() == nil {
+		for _, gvr := range kinds {
+			list, err := kube.Resource(gvr).Namespace("").List(ctx, metav1.ListOptions{})
+			if err != nil {
+				continue
+			}
+			for _, obj := range list.Items {
+				fins := obj.GetFinalizers()
+				if obj.GetDeletionTimestamp() == nil || !slices.Contains(fins, arcCleanupFinalizer) {
+					continue
+				}
+				keep := slices.DeleteFunc(slices.Clone(fins), func(f string) bool { return f == arcCleanupFinalizer })
+				patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"finalizers": keep, "resourceVersion": obj.GetResourceVersion()}})
+				_, _ = kube.Resource(gvr).Namespace(obj.GetNamespace()).Patch(ctx, obj.GetName(), types.MergePatchType, patch, metav1.PatchOptions{})
+			}
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
 }
 
 // waitGone waits for an object to disappear (namespaces finalize asynchronously).

@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 log() { printf '\n==> e2e: %s (%s)\n' "$*" "$(date -u +%H:%M:%S)"; }
 
 start=$SECONDS
-log "tools (cached under ${LUX_GPU_CI_CACHE:-$HOME/.cache/lux-gpu-ci}; cold ~45 min, warm instant)"
+log "tools (cached under ${LUX_GPU_CI_CACHE:-$HOME/.cache/lux-gpu-ci}; cold ~30 min, warm instant)"
 hack/e2e-tools.sh >/dev/null
 eval "$(hack/e2e-tools.sh --env)"
 echo "tools: $((SECONDS - start))s"

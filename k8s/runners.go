@@ -155,16 +155,18 @@ func NewRunners(ctx *pulumi.Context, name string, args *RunnersArgs, opts ...pul
 	if err != nil {
 		return nil, err
 	}
-	runnersNS, err := corev1.NewNamespace(ctx, name+"-runners", &corev1.NamespaceArgs{
-		Metadata: &metav1.ObjectMetaArgs{Name: pulumi.String(RunnersNamespace)},
-	}, parent)
-	if err != nil {
-		return nil, err
-	}
 	controller, err := newRelease(ctx, name+"-controller", release{
 		Name: ARCControllerRelease, Namespace: ARCNamespace, Chart: args.ControllerChart,
 		Values: ControllerValues(), SkipAwait: args.SkipAwait,
 	}, parent, pulumi.DependsOn([]pulumi.Resource{systemNS}))
+	if err != nil {
+		return nil, err
+	}
+	// The scale sets' objects carry ARC's cleanup-protection finalizers, which only the
+	// controller removes: the runners' namespace must be gone before the controller goes.
+	runnersNS, err := corev1.NewNamespace(ctx, name+"-runners", &corev1.NamespaceArgs{
+		Metadata: &metav1.ObjectMetaArgs{Name: pulumi.String(RunnersNamespace)},
+	}, parent, pulumi.DependsOn([]pulumi.Resource{controller}))
 	if err != nil {
 		return nil, err
 	}
