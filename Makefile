@@ -41,6 +41,10 @@ lint: ## actionlint every workflow (pinned in hack/tools/go.mod)
 render: ## Offline, no credentials: write what STACK declares into out/STACK (CHARTS=all renders charts too)
 	go run ./cmd/gpuci render --stack $(STACK) --out out/$(STACK) $(if $(CHARTS),--charts $(CHARTS))
 
+.PHONY: cost-estimate
+cost-estimate: ## Price STACK: idle, per build, per month (ARGS="--builds-per-day 30 --minutes 10 --image-gb 8")
+	go run ./cmd/gpuci cost --stack $(STACK) $(ARGS)
+
 .PHONY: bootstrap
 bootstrap: ## One command from an AWS account to a running STACK (needs AWS_REGION, GITHUB_ORG, GITHUB_PAT or the App vars)
 	hack/bootstrap.sh

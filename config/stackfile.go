@@ -60,3 +60,32 @@ func jsonString(v any) (string, error) {
 	b, err := json.Marshal(v)
 	return string(b), err
 }
+
+// ReadStackFileOffline is ReadStackFile for tools that run the program without the stack's
+// secrets provider (gpuci render, gpuci cost): when the file holds no GitHub credential —
+// they are usually set per environment with --secret — a placeholder token stands in.
+func ReadStackFileOffline(path string) (cfg map[string]string, secretKeys []string, err error) {
+	cfg, secretKeys, err = ReadStackFile(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, k := range []string{KeyGitHubToken, KeyGitHubAppID, KeyGitHubAppPrivateKey} {
+		if _, ok := cfg[qualify(k)]; ok {
+			return cfg, secretKeys, nil
+		}
+	}
+	cfg[qualify(KeyGitHubToken)] = SecretPlaceholder
+	return cfg, append(secretKeys, qualify(KeyGitHubToken)), nil
+}
+
+// ParseStackFileOffline reads and validates a stack file as ReadStackFileOffline does.
+func ParseStackFileOffline(path string) (*Config, error) {
+	cfg, _, err := ReadStackFileOffline(path)
+	if err != nil {
+		return nil, err
+	}
+	return Parse(func(key string) (string, bool) {
+		v, ok := cfg[key]
+		return v, ok
+	}, nil)
+}

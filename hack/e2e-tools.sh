@@ -59,11 +59,12 @@ wrapper() { # dir module-line...
 etcd_install() {
 	if command -v etcd >/dev/null 2>&1; then return; fi
 	log "installing etcd-server from Debian"
-	export DEBIAN_FRONTEND=noninteractive
-	apt-get update -qq >/dev/null
-	apt-get install -y -qq --no-install-recommends etcd-server openssl >/dev/null
+	local sudo=()
+	[[ $(id -u) == 0 ]] || sudo=(sudo)
+	"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null
+	"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends etcd-server openssl >/dev/null
 	# Debian starts a system etcd on the default ports; the tests run their own.
-	systemctl stop etcd >/dev/null 2>&1 || service etcd stop >/dev/null 2>&1 || pkill -x etcd || true
+	"${sudo[@]}" systemctl stop etcd >/dev/null 2>&1 || "${sudo[@]}" service etcd stop >/dev/null 2>&1 || "${sudo[@]}" pkill -x etcd || true
 }
 
 kube_build() {

@@ -1,18 +1,26 @@
 // Command gpuci is the lux-gpu-ci operator CLI.
 //
 //	gpuci render --stack dev --out out/dev [--charts all|release,...]
+//	gpuci cost   --stack dev [--builds-per-day 30 --minutes 10 --image-gb 8] [--prices FILE] [--json]
 //
 // render runs the real Pulumi program offline, under the same mocks the tests use, with the
 // stack's real configuration, and writes every resource it declares (see internal/render).
 // It needs no cloud credentials: a reviewer can diff two stacks, or a branch against main.
+//
+// cost prices the stack's configuration: idle per month, per build per pool (instance time
+// including boot and the warm window, root volume, image bytes through the NAT), per month
+// at a build rate, against GitHub's hosted T4 runner, with the break-even.
 package main
 
 import (
+	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
 	"strings"
 
+	"github.com/luxfi/lux-gpu-ci/config"
+	"github.com/luxfi/lux-gpu-ci/internal/cost"
 	"github.com/luxfi/lux-gpu-ci/internal/render"
 )
 
@@ -20,6 +28,7 @@ const usage = `usage: gpuci <command> [flags]
 
 commands:
   render   write what a stack declares, offline: gpuci render --stack dev --out DIR [--charts all|NAME,...]
+  cost     what a stack costs idle, per build and per month: gpuci cost --stack dev [--builds-per-day N --minutes M]
 `
 
 func main() {
@@ -31,6 +40,8 @@ func main() {
 	switch os.Args[1] {
 	case "render":
 		err = runRender(os.Args[2:])
+	case "cost":
+		err = runCost(os.Args[2:])
 	case "-h", "--help", "help":
 		fmt.Print(usage)
 		return
@@ -65,4 +76,41 @@ func runRender(args []string) error {
 	}
 	fmt.Printf("rendered stack %s into %s\n", *stack, *out)
 	return nil
+}
+
+func runCost(args []string) error {
+	fs := flag.NewFlagSet("cost", flag.ExitOnError)
+	stack := fs.String("stack", "dev", "stack whose Pulumi.<stack>.yaml to price")
+	dir := fs.String("project", ".", "directory holding the stack files")
+	prices := fs.String("prices", "", "JSON price table overriding the built-in one (see internal/cost.Prices)")
+	asJSON := fs.Bool("json", false, "print JSON")
+	u := cost.Usage{}
+	fs.Float64Var(&u.BuildsPerDay, "builds-per-day", 30, "GPU builds per day")
+	fs.Float64Var(&u.MinutesPerBuild, "minutes", 10, "minutes per build")
+	fs.Float64Var(&u.BootMinutes, "boot-minutes", 4, "minutes from a cold node's launch to the job starting")
+	fs.Float64Var(&u.ImageGB, "image-gb", 0, "GB of images a cold node pulls (CUDA images are several)")
+	fs.Float64Var(&u.ColdStarts, "cold-starts", 1, "share of builds that start a new node (0–1)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	cfg, err := config.ParseStackFileOffline(*dir + "/Pulumi." + *stack + ".yaml")
+	if err != nil {
+		return err
+	}
+	p := cost.DefaultPrices()
+	if *prices != "" {
+		if p, err = cost.LoadPrices(*prices); err != nil {
+			return err
+		}
+	}
+	r, err := cost.Estimate(cfg, p, u)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		enc := json.NewEncoder(os.Stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(r)
+	}
+	return r.WriteTable(os.Stdout)
 }

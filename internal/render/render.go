@@ -45,11 +45,10 @@ type Options struct {
 
 // Run renders the stack into opts.Out.
 func Run(opts Options) error {
-	cfg, secretKeys, err := config.ReadStackFile(filepath.Join(opts.ProjectDir, "Pulumi."+opts.Stack+".yaml"))
+	cfg, secretKeys, err := config.ReadStackFileOffline(filepath.Join(opts.ProjectDir, "Pulumi."+opts.Stack+".yaml"))
 	if err != nil {
 		return err
 	}
-	cfg, secretKeys = withCredentialPlaceholder(cfg, secretKeys)
 
 	m := mockstack.New(config.Project, opts.Stack)
 	if err := m.Run(stack.Program, cfg, secretKeys); err != nil {
@@ -60,19 +59,6 @@ func Run(opts Options) error {
 		return err
 	}
 	return writeAll(opts.Out, files)
-}
-
-// withCredentialPlaceholder stands in for GitHub credentials the stack file does not hold:
-// they are set per environment with `pulumi config set --secret`.
-func withCredentialPlaceholder(cfg map[string]string, secretKeys []string) (map[string]string, []string) {
-	for _, k := range []string{config.KeyGitHubToken, config.KeyGitHubAppID, config.KeyGitHubAppPrivateKey} {
-		if _, ok := cfg[config.Project+":"+k]; ok {
-			return cfg, secretKeys
-		}
-	}
-	key := config.Project + ":" + config.KeyGitHubToken
-	cfg[key] = config.SecretPlaceholder
-	return cfg, append(secretKeys, key)
 }
 
 // resourceEntry is one line of resources.json.

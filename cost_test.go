@@ -1,0 +1,80 @@
+package main
+
+// gpuci cost: the seed's own arithmetic, and our default stack itemised.
+
+import (
+	"bytes"
+	"math"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/luxfi/lux-gpu-ci/config"
+	"github.com/luxfi/lux-gpu-ci/internal/cost"
+)
+
+func devConfig(t *testing.T, kv ...string) *config.Config {
+	t.Helper()
+	raw := with(stackConfig(t, "dev"), kv...)
+	c, err := config.Parse(func(k string) (string, bool) { v, ok := raw[k]; return v, ok }, nil)
+	require.NoError(t, err)
+	return c
+}
+
+func near(t *testing.T, want, got float64, what string) {
+	t.Helper()
+	assert.LessOrEqual(t, math.Abs(want-got), 0.01, "%s: want %.2f, got %.2f", what, want, got)
+}
+
+// The seed: 30 builds/day × 10 min at $0.16/h is ~$24/month of GPU; idle is ~$138/month
+// (control plane, one t3.medium, its root volume, NAT hours; no separate IPv4 charge then).
+func TestCostReproducesTheSeedArithmetic(t *testing.T) {
+	p := cost.DefaultPrices()
+	p.Spot = map[string]float64{"g4dn.xlarge": 0.16}
+	p.PublicIPv4 = 0
+	r, err := cost.Estimate(devConfig(t), p, cost.Usage{BuildsPerDay: 30, MinutesPerBuild: 10})
+	require.NoError(t, err)
+	near(t, 137.82, r.IdleUSD, "idle per month")
+	require.Len(t, r.Pools, 1)
+	pool := r.Pools[0]
+	assert.Equal(t, "g4dn.xlarge", pool.InstanceType)
+	near(t, 24.00, pool.PerBuild[0].USD*30*30, "GPU instance per month")
+}
+
+func TestCostOfTheDefaultStack(t *testing.T) {
+	r, err := cost.Estimate(devConfig(t), cost.DefaultPrices(), cost.Usage{BuildsPerDay: 30, MinutesPerBuild: 10, BootMinutes: 4, ImageGB: 8, ColdStarts: 1})
+	require.NoError(t, err)
+	var idle []string
+	for _, it := range r.Idle {
+		idle = append(idle, it.What)
+	}
+	assert.Equal(t, []string{"EKS control plane", "1 × t3.medium system node", "1 × 20 GiB gp3 system root volume", "NAT gateway hours and its public IPv4"}, idle)
+	near(t, 73+30.368+1.6+36.5, r.IdleUSD, "idle")
+	pool := r.Pools[0]
+	assert.Equal(t, "spot", pool.CapacityType)
+	assert.Equal(t, "g4dn.xlarge", pool.InstanceType, "the cheaper of the pool's types")
+	near(t, 14.5, pool.NodeMinutes, "node minutes: job + boot + 30 s warm window")
+	near(t, 14.5/60*0.2497, pool.PerBuild[0].USD, "instance")
+	near(t, 8*0.045, pool.PerBuild[2].USD, "image through the NAT")
+	near(t, pool.BuildUSD*30*30, pool.MonthlyUSD, "monthly")
+	near(t, 10*0.052, r.HostedUSD, "hosted T4 per build")
+	near(t, r.IdleUSD/(r.HostedUSD-pool.BuildUSD), r.BreakEvenBuilds, "break-even")
+
+	var out bytes.Buffer
+	require.NoError(t, r.WriteTable(&out))
+	assert.Contains(t, out.String(), "Break-even")
+	assert.Contains(t, out.String(), "upstream.md")
+
+	lean, err := cost.Estimate(devConfig(t, "natMode", "none"), cost.DefaultPrices(), cost.Usage{BuildsPerDay: 30, MinutesPerBuild: 10, ImageGB: 8, ColdStarts: 1})
+	require.NoError(t, err)
+	near(t, r.IdleUSD-36.5, lean.IdleUSD, "lean idle has no NAT")
+	assert.Len(t, lean.Pools[0].PerBuild, 2, "no NAT data charge without a NAT")
+}
+
+func TestCostNamesAMissingPrice(t *testing.T) {
+	c := devConfig(t, "gpuPools", `[{"name": "big", "instanceTypes": ["g5.48xlarge"], "gpuLimit": 8}]`)
+	_, err := cost.Estimate(c, cost.DefaultPrices(), cost.Usage{BuildsPerDay: 1, MinutesPerBuild: 1})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "pool big: no spot price")
+}

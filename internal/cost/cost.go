@@ -1,0 +1,202 @@
+// Package cost is `gpuci cost`: what a stack costs idle, per build and per month, from its
+// configuration and a price table, compared with GitHub's hosted T4 runner.
+package cost
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"slices"
+	"time"
+
+	"github.com/luxfi/lux-gpu-ci/config"
+)
+
+// HoursPerMonth is AWS's billing month.
+const HoursPerMonth = 730
+
+// Prices are USD list prices. The defaults are us-west-2 figures collected in
+// ../shared/reference/upstream.md §5; replace them with --prices for another region or date.
+type Prices struct {
+	Source string `json:"source"`
+	// Hourly prices.
+	EKSControlPlane float64            `json:"eksControlPlanePerHour"`
+	NATGateway      float64            `json:"natGatewayPerHour"`
+	PublicIPv4      float64            `json:"publicIPv4PerHour"`
+	OnDemand        map[string]float64 `json:"onDemandPerHour"`
+	Spot            map[string]float64 `json:"spotPerHour"`
+	// Other units.
+	NATPerGB           float64 `json:"natPerGB"`
+	GP3PerGiBMonth     float64 `json:"gp3PerGiBMonth"`
+	HostedT4PerMinute  float64 `json:"githubHostedT4PerMinute"`
+	SystemRootVolumeGi float64 `json:"systemRootVolumeGi"`
+}
+
+// DefaultPrices are the table's built-in prices.
+func DefaultPrices() Prices {
+	return Prices{
+		Source:          "../shared/reference/upstream.md §5 (us-west-2; EKS/NAT/EBS list prices, spot averages of 2025-11-30, GitHub pricing from 2026-01-01)",
+		EKSControlPlane: 0.10,
+		NATGateway:      0.045,
+		PublicIPv4:      0.005,
+		OnDemand: map[string]float64{
+			"t3.medium": 0.0416, "g4dn.xlarge": 0.526, "g5.xlarge": 1.006, "g6.xlarge": 0.8048,
+		},
+		Spot: map[string]float64{
+			"g4dn.xlarge": 0.2497, "g5.xlarge": 0.5328, "g6.xlarge": 0.4152,
+		},
+		NATPerGB:           0.045,
+		GP3PerGiBMonth:     0.08,
+		HostedT4PerMinute:  0.052,
+		SystemRootVolumeGi: 20,
+	}
+}
+
+// LoadPrices reads a price table (JSON, the Prices fields) over the defaults.
+func LoadPrices(path string) (Prices, error) {
+	p := DefaultPrices()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return p, err
+	}
+	p.Source = path
+	if err := json.Unmarshal(b, &p); err != nil {
+		return p, fmt.Errorf("%s: %w", path, err)
+	}
+	return p, nil
+}
+
+// Usage describes the CI load.
+type Usage struct {
+	BuildsPerDay    float64 `json:"buildsPerDay"`
+	MinutesPerBuild float64 `json:"minutesPerBuild"`
+	// BootMinutes is from job queued to runner up on a cold node (launch, join, image pull).
+	BootMinutes float64 `json:"bootMinutes"`
+	// ImageGB a cold node pulls; through a NAT gateway it costs NATPerGB.
+	ImageGB float64 `json:"imageGB"`
+	// ColdStarts is the share of builds that start a new node (1: every build, idle between).
+	ColdStarts float64 `json:"coldStarts"`
+}
+
+// Item is one line of a bill.
+type Item struct {
+	What string  `json:"what"`
+	USD  float64 `json:"usd"`
+}
+
+// PoolEstimate is what one GPU pool costs.
+type PoolEstimate struct {
+	Pool         string  `json:"pool"`
+	InstanceType string  `json:"instanceType"`
+	CapacityType string  `json:"capacityType"`
+	PerHour      float64 `json:"instancePerHour"`
+	NodeMinutes  float64 `json:"nodeMinutesPerBuild"`
+	PerBuild     []Item  `json:"perBuild"`
+	BuildUSD     float64 `json:"perBuildUSD"`
+	MonthlyUSD   float64 `json:"monthlyUSD"`
+	// OnDemandBuildUSD is the per-build cost if spot is short and the pool falls back.
+	OnDemandBuildUSD float64 `json:"onDemandPerBuildUSD,omitempty"`
+}
+
+// Report is the whole estimate.
+type Report struct {
+	Prices    string         `json:"prices"`
+	Usage     Usage          `json:"usage"`
+	Idle      []Item         `json:"idleMonthly"`
+	IdleUSD   float64        `json:"idleMonthlyUSD"`
+	Pools     []PoolEstimate `json:"pools"`
+	HostedUSD float64        `json:"githubHostedT4PerBuildUSD"`
+	// BreakEvenBuilds is the builds per month above which self-hosting the first pool is
+	// cheaper than GitHub's hosted T4 runner (0: never).
+	BreakEvenBuilds float64 `json:"breakEvenBuildsPerMonth"`
+}
+
+// Estimate prices a stack's configuration for a usage.
+func Estimate(cfg *config.Config, p Prices, u Usage) (Report, error) {
+	r := Report{Prices: p.Source, Usage: u}
+	system, ok := p.OnDemand[cfg.SystemNodes.InstanceType]
+	if !ok {
+		return r, fmt.Errorf("no on-demand price for the system node type %s (add it with --prices)", cfg.SystemNodes.InstanceType)
+	}
+	n := float64(cfg.SystemNodes.Count)
+	r.Idle = append(r.Idle,
+		Item{"EKS control plane", p.EKSControlPlane * HoursPerMonth},
+		Item{fmt.Sprintf("%d × %s system node", cfg.SystemNodes.Count, cfg.SystemNodes.InstanceType), n * system * HoursPerMonth},
+		Item{fmt.Sprintf("%d × %.0f GiB gp3 system root volume", cfg.SystemNodes.Count, p.SystemRootVolumeGi), n * p.SystemRootVolumeGi * p.GP3PerGiBMonth},
+	)
+	nat := cfg.Network.NatMode == config.NatSingle
+	if nat {
+		r.Idle = append(r.Idle, Item{"NAT gateway hours and its public IPv4", (p.NATGateway + p.PublicIPv4) * HoursPerMonth})
+	}
+	for _, it := range r.Idle {
+		r.IdleUSD += it.USD
+	}
+
+	r.HostedUSD = u.MinutesPerBuild * p.HostedT4PerMinute
+	for _, pool := range cfg.GPUPools {
+		e, err := estimatePool(pool, p, u, nat)
+		if err != nil {
+			return r, err
+		}
+		r.Pools = append(r.Pools, e)
+	}
+	if len(r.Pools) > 0 && r.HostedUSD > r.Pools[0].BuildUSD {
+		r.BreakEvenBuilds = r.IdleUSD / (r.HostedUSD - r.Pools[0].BuildUSD)
+	}
+	return r, nil
+}
+
+// estimatePool prices a build on the pool's cheapest instance type: Karpenter launches the
+// cheapest type that fits, preferring spot when the pool allows it.
+func estimatePool(pool config.GPUPool, p Prices, u Usage, nat bool) (PoolEstimate, error) {
+	e := PoolEstimate{Pool: pool.Name}
+	capacity := "on-demand"
+	table := p.OnDemand
+	if slices.Contains(pool.CapacityTypes, "spot") {
+		capacity, table = "spot", p.Spot
+	}
+	e.CapacityType, e.PerHour = capacity, math.Inf(1)
+	for _, it := range pool.InstanceTypes {
+		if price, ok := table[it]; ok && price < e.PerHour {
+			e.InstanceType, e.PerHour = it, price
+		}
+	}
+	if e.InstanceType == "" {
+		return e, fmt.Errorf("pool %s: no %s price for any of %v (add one with --prices)", pool.Name, capacity, pool.InstanceTypes)
+	}
+	warm, err := minutes(pool.ConsolidateAfter)
+	if err != nil {
+		return e, fmt.Errorf("pool %s: %w", pool.Name, err)
+	}
+	// A node runs for the job, plus (for a cold start) its boot, plus the warm window after.
+	e.NodeMinutes = u.MinutesPerBuild + u.ColdStarts*(u.BootMinutes+warm)
+	hours := e.NodeMinutes / 60
+	ebsPerHour := float64(pool.RootVolumeGi) * p.GP3PerGiBMonth / HoursPerMonth
+	e.PerBuild = []Item{
+		{fmt.Sprintf("%s %s, %.1f node-minutes", e.InstanceType, capacity, e.NodeMinutes), hours * e.PerHour},
+		{fmt.Sprintf("%d GiB gp3 root volume", pool.RootVolumeGi), hours * ebsPerHour},
+	}
+	if nat && u.ImageGB > 0 {
+		e.PerBuild = append(e.PerBuild, Item{fmt.Sprintf("%.1f GB image pull through the NAT", u.ImageGB*u.ColdStarts), u.ImageGB * u.ColdStarts * p.NATPerGB})
+	}
+	for _, it := range e.PerBuild {
+		e.BuildUSD += it.USD
+	}
+	e.MonthlyUSD = e.BuildUSD * u.BuildsPerDay * 30
+	if capacity == "spot" && slices.Contains(pool.CapacityTypes, "on-demand") {
+		if od, ok := p.OnDemand[e.InstanceType]; ok {
+			e.OnDemandBuildUSD = e.BuildUSD - hours*e.PerHour + hours*od
+		}
+	}
+	return e, nil
+}
+
+// minutes converts a Karpenter duration (30s, 5m, 1h30m: valid Go durations) to minutes.
+func minutes(d string) (float64, error) {
+	dur, err := time.ParseDuration(d)
+	if err != nil {
+		return 0, fmt.Errorf("consolidateAfter: %w", err)
+	}
+	return dur.Minutes(), nil
+}
