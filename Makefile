@@ -6,7 +6,7 @@ GO_FILES = $(shell git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -
 
 .PHONY: help
 help: ## List the verbs
-	@grep -hE '^[a-z][a-z-]*:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
+	@grep -hE '^[a-z][a-z0-9-]*:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
 
 .PHONY: test
 test: fmt-check vet ## The test command: gofmt, go vet, and every unit test (no network, no cloud)
@@ -40,6 +40,10 @@ lint: ## actionlint every workflow (pinned in hack/tools/go.mod)
 .PHONY: render
 render: ## Offline, no credentials: write what STACK declares into out/STACK (CHARTS=all renders charts too)
 	go run ./cmd/gpuci render --stack $(STACK) --out out/$(STACK) $(if $(CHARTS),--charts $(CHARTS))
+
+.PHONY: verify
+verify: ## Check the live cluster of STACK (kubeconfig: KUBECONFIG, else the stack output)
+	go run ./cmd/gpuci verify --stack $(STACK)
 
 .PHONY: cost-estimate
 cost-estimate: ## Price STACK: idle, per build, per month (ARGS="--builds-per-day 30 --minutes 10 --image-gb 8")

@@ -2,6 +2,7 @@
 //
 //	gpuci render --stack dev --out out/dev [--charts all|release,...]
 //	gpuci cost   --stack dev [--builds-per-day 30 --minutes 10 --image-gb 8] [--prices FILE] [--json]
+//	gpuci verify --stack dev [--kubeconfig PATH] [--json]
 //
 // render runs the real Pulumi program offline, under the same mocks the tests use, with the
 // stack's real configuration, and writes every resource it declares (see internal/render).
@@ -10,18 +11,29 @@
 // cost prices the stack's configuration: idle per month, per build per pool (instance time
 // including boot and the warm window, root volume, image bytes through the NAT), per month
 // at a build rate, against GitHub's hosted T4 runner, with the break-even.
+//
+// verify checks a live cluster against the stack: system nodes, Karpenter, each NodePool,
+// the GPU nodes up now, the ARC controller, each runner scale set. It exits 0 only if all hold.
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
 	"strings"
+	"time"
+
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/luxfi/lux-gpu-ci/config"
 	"github.com/luxfi/lux-gpu-ci/internal/cost"
 	"github.com/luxfi/lux-gpu-ci/internal/render"
+	"github.com/luxfi/lux-gpu-ci/internal/verify"
 )
 
 const usage = `usage: gpuci <command> [flags]
@@ -29,6 +41,7 @@ const usage = `usage: gpuci <command> [flags]
 commands:
   render   write what a stack declares, offline: gpuci render --stack dev --out DIR [--charts all|NAME,...]
   cost     what a stack costs idle, per build and per month: gpuci cost --stack dev [--builds-per-day N --minutes M]
+  verify   check a live cluster against its stack: gpuci verify --stack dev [--kubeconfig PATH] [--json]
 `
 
 func main() {
@@ -42,6 +55,8 @@ func main() {
 		err = runRender(os.Args[2:])
 	case "cost":
 		err = runCost(os.Args[2:])
+	case "verify":
+		err = runVerify(os.Args[2:])
 	case "-h", "--help", "help":
 		fmt.Print(usage)
 		return
@@ -113,4 +128,77 @@ func runCost(args []string) error {
 		return enc.Encode(r)
 	}
 	return r.WriteTable(os.Stdout)
+}
+
+func runVerify(args []string) error {
+	fs := flag.NewFlagSet("verify", flag.ExitOnError)
+	stack := fs.String("stack", "dev", "stack whose configuration the cluster should match")
+	dir := fs.String("project", ".", "directory holding the stack files")
+	kubeconfig := fs.String("kubeconfig", "", "kubeconfig (default: $KUBECONFIG, else the stack's kubeconfig output)")
+	asJSON := fs.Bool("json", false, "print JSON")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	cfg, err := config.ParseStackFileOffline(*dir + "/Pulumi." + *stack + ".yaml")
+	if err != nil {
+		return err
+	}
+	path, cleanup, err := kubeconfigPath(*kubeconfig, *stack)
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	rest, err := clientcmd.BuildConfigFromFlags("", path)
+	if err != nil {
+		return err
+	}
+	kube, err := kubernetes.NewForConfig(rest)
+	if err != nil {
+		return err
+	}
+	dyn, err := dynamic.NewForConfig(rest)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	checks := verify.Run(ctx, kube, dyn, cfg)
+	if *asJSON {
+		enc := json.NewEncoder(os.Stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(checks); err != nil {
+			return err
+		}
+	} else {
+		verify.Write(os.Stdout, checks)
+	}
+	if !verify.AllOK(checks) {
+		return fmt.Errorf("some checks failed")
+	}
+	return nil
+}
+
+// kubeconfigPath resolves the kubeconfig: the flag, $KUBECONFIG, or the stack's secret
+// kubeconfig output written to a private temporary file.
+func kubeconfigPath(flagValue, stack string) (string, func(), error) {
+	if flagValue != "" {
+		return flagValue, func() {}, nil
+	}
+	if env := os.Getenv("KUBECONFIG"); env != "" {
+		return env, func() {}, nil
+	}
+	out, err := exec.Command("pulumi", "stack", "output", "kubeconfig", "--show-secrets", "--stack", stack).Output()
+	if err != nil {
+		return "", nil, fmt.Errorf("no --kubeconfig or $KUBECONFIG, and `pulumi stack output kubeconfig --stack %s` failed: %w", stack, err)
+	}
+	f, err := os.CreateTemp("", "gpuci-kubeconfig-")
+	if err != nil {
+		return "", nil, err
+	}
+	cleanup := func() { os.Remove(f.Name()) }
+	if _, err := f.Write(out); err != nil {
+		cleanup()
+		return "", nil, err
+	}
+	return f.Name(), cleanup, f.Close()
 }

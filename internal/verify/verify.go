@@ -1,0 +1,192 @@
+// Package verify is `gpuci verify`: the facts a healthy lux-gpu-ci cluster shows, checked
+// against the live cluster with client-go, each with its evidence.
+package verify
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/luxfi/lux-gpu-ci/config"
+	"github.com/luxfi/lux-gpu-ci/infra"
+	"github.com/luxfi/lux-gpu-ci/k8s"
+)
+
+// Resources verify reads besides core objects.
+var (
+	NodePools  = schema.GroupVersionResource{Group: "karpenter.sh", Version: "v1", Resource: "nodepools"}
+	RunnerSets = schema.GroupVersionResource{Group: "actions.github.com", Version: "v1alpha1", Resource: "autoscalingrunnersets"}
+)
+
+// Check is one verified fact.
+type Check struct {
+	Name     string `json:"name"`
+	OK       bool   `json:"ok"`
+	Evidence string `json:"evidence"`
+}
+
+// Run checks the cluster against the stack's configuration.
+func Run(ctx context.Context, kube kubernetes.Interface, dyn dynamic.Interface, cfg *config.Config) []Check {
+	checks := []Check{systemNodes(ctx, kube, cfg.SystemNodes)}
+	checks = append(checks, runningPod(ctx, kube, "Karpenter controller running", "kube-system", "app.kubernetes.io/name=karpenter"))
+	for _, pool := range cfg.GPUPools {
+		checks = append(checks, nodePoolReady(ctx, dyn, pool.Name))
+	}
+	checks = append(checks, gpuNodes(ctx, kube, cfg.GPUPools))
+	checks = append(checks, runningPod(ctx, kube, "ARC controller running", k8s.ARCNamespace, "app.kubernetes.io/part-of=gha-rs-controller"))
+	for _, pool := range cfg.GPUPools {
+		checks = append(checks, runnerSet(ctx, dyn, pool))
+	}
+	return checks
+}
+
+// AllOK tells whether every check held.
+func AllOK(checks []Check) bool {
+	return !slices.ContainsFunc(checks, func(c Check) bool { return !c.OK })
+}
+
+// Write prints one line per check.
+func Write(w io.Writer, checks []Check) {
+	for _, c := range checks {
+		mark := "✓"
+		if !c.OK {
+			mark = "✗"
+		}
+		fmt.Fprintf(w, "%s %s — %s\n", mark, c.Name, c.Evidence)
+	}
+}
+
+func systemNodes(ctx context.Context, kube kubernetes.Interface, want config.SystemNodes) Check {
+	c := Check{Name: fmt.Sprintf("%d system node(s) of type %s, Ready", want.Count, want.InstanceType)}
+	nodes, err := kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: infra.SystemNodeLabel + "=system"})
+	if err != nil {
+		c.Evidence = err.Error()
+		return c
+	}
+	var seen []string
+	ready := 0
+	for _, n := range nodes.Items {
+		typ := n.Labels[corev1.LabelInstanceTypeStable]
+		seen = append(seen, n.Name+" ("+typ+", "+readiness(n)+")")
+		if typ == want.InstanceType && readiness(n) == "Ready" {
+			ready++
+		}
+	}
+	c.OK = ready == want.Count && len(nodes.Items) == want.Count
+	c.Evidence = fmt.Sprintf("%d found: %s", len(nodes.Items), listOrNone(seen))
+	return c
+}
+
+func readiness(n corev1.Node) string {
+	for _, cond := range n.Status.Conditions {
+		if cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue {
+			return "Ready"
+		}
+	}
+	return "NotReady"
+}
+
+func runningPod(ctx context.Context, kube kubernetes.Interface, name, namespace, selector string) Check {
+	c := Check{Name: name}
+	pods, err := kube.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: selector})
+	if err != nil {
+		c.Evidence = err.Error()
+		return c
+	}
+	var seen []string
+	for _, p := range pods.Items {
+		seen = append(seen, fmt.Sprintf("%s/%s %s", namespace, p.Name, p.Status.Phase))
+		if p.Status.Phase == corev1.PodRunning {
+			c.OK = true
+		}
+	}
+	c.Evidence = fmt.Sprintf("pods %s: %s", selector, listOrNone(seen))
+	return c
+}
+
+func nodePoolReady(ctx context.Context, dyn dynamic.Interface, name string) Check {
+	c := Check{Name: "NodePool " + name + " Ready"}
+	np, err := dyn.Resource(NodePools).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		c.Evidence = err.Error()
+		return c
+	}
+	status, reason := condition(np, "Ready")
+	c.OK = status == "True"
+	c.Evidence = fmt.Sprintf("Ready=%s %s", orUnknown(status), reason)
+	return c
+}
+
+func gpuNodes(ctx context.Context, kube kubernetes.Interface, pools []config.GPUPool) Check {
+	// Informational: zero is the expected idle state, so this check always holds.
+	c := Check{Name: "GPU nodes up (0 when idle)", OK: true}
+	var names []string
+	for _, p := range pools {
+		names = append(names, p.Name)
+	}
+	nodes, err := kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: "karpenter.sh/nodepool in (" + strings.Join(names, ",") + ")"})
+	if err != nil {
+		c.OK, c.Evidence = false, err.Error()
+		return c
+	}
+	var seen []string
+	for _, n := range nodes.Items {
+		gpus := n.Status.Allocatable["nvidia.com/gpu"]
+		seen = append(seen, fmt.Sprintf("%s (%s, %s, %s GPU allocatable)", n.Name, n.Labels["karpenter.sh/nodepool"], n.Labels[corev1.LabelInstanceTypeStable], gpus.String()))
+	}
+	c.Evidence = fmt.Sprintf("%d: %s", len(nodes.Items), listOrNone(seen))
+	return c
+}
+
+func runnerSet(ctx context.Context, dyn dynamic.Interface, pool config.GPUPool) Check {
+	c := Check{Name: "runner scale set " + pool.RunnerScaleSetName}
+	rs, err := dyn.Resource(RunnerSets).Namespace(k8s.RunnersNamespace).Get(ctx, pool.RunnerScaleSetName, metav1.GetOptions{})
+	if err != nil {
+		c.Evidence = err.Error()
+		return c
+	}
+	labels, _, _ := unstructured.NestedStringSlice(rs.Object, "spec", "runnerScaleSetLabels")
+	current, _, _ := unstructured.NestedInt64(rs.Object, "status", "currentRunners")
+	c.OK = slices.Equal(labels, pool.RunnerLabels)
+	c.Evidence = fmt.Sprintf("%d runner(s); labels %v", current, labels)
+	if !c.OK {
+		c.Evidence += fmt.Sprintf(", configured %v (labels are fixed when the scale set is created: recreate it)", pool.RunnerLabels)
+	}
+	return c
+}
+
+func condition(u *unstructured.Unstructured, typ string) (status, reason string) {
+	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	for _, c := range conds {
+		m, _ := c.(map[string]any)
+		if m["type"] == typ {
+			status, _ = m["status"].(string)
+			reason, _ = m["reason"].(string)
+			return status, reason
+		}
+	}
+	return "", "no status yet"
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "Unknown"
+	}
+	return s
+}
+
+func listOrNone(xs []string) string {
+	if len(xs) == 0 {
+		return "none"
+	}
+	return strings.Join(xs, "; ")
+}
