@@ -45,6 +45,10 @@ render: ## Offline, no credentials: write what STACK declares into out/STACK (CH
 verify: ## Check the live cluster of STACK (kubeconfig: KUBECONFIG, else the stack output)
 	go run ./cmd/gpuci verify --stack $(STACK)
 
+.PHONY: doctor
+doctor: ## Troubleshoot the live cluster of STACK: symptom, evidence, fix (ARGS=--fix to drain GPU NodePools)
+	go run ./cmd/gpuci doctor --stack $(STACK) $(ARGS)
+
 .PHONY: cost-estimate
 cost-estimate: ## Price STACK: idle, per build, per month (ARGS="--builds-per-day 30 --minutes 10 --image-gb 8")
 	go run ./cmd/gpuci cost --stack $(STACK) $(ARGS)

@@ -3,6 +3,7 @@
 //	gpuci render --stack dev --out out/dev [--charts all|release,...]
 //	gpuci cost   --stack dev [--builds-per-day 30 --minutes 10 --image-gb 8] [--prices FILE] [--json]
 //	gpuci verify --stack dev [--kubeconfig PATH] [--json]
+//	gpuci doctor --stack dev [--kubeconfig PATH] [--fix] [--json]
 //
 // render runs the real Pulumi program offline, under the same mocks the tests use, with the
 // stack's real configuration, and writes every resource it declares (see internal/render).
@@ -14,9 +15,14 @@
 //
 // verify checks a live cluster against the stack: system nodes, Karpenter, each NodePool,
 // the GPU nodes up now, the ARC controller, each runner scale set. It exits 0 only if all hold.
+//
+// doctor examines the symptoms of the README's troubleshooting table and prints evidence
+// and the fix for each; --fix deletes the GPU NodePools (after confirmation) so Karpenter
+// drains stuck GPU nodes before a destroy.
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"flag"
@@ -32,6 +38,7 @@ import (
 
 	"github.com/luxfi/lux-gpu-ci/config"
 	"github.com/luxfi/lux-gpu-ci/internal/cost"
+	"github.com/luxfi/lux-gpu-ci/internal/doctor"
 	"github.com/luxfi/lux-gpu-ci/internal/render"
 	"github.com/luxfi/lux-gpu-ci/internal/verify"
 )
@@ -42,6 +49,7 @@ commands:
   render   write what a stack declares, offline: gpuci render --stack dev --out DIR [--charts all|NAME,...]
   cost     what a stack costs idle, per build and per month: gpuci cost --stack dev [--builds-per-day N --minutes M]
   verify   check a live cluster against its stack: gpuci verify --stack dev [--kubeconfig PATH] [--json]
+  doctor   troubleshoot a live cluster: symptom, evidence, fix: gpuci doctor --stack dev [--fix] [--json]
 `
 
 func main() {
@@ -57,6 +65,8 @@ func main() {
 		err = runCost(os.Args[2:])
 	case "verify":
 		err = runVerify(os.Args[2:])
+	case "doctor":
+		err = runDoctor(os.Args[2:])
 	case "-h", "--help", "help":
 		fmt.Print(usage)
 		return
@@ -143,23 +153,11 @@ func runVerify(args []string) error {
 	if err != nil {
 		return err
 	}
-	path, cleanup, err := kubeconfigPath(*kubeconfig, *stack)
+	kube, dyn, cleanup, err := clients(*kubeconfig, *stack)
 	if err != nil {
 		return err
 	}
 	defer cleanup()
-	rest, err := clientcmd.BuildConfigFromFlags("", path)
-	if err != nil {
-		return err
-	}
-	kube, err := kubernetes.NewForConfig(rest)
-	if err != nil {
-		return err
-	}
-	dyn, err := dynamic.NewForConfig(rest)
-	if err != nil {
-		return err
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	checks := verify.Run(ctx, kube, dyn, cfg)
@@ -176,6 +174,78 @@ func runVerify(args []string) error {
 		return fmt.Errorf("some checks failed")
 	}
 	return nil
+}
+
+func runDoctor(args []string) error {
+	fs := flag.NewFlagSet("doctor", flag.ExitOnError)
+	stack := fs.String("stack", "dev", "stack whose configuration the cluster should match")
+	dir := fs.String("project", ".", "directory holding the stack files")
+	kubeconfig := fs.String("kubeconfig", "", "kubeconfig (default: $KUBECONFIG, else the stack's kubeconfig output)")
+	asJSON := fs.Bool("json", false, "print JSON")
+	fix := fs.Bool("fix", false, "delete the GPU NodePools so Karpenter drains their nodes (asks first)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	cfg, err := config.ParseStackFileOffline(*dir + "/Pulumi." + *stack + ".yaml")
+	if err != nil {
+		return err
+	}
+	kube, dyn, cleanup, err := clients(*kubeconfig, *stack)
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	d := doctor.Doctor{Kube: kube, Dyn: dyn, Cfg: cfg}
+	findings := d.Examine(ctx)
+	if *asJSON {
+		enc := json.NewEncoder(os.Stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(findings); err != nil {
+			return err
+		}
+	} else {
+		doctor.Write(os.Stdout, findings)
+	}
+	if *fix {
+		var names []string
+		for _, p := range cfg.GPUPools {
+			names = append(names, p.Name)
+		}
+		fmt.Printf("\nDelete NodePools %v so Karpenter drains and terminates their GPU nodes? Type yes: ", names)
+		answer, _ := bufio.NewReader(os.Stdin).ReadString('\n')
+		if strings.TrimSpace(answer) != "yes" {
+			return fmt.Errorf("not confirmed; nothing changed")
+		}
+		deleted, err := d.Fix(ctx)
+		fmt.Printf("deleted NodePools %v; `pulumi up` recreates them\n", deleted)
+		return err
+	}
+	if n := doctor.Problems(findings); n > 0 {
+		return fmt.Errorf("%d problem(s) found", n)
+	}
+	return nil
+}
+
+// clients builds client-go clients from the resolved kubeconfig.
+func clients(kubeconfig, stack string) (kubernetes.Interface, dynamic.Interface, func(), error) {
+	path, cleanup, err := kubeconfigPath(kubeconfig, stack)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	rest, err := clientcmd.BuildConfigFromFlags("", path)
+	if err == nil {
+		var kube kubernetes.Interface
+		if kube, err = kubernetes.NewForConfig(rest); err == nil {
+			var dyn dynamic.Interface
+			if dyn, err = dynamic.NewForConfig(rest); err == nil {
+				return kube, dyn, cleanup, nil
+			}
+		}
+	}
+	cleanup()
+	return nil, nil, nil, err
 }
 
 // kubeconfigPath resolves the kubeconfig: the flag, $KUBECONFIG, or the stack's secret

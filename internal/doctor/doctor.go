@@ -1,0 +1,284 @@
+// Package doctor is `gpuci doctor`: the README's troubleshooting table, automated. For each
+// symptom it gathers the evidence an operator would gather by hand and says what to fix.
+// It only reads, except Fix, the one safe action: deleting the GPU NodePools so Karpenter
+// drains and terminates their nodes before a destroy.
+package doctor
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/luxfi/lux-gpu-ci/config"
+	"github.com/luxfi/lux-gpu-ci/internal/verify"
+	"github.com/luxfi/lux-gpu-ci/k8s"
+)
+
+// NodeClaims are Karpenter's records of the instances it launches.
+var NodeClaims = schema.GroupVersionResource{Group: "karpenter.sh", Version: "v1", Resource: "nodeclaims"}
+
+// StuckAfter is how long a deleting NodeClaim may take before it counts as stuck.
+const StuckAfter = 15 * time.Minute
+
+// Finding is one symptom examined.
+type Finding struct {
+	Symptom  string   `json:"symptom"`
+	Problem  bool     `json:"problem"`
+	Evidence []string `json:"evidence"`
+	Fix      string   `json:"fix,omitempty"`
+}
+
+// Doctor examines a cluster.
+type Doctor struct {
+	Kube kubernetes.Interface
+	Dyn  dynamic.Interface
+	Cfg  *config.Config
+	// Now is the clock (tests fix it).
+	Now func() time.Time
+}
+
+// Examine runs every check.
+func (d Doctor) Examine(ctx context.Context) []Finding {
+	if d.Now == nil {
+		d.Now = time.Now
+	}
+	claims, _ := d.Dyn.Resource(NodeClaims).List(ctx, metav1.ListOptions{})
+	if claims == nil {
+		claims = &unstructured.UnstructuredList{}
+	}
+	gpuNodes := d.gpuNodes(ctx)
+	return []Finding{
+		d.jobQueued(ctx),
+		d.runnerPending(ctx, claims),
+		d.gpuNotDetected(ctx, gpuNodes),
+		d.spotCapacity(claims),
+		d.costSpike(ctx, gpuNodes),
+		d.stuckTeardown(ctx, claims),
+	}
+}
+
+// Write prints findings as symptom → evidence → fix.
+func Write(w io.Writer, findings []Finding) {
+	for _, f := range findings {
+		mark := "ok "
+		if f.Problem {
+			mark = "!! "
+		}
+		fmt.Fprintf(w, "%s%s\n", mark, f.Symptom)
+		for _, e := range f.Evidence {
+			fmt.Fprintf(w, "     %s\n", e)
+		}
+		if f.Problem && f.Fix != "" {
+			fmt.Fprintf(w, "   → %s\n", f.Fix)
+		}
+	}
+}
+
+// Problems counts findings that are problems.
+func Problems(findings []Finding) int {
+	n := 0
+	for _, f := range findings {
+		if f.Problem {
+			n++
+		}
+	}
+	return n
+}
+
+func (d Doctor) jobQueued(ctx context.Context) Finding {
+	f := Finding{Symptom: "Job stuck in Queued", Fix: "use a runs-on that matches the scale set (stack output runsOn); labels are fixed when a scale set is created, so recreate it (rename runnerScaleSetName) after changing them; check the credentials Secret"}
+	for _, pool := range d.Cfg.GPUPools {
+		rs, err := d.Dyn.Resource(verify.RunnerSets).Namespace(k8s.RunnersNamespace).Get(ctx, pool.RunnerScaleSetName, metav1.GetOptions{})
+		if err != nil {
+			f.Problem = true
+			f.Evidence = append(f.Evidence, fmt.Sprintf("scale set %s: %v", pool.RunnerScaleSetName, err))
+			continue
+		}
+		labels, _, _ := unstructured.NestedStringSlice(rs.Object, "spec", "runnerScaleSetLabels")
+		if !slices.Equal(labels, pool.RunnerLabels) {
+			f.Problem = true
+		}
+		f.Evidence = append(f.Evidence, fmt.Sprintf("scale set %s labels %v (configured %v)", pool.RunnerScaleSetName, labels, pool.RunnerLabels))
+		listeners, err := d.Kube.CoreV1().Pods(k8s.ARCNamespace).List(ctx, metav1.ListOptions{LabelSelector: "actions.github.com/scale-set-name=" + pool.RunnerScaleSetName})
+		if err != nil || len(listeners.Items) == 0 {
+			f.Problem = true
+			f.Evidence = append(f.Evidence, fmt.Sprintf("no listener pod for %s in %s: the controller cannot reach GitHub or the credentials are wrong", pool.RunnerScaleSetName, k8s.ARCNamespace))
+			continue
+		}
+		for _, p := range listeners.Items {
+			f.Evidence = append(f.Evidence, fmt.Sprintf("listener %s %s; last log lines: %s", p.Name, p.Status.Phase, d.logTail(ctx, p)))
+			if p.Status.Phase != corev1.PodRunning {
+				f.Problem = true
+			}
+		}
+	}
+	return f
+}
+
+func (d Doctor) runnerPending(ctx context.Context, claims *unstructured.UnstructuredList) Finding {
+	f := Finding{Symptom: "Runner pod Pending with no node", Fix: "read the Karpenter log and NodeClaim conditions below: usually no capacity for the instance types, the pool's gpuLimit reached, or a missing spot service-linked role (createSpotServiceLinkedRole)"}
+	pods, err := d.Kube.CoreV1().Pods(k8s.RunnersNamespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		f.Evidence = append(f.Evidence, err.Error())
+		return f
+	}
+	for _, p := range pods.Items {
+		if p.Status.Phase == corev1.PodPending && p.Spec.NodeName == "" {
+			f.Problem = true
+			f.Evidence = append(f.Evidence, fmt.Sprintf("pod %s Pending, unscheduled", p.Name))
+		}
+	}
+	if !f.Problem {
+		f.Evidence = append(f.Evidence, "no unscheduled runner pods")
+		return f
+	}
+	for _, c := range claims.Items {
+		f.Evidence = append(f.Evidence, "NodeClaim "+c.GetName()+": "+conditions(&c))
+	}
+	events, _ := d.Kube.CoreV1().Events(k8s.RunnersNamespace).List(ctx, metav1.ListOptions{FieldSelector: "type=Warning"})
+	if events != nil {
+		for _, e := range events.Items {
+			f.Evidence = append(f.Evidence, fmt.Sprintf("event %s %s: %s", e.InvolvedObject.Name, e.Reason, e.Message))
+		}
+	}
+	if pods, err := d.Kube.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=karpenter"}); err == nil {
+		for _, p := range pods.Items {
+			f.Evidence = append(f.Evidence, "karpenter log: "+d.logTail(ctx, p))
+		}
+	}
+	return f
+}
+
+func (d Doctor) gpuNotDetected(ctx context.Context, nodes []corev1.Node) Finding {
+	f := Finding{Symptom: "GPU not detected on a GPU node", Fix: "the NVIDIA device plugin must run on the node: it needs the label nvidia.com/gpu.present=true (set by the NodePool) and to tolerate nvidia.com/gpu; check its DaemonSet and pod logs"}
+	for _, n := range nodes {
+		gpus := n.Status.Allocatable["nvidia.com/gpu"]
+		f.Evidence = append(f.Evidence, fmt.Sprintf("node %s: nvidia.com/gpu allocatable %s, label nvidia.com/gpu.present=%q", n.Name, gpus.String(), n.Labels["nvidia.com/gpu.present"]))
+		if gpus.IsZero() {
+			f.Problem = true
+		}
+	}
+	if len(nodes) == 0 {
+		f.Evidence = append(f.Evidence, "no GPU nodes up")
+	}
+	ds, err := d.Kube.AppsV1().DaemonSets(k8s.DevicePluginNamespace).Get(ctx, "nvidia-device-plugin", metav1.GetOptions{})
+	if err != nil {
+		f.Problem = true
+		f.Evidence = append(f.Evidence, "device plugin DaemonSet: "+err.Error())
+	} else {
+		f.Evidence = append(f.Evidence, fmt.Sprintf("device plugin DaemonSet: %d desired, %d ready", ds.Status.DesiredNumberScheduled, ds.Status.NumberReady))
+		if ds.Status.NumberReady < ds.Status.DesiredNumberScheduled || ds.Status.DesiredNumberScheduled < int32(len(nodes)) {
+			f.Problem = true
+		}
+	}
+	return f
+}
+
+func (d Doctor) spotCapacity(claims *unstructured.UnstructuredList) Finding {
+	f := Finding{Symptom: "Spot capacity", Fix: "add on-demand to the pool's capacityTypes for fallback, or more instance types (spot g4dn is in the >20% interruption band)"}
+	for _, c := range claims.Items {
+		if s := conditions(&c); strings.Contains(s, "InsufficientCapacity") {
+			f.Problem = true
+			f.Evidence = append(f.Evidence, "NodeClaim "+c.GetName()+": "+s)
+		}
+	}
+	if !f.Problem {
+		f.Evidence = append(f.Evidence, "no NodeClaim reports InsufficientCapacity")
+	}
+	return f
+}
+
+func (d Doctor) costSpike(ctx context.Context, nodes []corev1.Node) Finding {
+	f := Finding{Symptom: "Cost spike: GPU nodes up without a job", Fix: "a GPU node should go consolidateAfter after its job; look for minRunners > 0, pods with karpenter.sh/do-not-disrupt that never finish, or stuck NodeClaims"}
+	pods, _ := d.Kube.CoreV1().Pods(k8s.RunnersNamespace).List(ctx, metav1.ListOptions{})
+	busy := map[string]bool{}
+	if pods != nil {
+		for _, p := range pods.Items {
+			busy[p.Spec.NodeName] = true
+		}
+	}
+	for _, n := range nodes {
+		age := d.Now().Sub(n.CreationTimestamp.Time).Round(time.Minute)
+		if !busy[n.Name] && age > 10*time.Minute {
+			f.Problem = true
+			f.Evidence = append(f.Evidence, fmt.Sprintf("node %s (%s) has no runner pod, up %s", n.Name, n.Labels[corev1.LabelInstanceTypeStable], age))
+		}
+	}
+	if !f.Problem {
+		f.Evidence = append(f.Evidence, fmt.Sprintf("%d GPU node(s), none idle for long", len(nodes)))
+	}
+	return f
+}
+
+func (d Doctor) stuckTeardown(ctx context.Context, claims *unstructured.UnstructuredList) Finding {
+	f := Finding{Symptom: "GPU nodes stuck at teardown", Fix: "gpuci doctor --fix deletes the GPU NodePools so Karpenter drains and terminates their nodes; if the controller is gone, see README › Tearing down"}
+	for _, c := range claims.Items {
+		if ts := c.GetDeletionTimestamp(); ts != nil && d.Now().Sub(ts.Time) > StuckAfter {
+			f.Problem = true
+			f.Evidence = append(f.Evidence, fmt.Sprintf("NodeClaim %s deleting for %s (finalizers %v)", c.GetName(), d.Now().Sub(ts.Time).Round(time.Minute), c.GetFinalizers()))
+		}
+	}
+	if !f.Problem {
+		f.Evidence = append(f.Evidence, fmt.Sprintf("%d NodeClaim(s), none stuck deleting", len(claims.Items)))
+	}
+	return f
+}
+
+// Fix deletes the configured GPU NodePools, which makes Karpenter drain and terminate their
+// nodes. Callers confirm with the operator first.
+func (d Doctor) Fix(ctx context.Context) ([]string, error) {
+	var deleted []string
+	for _, pool := range d.Cfg.GPUPools {
+		err := d.Dyn.Resource(verify.NodePools).Delete(ctx, pool.Name, metav1.DeleteOptions{})
+		if err != nil {
+			return deleted, fmt.Errorf("deleting NodePool %s: %w", pool.Name, err)
+		}
+		deleted = append(deleted, pool.Name)
+	}
+	return deleted, nil
+}
+
+func (d Doctor) gpuNodes(ctx context.Context) []corev1.Node {
+	var names []string
+	for _, p := range d.Cfg.GPUPools {
+		names = append(names, p.Name)
+	}
+	nodes, err := d.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: "karpenter.sh/nodepool in (" + strings.Join(names, ",") + ")"})
+	if err != nil {
+		return nil
+	}
+	return nodes.Items
+}
+
+func (d Doctor) logTail(ctx context.Context, p corev1.Pod) string {
+	lines := int64(5)
+	raw, err := d.Kube.CoreV1().Pods(p.Namespace).GetLogs(p.Name, &corev1.PodLogOptions{TailLines: &lines}).DoRaw(ctx)
+	if err != nil {
+		return "(" + err.Error() + ")"
+	}
+	return strings.Join(strings.Fields(string(bytes.TrimSpace(raw))), " ")
+}
+
+func conditions(u *unstructured.Unstructured) string {
+	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	var parts []string
+	for _, c := range conds {
+		m, _ := c.(map[string]any)
+		parts = append(parts, fmt.Sprintf("%v=%v %v %v", m["type"], m["status"], m["reason"], m["message"]))
+	}
+	if len(parts) == 0 {
+		return "no conditions"
+	}
+	return strings.Join(parts, "; ")
+}
