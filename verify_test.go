@@ -124,7 +124,7 @@ func TestVerifyFailures(t *testing.T) {
 		"NodePool not ready": {func(c *cluster) {
 			c.custom[0].(*unstructured.Unstructured).Object["status"] = map[string]any{"conditions": []any{map[string]any{"type": "Ready", "status": "False", "reason": "NodeClassNotReady"}}}
 		}, "NodePool gpu-t4 Ready", "Ready=False NodeClassNotReady"},
-		"NodePool missing": {func(c *cluster) { c.custom = c.custom[1:] }, "NodePool gpu-t4 Ready", "not found"},
+		"NodePool missing":       {func(c *cluster) { c.custom = c.custom[1:] }, "NodePool gpu-t4 Ready", "not found"},
 		"ARC controller missing": {func(c *cluster) { c.objects = c.objects[:2] }, "ARC controller running", "none"},
 		"scale set labels drifted": {func(c *cluster) {
 			c.custom[1].(*unstructured.Unstructured).Object["spec"] = map[string]any{"runnerScaleSetLabels": []any{"gpu"}}
