@@ -4,6 +4,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"math"
 	"testing"
 
@@ -77,4 +78,36 @@ func TestCostNamesAMissingPrice(t *testing.T) {
 	_, err := cost.Estimate(c, cost.DefaultPrices(), cost.Usage{BuildsPerDay: 1, MinutesPerBuild: 1})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "pool big: no spot price")
+}
+
+type stubPrices map[string]float64
+
+func (s stubPrices) OnDemand(_ context.Context, region, it string) (float64, error) {
+	return s["od:"+region+":"+it], nil
+}
+
+func (s stubPrices) Spot(_ context.Context, region, it string) (float64, error) {
+	return s["spot:"+region+":"+it], nil
+}
+
+func TestLivePricesReplaceTheTable(t *testing.T) {
+	src := stubPrices{"od:us-west-2:t3.medium": 0.05, "od:us-west-2:g4dn.xlarge": 0.6, "spot:us-west-2:g4dn.xlarge": 0.2}
+	p, err := cost.LivePrices(context.Background(), cost.DefaultPrices(), src, "us-west-2", []string{"t3.medium", "g4dn.xlarge"}, []string{"g4dn.xlarge"})
+	require.NoError(t, err)
+	assert.Contains(t, p.Source, "AWS Pricing API")
+	r, err := cost.Estimate(devConfig(t, "gpuPools", `[{"name": "gpu-t4", "instanceTypes": ["g4dn.xlarge"]}]`), p, cost.Usage{BuildsPerDay: 1, MinutesPerBuild: 60})
+	require.NoError(t, err)
+	near(t, 0.05*730, r.Idle[1].USD, "the system node at the live price")
+	near(t, 0.2, r.Pools[0].PerBuild[0].USD, "an hour of spot g4dn at the live price (30 s warm window aside)")
+}
+
+// A Pricing API price-list document, trimmed to the fields read.
+const priceListDoc = `{"product":{"attributes":{"instanceType":"g4dn.xlarge"}},"terms":{"OnDemand":{"ABC.JRTCKXETXF":{"priceDimensions":{"ABC.JRTCKXETXF.6YS6EN2CT7":{"unit":"Hrs","pricePerUnit":{"USD":"0.5260000000"}}}}}}}`
+
+func TestParseOnDemandPrice(t *testing.T) {
+	v, ok := cost.ParseOnDemandPrice(priceListDoc)
+	require.True(t, ok)
+	assert.Equal(t, 0.526, v)
+	_, ok = cost.ParseOnDemandPrice(`{"terms":{}}`)
+	assert.False(t, ok)
 }

@@ -1,7 +1,7 @@
 // Command gpuci is the lux-gpu-ci operator CLI.
 //
 //	gpuci render --stack dev --out out/dev [--charts all|release,...]
-//	gpuci cost   --stack dev [--builds-per-day 30 --minutes 10 --image-gb 8] [--prices FILE] [--json]
+//	gpuci cost   --stack dev [--builds-per-day 30 --minutes 10 --image-gb 8] [--prices FILE | --live] [--json]
 //	gpuci verify --stack dev [--kubeconfig PATH] [--json]
 //	gpuci doctor --stack dev [--kubeconfig PATH] [--fix] [--json]
 //
@@ -109,6 +109,7 @@ func runCost(args []string) error {
 	dir := fs.String("project", ".", "directory holding the stack files")
 	prices := fs.String("prices", "", "JSON price table overriding the built-in one (see internal/cost.Prices)")
 	asJSON := fs.Bool("json", false, "print JSON")
+	live := fs.Bool("live", false, "fetch current on-demand and spot prices from AWS (needs credentials)")
 	u := cost.Usage{}
 	fs.Float64Var(&u.BuildsPerDay, "builds-per-day", 30, "GPU builds per day")
 	fs.Float64Var(&u.MinutesPerBuild, "minutes", 10, "minutes per build")
@@ -125,6 +126,23 @@ func runCost(args []string) error {
 	p := cost.DefaultPrices()
 	if *prices != "" {
 		if p, err = cost.LoadPrices(*prices); err != nil {
+			return err
+		}
+	}
+	if *live {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		src, err := cost.NewAWSPrices(ctx)
+		if err != nil {
+			return err
+		}
+		onDemand := []string{cfg.SystemNodes.InstanceType}
+		var spot []string
+		for _, pool := range cfg.GPUPools {
+			onDemand = append(onDemand, pool.InstanceTypes...)
+			spot = append(spot, pool.InstanceTypes...)
+		}
+		if p, err = cost.LivePrices(ctx, p, src, cfg.Region, onDemand, spot); err != nil {
 			return err
 		}
 	}
