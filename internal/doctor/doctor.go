@@ -57,7 +57,7 @@ func (d Doctor) Examine(ctx context.Context) []Finding {
 	if claims == nil {
 		claims = &unstructured.UnstructuredList{}
 	}
-	gpuNodes := d.gpuNodes(ctx)
+	gpuNodes, _ := verify.GPUNodes(ctx, d.Kube, d.Cfg.GPUPools)
 	return []Finding{
 		d.jobQueued(ctx),
 		d.runnerPending(ctx, claims),
@@ -247,18 +247,6 @@ func (d Doctor) Fix(ctx context.Context) ([]string, error) {
 		deleted = append(deleted, pool.Name)
 	}
 	return deleted, nil
-}
-
-func (d Doctor) gpuNodes(ctx context.Context) []corev1.Node {
-	var names []string
-	for _, p := range d.Cfg.GPUPools {
-		names = append(names, p.Name)
-	}
-	nodes, err := d.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: "karpenter.sh/nodepool in (" + strings.Join(names, ",") + ")"})
-	if err != nil {
-		return nil
-	}
-	return nodes.Items
 }
 
 func (d Doctor) logTail(ctx context.Context, p corev1.Pod) string {

@@ -129,22 +129,31 @@ func nodePoolReady(ctx context.Context, dyn dynamic.Interface, name string) Chec
 func gpuNodes(ctx context.Context, kube kubernetes.Interface, pools []config.GPUPool) Check {
 	// Informational: zero is the expected idle state, so this check always holds.
 	c := Check{Name: "GPU nodes up (0 when idle)", OK: true}
+	nodes, err := GPUNodes(ctx, kube, pools)
+	if err != nil {
+		c.OK, c.Evidence = false, err.Error()
+		return c
+	}
+	var seen []string
+	for _, n := range nodes {
+		gpus := n.Status.Allocatable["nvidia.com/gpu"]
+		seen = append(seen, fmt.Sprintf("%s (%s, %s, %s GPU allocatable)", n.Name, n.Labels["karpenter.sh/nodepool"], n.Labels[corev1.LabelInstanceTypeStable], gpus.String()))
+	}
+	c.Evidence = fmt.Sprintf("%d: %s", len(nodes), listOrNone(seen))
+	return c
+}
+
+// GPUNodes are the nodes Karpenter launched for the pools.
+func GPUNodes(ctx context.Context, kube kubernetes.Interface, pools []config.GPUPool) ([]corev1.Node, error) {
 	var names []string
 	for _, p := range pools {
 		names = append(names, p.Name)
 	}
 	nodes, err := kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: "karpenter.sh/nodepool in (" + strings.Join(names, ",") + ")"})
 	if err != nil {
-		c.OK, c.Evidence = false, err.Error()
-		return c
+		return nil, err
 	}
-	var seen []string
-	for _, n := range nodes.Items {
-		gpus := n.Status.Allocatable["nvidia.com/gpu"]
-		seen = append(seen, fmt.Sprintf("%s (%s, %s, %s GPU allocatable)", n.Name, n.Labels["karpenter.sh/nodepool"], n.Labels[corev1.LabelInstanceTypeStable], gpus.String()))
-	}
-	c.Evidence = fmt.Sprintf("%d: %s", len(nodes.Items), listOrNone(seen))
-	return c
+	return nodes.Items, nil
 }
 
 func runnerSet(ctx context.Context, dyn dynamic.Interface, pool config.GPUPool) Check {

@@ -1,0 +1,159 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"time"
+
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/luxfi/lux-gpu-ci/config"
+	"github.com/luxfi/lux-gpu-ci/internal/doctor"
+	"github.com/luxfi/lux-gpu-ci/internal/verify"
+)
+
+// clusterCommand holds what the commands that read a live cluster (verify, doctor) share:
+// the stack whose configuration the cluster should match, and how to reach the cluster.
+type clusterCommand struct {
+	fs                     *flag.FlagSet
+	stack, dir, kubeconfig *string
+	asJSON                 *bool
+}
+
+func newClusterCommand(name string) clusterCommand {
+	fs := flag.NewFlagSet(name, flag.ExitOnError)
+	return clusterCommand{
+		fs:         fs,
+		stack:      fs.String("stack", "dev", "stack whose configuration the cluster should match"),
+		dir:        fs.String("project", ".", "directory holding the stack files"),
+		kubeconfig: fs.String("kubeconfig", "", "kubeconfig (default: $KUBECONFIG, else the stack's kubeconfig output)"),
+		asJSON:     fs.Bool("json", false, "print JSON"),
+	}
+}
+
+// open parses args, reads the stack's configuration and connects to the cluster.
+func (c clusterCommand) open(args []string) (*config.Config, kubernetes.Interface, dynamic.Interface, func(), error) {
+	if err := c.fs.Parse(args); err != nil {
+		return nil, nil, nil, nil, err
+	}
+	cfg, err := config.ParseStackFileOffline(*c.dir + "/Pulumi." + *c.stack + ".yaml")
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+	kube, dyn, cleanup, err := clients(*c.kubeconfig, *c.stack)
+	return cfg, kube, dyn, cleanup, err
+}
+
+func runVerify(args []string) error {
+	cmd := newClusterCommand("verify")
+	cfg, kube, dyn, cleanup, err := cmd.open(args)
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	checks := verify.Run(ctx, kube, dyn, cfg)
+	if *cmd.asJSON {
+		if err := printJSON(checks); err != nil {
+			return err
+		}
+	} else {
+		verify.Write(os.Stdout, checks)
+	}
+	if !verify.AllOK(checks) {
+		return fmt.Errorf("some checks failed")
+	}
+	return nil
+}
+
+func runDoctor(args []string) error {
+	cmd := newClusterCommand("doctor")
+	fix := cmd.fs.Bool("fix", false, "delete the GPU NodePools so Karpenter drains their nodes (asks first)")
+	cfg, kube, dyn, cleanup, err := cmd.open(args)
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	d := doctor.Doctor{Kube: kube, Dyn: dyn, Cfg: cfg}
+	findings := d.Examine(ctx)
+	if *cmd.asJSON {
+		if err := printJSON(findings); err != nil {
+			return err
+		}
+	} else {
+		doctor.Write(os.Stdout, findings)
+	}
+	if *fix {
+		var names []string
+		for _, p := range cfg.GPUPools {
+			names = append(names, p.Name)
+		}
+		fmt.Printf("\nDelete NodePools %v so Karpenter drains and terminates their GPU nodes? Type yes: ", names)
+		answer, _ := bufio.NewReader(os.Stdin).ReadString('\n')
+		if strings.TrimSpace(answer) != "yes" {
+			return fmt.Errorf("not confirmed; nothing changed")
+		}
+		deleted, err := d.Fix(ctx)
+		fmt.Printf("deleted NodePools %v; `pulumi up` recreates them\n", deleted)
+		return err
+	}
+	if n := doctor.Problems(findings); n > 0 {
+		return fmt.Errorf("%d problem(s) found", n)
+	}
+	return nil
+}
+
+// clients builds client-go clients from the resolved kubeconfig.
+func clients(kubeconfig, stack string) (kubernetes.Interface, dynamic.Interface, func(), error) {
+	path, cleanup, err := kubeconfigPath(kubeconfig, stack)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	rest, err := clientcmd.BuildConfigFromFlags("", path)
+	if err == nil {
+		var kube kubernetes.Interface
+		if kube, err = kubernetes.NewForConfig(rest); err == nil {
+			var dyn dynamic.Interface
+			if dyn, err = dynamic.NewForConfig(rest); err == nil {
+				return kube, dyn, cleanup, nil
+			}
+		}
+	}
+	cleanup()
+	return nil, nil, nil, err
+}
+
+// kubeconfigPath resolves the kubeconfig: the flag, $KUBECONFIG, or the stack's secret
+// kubeconfig output written to a private temporary file.
+func kubeconfigPath(flagValue, stack string) (string, func(), error) {
+	if flagValue != "" {
+		return flagValue, func() {}, nil
+	}
+	if env := os.Getenv("KUBECONFIG"); env != "" {
+		return env, func() {}, nil
+	}
+	out, err := exec.Command("pulumi", "stack", "output", "kubeconfig", "--show-secrets", "--stack", stack).Output()
+	if err != nil {
+		return "", nil, fmt.Errorf("no --kubeconfig or $KUBECONFIG, and `pulumi stack output kubeconfig --stack %s` failed: %w", stack, err)
+	}
+	f, err := os.CreateTemp("", "gpuci-kubeconfig-")
+	if err != nil {
+		return "", nil, err
+	}
+	cleanup := func() { os.Remove(f.Name()) }
+	if _, err := f.Write(out); err != nil {
+		cleanup()
+		return "", nil, err
+	}
+	return f.Name(), cleanup, f.Close()
+}

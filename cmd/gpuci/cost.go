@@ -1,0 +1,64 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"os"
+	"time"
+
+	"github.com/luxfi/lux-gpu-ci/config"
+	"github.com/luxfi/lux-gpu-ci/internal/cost"
+)
+
+func runCost(args []string) error {
+	fs := flag.NewFlagSet("cost", flag.ExitOnError)
+	stack := fs.String("stack", "dev", "stack whose Pulumi.<stack>.yaml to price")
+	dir := fs.String("project", ".", "directory holding the stack files")
+	prices := fs.String("prices", "", "JSON price table overriding the built-in one (see internal/cost.Prices)")
+	asJSON := fs.Bool("json", false, "print JSON")
+	live := fs.Bool("live", false, "fetch current on-demand and spot prices from AWS (needs credentials)")
+	u := cost.Usage{}
+	fs.Float64Var(&u.BuildsPerDay, "builds-per-day", 30, "GPU builds per day")
+	fs.Float64Var(&u.MinutesPerBuild, "minutes", 10, "minutes per build")
+	fs.Float64Var(&u.BootMinutes, "boot-minutes", 4, "minutes from a cold node's launch to the job starting")
+	fs.Float64Var(&u.ImageGB, "image-gb", 0, "GB of images a cold node pulls (CUDA images are several)")
+	fs.Float64Var(&u.ColdStarts, "cold-starts", 1, "share of builds that start a new node (0–1)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	cfg, err := config.ParseStackFileOffline(*dir + "/Pulumi." + *stack + ".yaml")
+	if err != nil {
+		return err
+	}
+	p := cost.DefaultPrices()
+	if *prices != "" {
+		if p, err = cost.LoadPrices(*prices); err != nil {
+			return err
+		}
+	}
+	if *live {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		src, err := cost.NewAWSPrices(ctx)
+		if err != nil {
+			return err
+		}
+		onDemand := []string{cfg.SystemNodes.InstanceType}
+		var spot []string
+		for _, pool := range cfg.GPUPools {
+			onDemand = append(onDemand, pool.InstanceTypes...)
+			spot = append(spot, pool.InstanceTypes...)
+		}
+		if p, err = cost.LivePrices(ctx, p, src, cfg.Region, onDemand, spot); err != nil {
+			return err
+		}
+	}
+	r, err := cost.Estimate(cfg, p, u)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return printJSON(r)
+	}
+	return r.WriteTable(os.Stdout)
+}
