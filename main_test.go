@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -696,5 +697,17 @@ func TestActionlintKnowsOurRunnerLabels(t *testing.T) {
 				assert.True(t, slices.Contains(cfg.SelfHostedRunner.Labels, l) || slices.Contains(builtin, l), "%s: add %q to .github/actionlint.yaml", f, l)
 			}
 		}
+	}
+}
+
+// make bootstrap names every missing prerequisite before it touches anything.
+func TestBootstrapNamesMissingPrerequisites(t *testing.T) {
+	cmd := exec.Command("bash", "hack/bootstrap.sh")
+	cmd.Env = []string{"PATH=/nonexistent", "HOME=" + t.TempDir()}
+	out, err := cmd.CombinedOutput()
+	require.Error(t, err, "bootstrap must stop: %s", out)
+	for _, want := range []string{"pulumi is not installed", "go is not installed", "aws is not installed", "kubectl is not installed",
+		"AWS_REGION is not set", "GITHUB_ORG is not set", "neither GITHUB_PAT nor GITHUB_APP_ID is set"} {
+		assert.Contains(t, string(out), want)
 	}
 }
