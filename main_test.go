@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"io"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -11,6 +12,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/pulumi/pulumi/sdk/v3/go/common/diag"
+	"github.com/pulumi/pulumi/sdk/v3/go/common/diag/colors"
+	"github.com/pulumi/pulumi/sdk/v3/go/common/workspace"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi/internals"
 	"github.com/stretchr/testify/assert"
@@ -709,5 +713,21 @@ func TestBootstrapNamesMissingPrerequisites(t *testing.T) {
 	for _, want := range []string{"pulumi is not installed", "go is not installed", "aws is not installed", "kubectl is not installed",
 		"AWS_REGION is not set", "GITHUB_ORG is not set", "neither GITHUB_PAT nor GITHUB_APP_ID is set"} {
 		assert.Contains(t, string(out), want)
+	}
+}
+
+// The Pulumi SDK's own loaders accept Pulumi.yaml (validated against Pulumi's project
+// schema, config declarations included) and every stack file.
+func TestPulumiLoadsTheProjectAndStacks(t *testing.T) {
+	project, err := workspace.LoadProject("Pulumi.yaml")
+	require.NoError(t, err)
+	assert.Equal(t, "lux-gpu-ci", string(project.Name))
+	assert.Equal(t, "go", project.Runtime.Name())
+	files, _ := filepath.Glob("Pulumi.*.yaml")
+	sink := diag.DefaultSink(io.Discard, io.Discard, diag.FormatOptions{Color: colors.Never})
+	for _, f := range files {
+		stack, err := workspace.LoadProjectStack(sink, project, f)
+		require.NoError(t, err, f)
+		assert.NotEmpty(t, stack.Config, f)
 	}
 }
