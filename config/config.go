@@ -63,6 +63,12 @@ const (
 	NatNone = "none"
 )
 
+// MaxAZs is the most availability zones the network spreads across.
+const MaxAZs = 3
+
+// budgetExample is the fix shown for a bad budget value.
+const budgetExample = `{"monthlyUsd": 250, "emails": ["you@example.com"]}`
+
 // Addons are the EKS managed add-ons the cluster runs, in the order they are listed in docs.
 var Addons = []string{"vpc-cni", "kube-proxy", "coredns", "eks-pod-identity-agent"}
 
@@ -256,10 +262,10 @@ func (c *Config) validate(p *parser) {
 	}
 	if b := c.Budget; b != nil {
 		if b.MonthlyUSD <= 0 {
-			p.fail(KeyBudget, fmt.Sprintf("monthlyUsd must be a positive amount, got %v", b.MonthlyUSD), `{"monthlyUsd": 250, "emails": ["you@example.com"]}`)
+			p.fail(KeyBudget, fmt.Sprintf("monthlyUsd must be a positive amount, got %v", b.MonthlyUSD), budgetExample)
 		}
 		if len(b.Emails) == 0 {
-			p.fail(KeyBudget, "emails is empty, so nobody would hear of an overrun", `{"monthlyUsd": 250, "emails": ["you@example.com"]}`)
+			p.fail(KeyBudget, "emails is empty, so nobody would hear of an overrun", budgetExample)
 		}
 		for _, e := range b.Emails {
 			if !emailRE.MatchString(e) {
@@ -387,16 +393,14 @@ func (p *parser) object(key string, out any) {
 	dec := json.NewDecoder(bytes.NewReader([]byte(v)))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(out); err != nil {
-		example, _ := json.Marshal(Defaults[key])
-		if Defaults[key] == nil {
-			example = []byte(`{"monthlyUsd": 250, "emails": ["you@example.com"]}`)
+		example := budgetExample
+		if def, ok := Defaults[key]; ok {
+			b, _ := json.Marshal(def)
+			example = string(b)
 		}
-		p.fail(key, fmt.Sprintf("cannot be read: %v", err), string(example))
+		p.fail(key, fmt.Sprintf("cannot be read: %v", err), example)
 	}
 }
-
-// MaxAZs is the most availability zones the network spreads across.
-const MaxAZs = 3
 
 func hasAnyPrefix(s string, prefixes ...string) bool {
 	for _, p := range prefixes {

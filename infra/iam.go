@@ -2,6 +2,7 @@ package infra
 
 import (
 	"fmt"
+	"path"
 
 	"github.com/pulumi/pulumi-aws/sdk/v6/go/aws/iam"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
@@ -119,7 +120,7 @@ func newRole(ctx *pulumi.Context, parent pulumi.Resource, name string, spec role
 	}
 	var attachments []pulumi.Resource
 	for _, arn := range spec.Managed {
-		a, err := iam.NewRolePolicyAttachment(ctx, name+"-"+lastSegment(arn), &iam.RolePolicyAttachmentArgs{
+		a, err := iam.NewRolePolicyAttachment(ctx, name+"-"+path.Base(arn), &iam.RolePolicyAttachmentArgs{
 			Role:      role.Name,
 			PolicyArn: pulumi.String(arn),
 		}, pulumi.Parent(role))
@@ -129,13 +130,4 @@ func newRole(ctx *pulumi.Context, parent pulumi.Resource, name string, spec role
 		attachments = append(attachments, a)
 	}
 	return role, attachments, nil
-}
-
-func lastSegment(arn string) string {
-	for i := len(arn) - 1; i >= 0; i-- {
-		if arn[i] == '/' {
-			return arn[i+1:]
-		}
-	}
-	return arn
 }

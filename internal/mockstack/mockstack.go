@@ -83,7 +83,6 @@ type Mocks struct {
 	mu        sync.Mutex
 	resources []Registration
 	fakes     map[string]bool // registered by the mock itself, not by the program
-	invokes   []pulumi.MockCallArgs
 }
 
 // New returns mocks for a project and stack.
@@ -230,9 +229,6 @@ func (m *Mocks) fakeInnerCluster(logical, physical string) (resource.PropertyVal
 
 // Call implements pulumi.MockResourceMonitor (invokes).
 func (m *Mocks) Call(args pulumi.MockCallArgs) (resource.PropertyMap, error) {
-	m.mu.Lock()
-	m.invokes = append(m.invokes, args)
-	m.mu.Unlock()
 	region := m.region()
 	switch args.Token {
 	case "aws:index/getAvailabilityZones:getAvailabilityZones":
