@@ -24,7 +24,7 @@ import (
 
 	"github.com/luxfi/lux-gpu-ci/config"
 	"github.com/luxfi/lux-gpu-ci/infra"
-	"github.com/luxfi/lux-gpu-ci/internal/mockstack"
+	"github.com/luxfi/lux-gpu-ci/internal/fakeaws"
 )
 
 // runDev runs the program with the dev stack's real configuration plus overrides.
@@ -502,7 +502,7 @@ func TestInvalidConfigReportsEveryProblem(t *testing.T) {
 
 func TestTooFewAvailabilityZonesIsAConfigError(t *testing.T) {
 	m := newMocks()
-	m.azs = []string{"us-west-2a", "us-west-2b"}
+	m.azs = []fakeaws.AZ{{Name: "us-west-2a", ID: "usw2-az1"}, {Name: "us-west-2b", ID: "usw2-az2"}}
 	err := m.run(with(stackConfig(t, "dev"), "azCount", "3"))
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "lux-gpu-ci:azCount")
@@ -561,8 +561,8 @@ func TestSubnetLayoutStaysInsideTheVPC(t *testing.T) {
 }
 
 type (
-	policyStatement = mockstack.PolicyStatement
-	policyDoc       = mockstack.PolicyDocument
+	policyStatement = fakeaws.PolicyStatement
+	policyDoc       = fakeaws.PolicyDocument
 )
 
 func policyOf(t *testing.T, r registered, field string) policyDoc {

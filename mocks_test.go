@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/luxfi/lux-gpu-ci/config"
+	"github.com/luxfi/lux-gpu-ci/internal/fakeaws"
 	"github.com/luxfi/lux-gpu-ci/internal/mockstack"
 	"github.com/luxfi/lux-gpu-ci/stack"
 )
@@ -28,7 +29,7 @@ type registered = mockstack.Registration
 type mocks struct {
 	*mockstack.Mocks
 	// azs overrides the region's availability zones; secretKeys the secret config keys.
-	azs        []string
+	azs        []fakeaws.AZ
 	secretKeys []string
 }
 

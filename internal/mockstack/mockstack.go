@@ -2,15 +2,14 @@
 // cluster, and records every resource it declares. The tests assert on the recording;
 // `gpuci render` writes it out.
 //
-// The mocks stand in for AWS with plausible outputs (account 123456789012, fake ARNs) and
-// render IAM policy documents the way the provider's getPolicyDocument does. pulumi-eks's
-// Cluster is a remote component whose children do not exist under mocks, so the mock
-// registers a stand-in for its inner EKS cluster to give resource-typed outputs a value.
+// AWS is internal/fakeaws, the same fake the e2e's pulumi-resource-aws plugin serves: it
+// computes each resource's outputs and answers each invoke, and refuses a type or token it
+// does not know. pulumi-eks's Cluster is a remote component whose children do not exist
+// under mocks (its code never runs here: the e2e runs it), so the mock registers a stand-in
+// for its inner EKS cluster to give the resource-typed eksCluster output a value.
 package mockstack
 
 import (
-	"encoding/base64"
-	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
@@ -20,21 +19,21 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi/internals"
+
+	"github.com/luxfi/lux-gpu-ci/internal/fakeaws"
 )
 
 // Stand-in values the mocks give AWS outputs.
 const (
-	Account   = "123456789012"
-	ClusterSG = "sg-0cluster"
+	Account   = fakeaws.Account
+	ClusterSG = fakeaws.ClusterSG
 )
 
 // CA is the stand-in certificate authority data of the EKS cluster (base64, as EKS gives it).
-var CA = base64.StdEncoding.EncodeToString([]byte("-----BEGIN CERTIFICATE-----\nfake\n-----END CERTIFICATE-----\n"))
+var CA = fakeaws.FakeCA
 
 // Endpoint is the stand-in EKS API endpoint for a region.
-func Endpoint(region string) string {
-	return "https://0123456789ABCDEF.gr7." + region + ".eks.amazonaws.com"
-}
+func Endpoint(region string) string { return fakeaws.FakeEndpoint(region) }
 
 // Registration is one resource the program registered.
 type Registration struct {
@@ -74,8 +73,8 @@ func URNKey(urn string) string {
 
 // Mocks records registrations and answers invokes.
 type Mocks struct {
-	// AZs are what getAvailabilityZones returns (default: a–d of the region).
-	AZs []string
+	// AZs are what getAvailabilityZones returns (default: fakeaws's a, d, c, b of the region).
+	AZs []fakeaws.AZ
 
 	project, stack string
 	ctx            *pulumi.Context
@@ -127,57 +126,36 @@ func (m *Mocks) All(typ string) []Registration {
 	return out
 }
 
-func (m *Mocks) region() string {
+// cloud is the fake AWS account, in the stack's region.
+func (m *Mocks) cloud() *fakeaws.Cloud {
+	c := &fakeaws.Cloud{AZs: m.AZs}
 	if r, ok := m.ctx.GetConfig("aws:region"); ok && r != "" {
-		return r
+		c.Region = r
 	}
-	return "us-west-2"
+	return c
 }
 
 // NewResource implements pulumi.MockResourceMonitor.
 func (m *Mocks) NewResource(args pulumi.MockResourceArgs) (string, resource.PropertyMap, error) {
-	outs := args.Inputs.Copy()
-	id := args.Name + "_id"
-	str := func(k string) string {
-		if v, ok := args.Inputs[resource.PropertyKey(k)]; ok && v.IsString() {
-			return v.StringValue()
+	id, outs := fakeaws.ID(args.Name), args.Inputs.Copy()
+	switch {
+	case args.TypeToken == "eks:index:Cluster":
+		name := ""
+		if v, ok := args.Inputs["name"]; ok && v.IsString() {
+			name = v.StringValue()
 		}
-		return ""
-	}
-	nameOr := func(k string) string {
-		if s := str(k); s != "" {
-			return s
-		}
-		return args.Name
-	}
-	region := m.region()
-	switch args.TypeToken {
-	case "eks:index:Cluster":
-		ref, err := m.fakeInnerCluster(args.Name+"-eksCluster", str("name"))
+		ref, err := m.fakeInnerCluster(args.Name+"-eksCluster", name)
 		if err != nil {
 			return "", nil, err
 		}
 		outs["eksCluster"] = ref
 		outs["kubeconfigJson"] = resource.NewProperty(`{"note":"pulumi-eks kubeconfig, unused"}`)
 		id = ""
-	case "aws:eks/cluster:Cluster":
-		outs["name"] = resource.NewProperty(nameOr("name"))
-		outs["endpoint"] = resource.NewProperty(Endpoint(region))
-		outs["certificateAuthority"] = resource.NewObjectProperty(resource.PropertyMap{"data": resource.NewProperty(CA)})
-		outs["vpcConfig"] = resource.NewObjectProperty(resource.PropertyMap{
-			"clusterSecurityGroupId": resource.NewProperty(ClusterSG),
-			"subnetIds":              resource.NewArrayProperty(nil),
-		})
-	case "aws:sqs/queue:Queue":
-		outs["arn"] = resource.NewProperty(fmt.Sprintf("arn:aws:sqs:%s:%s:%s", region, Account, nameOr("name")))
-		outs["url"] = resource.NewProperty(fmt.Sprintf("https://sqs.%s.amazonaws.com/%s/%s", region, Account, nameOr("name")))
-	case "aws:iam/role:Role":
-		outs["name"] = resource.NewProperty(nameOr("name"))
-		outs["arn"] = resource.NewProperty("arn:aws:iam::" + Account + ":role/" + nameOr("name"))
-	case "aws:iam/policy:Policy":
-		outs["arn"] = resource.NewProperty("arn:aws:iam::" + Account + ":policy/" + nameOr("name"))
-	case "aws:cloudwatch/eventRule:EventRule":
-		outs["name"] = resource.NewProperty(nameOr("name"))
+	case strings.HasPrefix(args.TypeToken, "aws:"):
+		var err error
+		if id, outs, err = m.cloud().Create(args.TypeToken, args.Name, args.Inputs, m.ctx.DryRun()); err != nil {
+			return "", nil, err
+		}
 	}
 
 	if args.TypeToken != "pulumi:pulumi:Stack" {
@@ -229,108 +207,5 @@ func (m *Mocks) fakeInnerCluster(logical, physical string) (resource.PropertyVal
 
 // Call implements pulumi.MockResourceMonitor (invokes).
 func (m *Mocks) Call(args pulumi.MockCallArgs) (resource.PropertyMap, error) {
-	region := m.region()
-	switch args.Token {
-	case "aws:index/getAvailabilityZones:getAvailabilityZones":
-		azs := m.AZs
-		if azs == nil {
-			azs = []string{region + "d", region + "a", region + "c", region + "b"}
-		}
-		return resource.NewPropertyMapFromMap(map[string]any{"names": azs, "id": region}), nil
-	case "aws:index/getPartition:getPartition":
-		return resource.NewPropertyMapFromMap(map[string]any{"partition": "aws", "dnsSuffix": "amazonaws.com", "id": "aws"}), nil
-	case "aws:index/getCallerIdentity:getCallerIdentity":
-		return resource.NewPropertyMapFromMap(map[string]any{
-			"accountId": Account, "arn": "arn:aws:iam::" + Account + ":user/ci", "userId": "AIDEXAMPLE", "id": Account,
-		}), nil
-	case "aws:iam/getPolicyDocument:getPolicyDocument":
-		doc, err := RenderPolicy(args.Args.Mappable())
-		if err != nil {
-			return nil, err
-		}
-		return resource.NewPropertyMapFromMap(map[string]any{"json": doc, "id": "doc"}), nil
-	case "aws:eks/getAddonVersion:getAddonVersion":
-		name := args.Args["addonName"].StringValue()
-		return resource.NewPropertyMapFromMap(map[string]any{
-			"addonName": name, "kubernetesVersion": args.Args["kubernetesVersion"].StringValue(),
-			"version": "v-eks-default-" + name, "id": name,
-		}), nil
-	}
-	return nil, fmt.Errorf("mock: unexpected invoke %s", args.Token)
-}
-
-// PolicyDocument is an IAM policy document as RenderPolicy writes it.
-type PolicyDocument struct {
-	Version   string            `json:"Version"`
-	ID        string            `json:"Id,omitempty"`
-	Statement []PolicyStatement `json:"Statement"`
-}
-
-// PolicyStatement is one statement of a PolicyDocument. Principal is "*" or a map of
-// principal type to identifiers.
-type PolicyStatement struct {
-	Sid       string                         `json:"Sid,omitempty"`
-	Effect    string                         `json:"Effect"`
-	Action    []string                       `json:"Action"`
-	Resource  []string                       `json:"Resource,omitempty"`
-	Principal any                            `json:"Principal,omitempty"`
-	Condition map[string]map[string][]string `json:"Condition,omitempty"`
-}
-
-// RenderPolicy does what the AWS provider's getPolicyDocument does, in a normalised form:
-// every Action/Resource/Condition value is a list, and Effect defaults to Allow.
-func RenderPolicy(args map[string]any) (string, error) {
-	doc := PolicyDocument{Version: "2012-10-17"}
-	doc.ID, _ = args["policyId"].(string)
-	strs := func(v any) []string {
-		var out []string
-		for _, x := range asList(v) {
-			out = append(out, x.(string))
-		}
-		return out
-	}
-	for _, raw := range asList(args["statements"]) {
-		s := raw.(map[string]any)
-		st := PolicyStatement{Effect: "Allow", Action: strs(s["actions"]), Resource: strs(s["resources"])}
-		st.Sid, _ = s["sid"].(string)
-		if e, _ := s["effect"].(string); e != "" {
-			st.Effect = e
-		}
-		for _, p := range asList(s["principals"]) {
-			pm := p.(map[string]any)
-			if pm["type"] == "*" {
-				st.Principal = "*"
-				continue
-			}
-			principals, _ := st.Principal.(map[string][]string)
-			if principals == nil {
-				principals = map[string][]string{}
-			}
-			typ := pm["type"].(string)
-			principals[typ] = append(principals[typ], strs(pm["identifiers"])...)
-			st.Principal = principals
-		}
-		for _, c := range asList(s["conditions"]) {
-			cm := c.(map[string]any)
-			test, variable := cm["test"].(string), cm["variable"].(string)
-			if st.Condition == nil {
-				st.Condition = map[string]map[string][]string{}
-			}
-			if st.Condition[test] == nil {
-				st.Condition[test] = map[string][]string{}
-			}
-			if _, dup := st.Condition[test][variable]; dup {
-				return "", fmt.Errorf("condition %s %s given twice", test, variable)
-			}
-			st.Condition[test][variable] = strs(cm["values"])
-		}
-		doc.Statement = append(doc.Statement, st)
-	}
-	b, err := json.Marshal(doc)
-	return string(b), err
-}
-
-func asList(v any) []any {
-	l, _ := v.([]any)
-	return l
+	return m.cloud().Invoke(args.Token, args.Args)
 }

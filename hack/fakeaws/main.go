@@ -1,0 +1,110 @@
+// Command fakeaws is the e2e's stand-in for AWS, one binary under three names (symlinks):
+//
+//	pulumi-resource-aws  the AWS provider plugin the engine and pulumi-eks talk to; it answers
+//	                     from internal/fakeaws, the same fake the unit tests' mocks use
+//	aws                  the AWS CLI as the kubeconfigs and pulumi-eks use it: `--version`,
+//	                     and `eks get-token`, which hands out the local API server's admin
+//	                     client certificate as an ExecCredential
+//	kubectl              `kubectl version --client`, which pulumi-eks v2 probes for
+//
+// Each reads the Config that $LUX_FAKEAWS_CONFIG names and logs every call there. Anything
+// it does not fake fails, naming what was asked.
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi/provider"
+	pulumirpc "github.com/pulumi/pulumi/sdk/v3/proto/go"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clientauthv1beta1 "k8s.io/client-go/pkg/apis/clientauthentication/v1beta1"
+
+	"github.com/luxfi/lux-gpu-ci/internal/fakeaws"
+)
+
+func main() {
+	cfg, err := fakeaws.LoadConfig()
+	if err != nil {
+		fail(err)
+	}
+	name := filepath.Base(os.Args[0])
+	switch name {
+	case "pulumi-resource-aws":
+		err = provider.Main("aws", func(*provider.HostClient) (pulumirpc.ResourceProviderServer, error) {
+			return fakeaws.NewProvider(cfg.Cloud, cfg.Log), nil
+		})
+	case "aws":
+		err = awsCLI(cfg, os.Args[1:])
+	case "kubectl":
+		err = kubectl(cfg, os.Args[1:])
+	default:
+		err = fmt.Errorf("run me as pulumi-resource-aws, aws or kubectl, not %s", name)
+	}
+	if err != nil {
+		fail(err)
+	}
+}
+
+func fail(err error) {
+	fmt.Fprintf(os.Stderr, "fakeaws: %v\n", err)
+	os.Exit(1)
+}
+
+// awsEnv is the AWS_* environment a CLI call saw (which profile or role it runs as).
+func awsEnv() map[string]string {
+	env := map[string]string{}
+	for _, kv := range os.Environ() {
+		if k, v, _ := strings.Cut(kv, "="); strings.HasPrefix(k, "AWS_") && !strings.Contains(k, "SECRET") && !strings.Contains(k, "TOKEN") {
+			env[k] = v
+		}
+	}
+	return env
+}
+
+func awsCLI(cfg fakeaws.Config, args []string) error {
+	cfg.Record(fakeaws.Call{Method: "aws", Args: args, Env: awsEnv()})
+	switch {
+	case slices.Equal(args, []string{"--version"}):
+		fmt.Println("aws-cli/2.17.0 Python/3.12.6 Linux/6.1 exe/x86_64.debian.12 (fakeaws)")
+		return nil
+	case len(args) >= 2 && args[0] == "eks" && args[1] == "get-token":
+		return getToken(cfg, args[2:])
+	}
+	return fmt.Errorf("aws %s is not faked", strings.Join(args, " "))
+}
+
+// getToken prints the ExecCredential `aws eks get-token --cluster-name NAME --output json`
+// prints, with the admin client certificate where EKS would put a token.
+func getToken(cfg fakeaws.Config, args []string) error {
+	if !slices.Contains(args, "--cluster-name") {
+		return fmt.Errorf("aws eks get-token %s: --cluster-name is required", strings.Join(args, " "))
+	}
+	cert, err := os.ReadFile(cfg.ClientCert)
+	if err != nil {
+		return err
+	}
+	key, err := os.ReadFile(cfg.ClientKey)
+	if err != nil {
+		return err
+	}
+	cred := clientauthv1beta1.ExecCredential{
+		TypeMeta: metav1.TypeMeta{APIVersion: "client.authentication.k8s.io/v1beta1", Kind: "ExecCredential"},
+		Status:   &clientauthv1beta1.ExecCredentialStatus{ClientCertificateData: string(cert), ClientKeyData: string(key)},
+	}
+	return json.NewEncoder(os.Stdout).Encode(cred)
+}
+
+func kubectl(cfg fakeaws.Config, args []string) error {
+	cfg.Record(fakeaws.Call{Method: "kubectl", Args: args})
+	if len(args) > 0 && args[0] == "version" && slices.Contains(args, "--client=true") {
+		return json.NewEncoder(os.Stdout).Encode(map[string]any{
+			"clientVersion": map[string]string{"gitVersion": "v1.36.3", "major": "1", "minor": "36"},
+		})
+	}
+	return fmt.Errorf("kubectl %s is not faked", strings.Join(args, " "))
+}

@@ -1,0 +1,82 @@
+package fakeaws
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
+)
+
+// invokes are the data sources the program and pulumi-eks read, with the fake's answers.
+var invokes = map[string]func(c *Cloud, args resource.PropertyMap) (map[string]any, error){
+	"aws:index/getAvailabilityZones:getAvailabilityZones": func(c *Cloud, args resource.PropertyMap) (map[string]any, error) {
+		excludedNames, excludedIDs := stringList(args["excludeNames"]), stringList(args["excludeZoneIds"])
+		var names, ids []any
+		for _, az := range c.azs() {
+			if slices.Contains(excludedNames, az.Name) || slices.Contains(excludedIDs, az.ID) {
+				continue
+			}
+			names, ids = append(names, az.Name), append(ids, az.ID)
+		}
+		return map[string]any{"names": names, "zoneIds": ids, "id": c.region()}, nil
+	},
+	"aws:index/getPartition:getPartition": func(c *Cloud, _ resource.PropertyMap) (map[string]any, error) {
+		return map[string]any{"partition": "aws", "dnsSuffix": "amazonaws.com", "reverseDnsPrefix": "com.amazonaws", "id": "aws"}, nil
+	},
+	"aws:index/getCallerIdentity:getCallerIdentity": func(c *Cloud, _ resource.PropertyMap) (map[string]any, error) {
+		return map[string]any{"accountId": Account, "arn": CallerArn, "userId": "AIDAEXAMPLE", "id": Account}, nil
+	},
+	"aws:index/getRegion:getRegion": func(c *Cloud, _ resource.PropertyMap) (map[string]any, error) {
+		return map[string]any{"name": c.region(), "id": c.region(), "endpoint": "ec2." + c.region() + ".amazonaws.com", "description": c.region()}, nil
+	},
+	"aws:iam/getPolicyDocument:getPolicyDocument": func(c *Cloud, args resource.PropertyMap) (map[string]any, error) {
+		doc, err := RenderPolicy(args.Mappable())
+		if err != nil {
+			return nil, err
+		}
+		return map[string]any{"json": doc, "minifiedJson": doc, "id": "doc"}, nil
+	},
+	"aws:eks/getAddonVersion:getAddonVersion": func(c *Cloud, args resource.PropertyMap) (map[string]any, error) {
+		name := str(args["addonName"])
+		return map[string]any{"addonName": name, "kubernetesVersion": str(args["kubernetesVersion"]), "version": DefaultAddonVersion(name), "id": name}, nil
+	},
+}
+
+// DefaultAddonVersion is the version EKS reports as an add-on's default.
+func DefaultAddonVersion(addon string) string { return "v-eks-default-" + addon }
+
+// Invoke answers a data source.
+func (c *Cloud) Invoke(token string, args resource.PropertyMap) (resource.PropertyMap, error) {
+	f, ok := invokes[token]
+	if !ok {
+		known := make([]string, 0, len(invokes))
+		for t := range invokes {
+			known = append(known, t)
+		}
+		slices.Sort(known)
+		return nil, fmt.Errorf("fakeaws: invoke %s is not one the fake knows (%s): add it to internal/fakeaws", token, strings.Join(known, ", "))
+	}
+	out, err := f(c, args)
+	if err != nil {
+		return nil, fmt.Errorf("fakeaws: %s: %w", token, err)
+	}
+	return resource.NewPropertyMapFromMap(out), nil
+}
+
+func str(v resource.PropertyValue) string {
+	if v.IsString() {
+		return v.StringValue()
+	}
+	return ""
+}
+
+func stringList(v resource.PropertyValue) []string {
+	var out []string
+	if v.IsArray() {
+		for _, x := range v.ArrayValue() {
+			out = append(out, str(x))
+		}
+	}
+	return out
+}
