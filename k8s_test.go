@@ -67,6 +67,19 @@ func TestHelmReleasesArePinned(t *testing.T) {
 	}
 }
 
+// helmCharts moves a chart to a mirror registry or a local directory; the others stay pinned.
+func TestHelmChartsOverride(t *testing.T) {
+	mirror := "oci://123456789012.dkr.ecr.us-west-2.amazonaws.com/karpenter/karpenter"
+	m := runDev(t, "helmCharts", `{"karpenter": {"chart": "`+mirror+`", "version": "1.14.1"}, "gha-runner-scale-set": {"chart": "/srv/charts/gha-runner-scale-set"}}`)
+	karpenter := releaseNamed(t, m, "karpenter")
+	assert.Equal(t, mirror, karpenter.Inputs["chart"])
+	assert.Equal(t, "1.14.1", karpenter.Inputs["version"])
+	scaleSet := releaseNamed(t, m, "lux-gpu-t4")
+	assert.Equal(t, "/srv/charts/gha-runner-scale-set", scaleSet.Inputs["chart"])
+	assert.NotContains(t, scaleSet.Inputs, "version", "a local chart has no version to pin")
+	assert.Equal(t, "oci://public.ecr.aws/karpenter/karpenter-crd", releaseNamed(t, m, "karpenter-crd").Inputs["chart"], "charts not listed stay pinned upstream")
+}
+
 func TestKarpenterValues(t *testing.T) {
 	m := runDev(t)
 	v := releaseNamed(t, m, "karpenter").Inputs["values"]

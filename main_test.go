@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/netip"
 	"os"
@@ -477,6 +478,10 @@ func TestInvalidConfigNamesKeyAndCreatesNothing(t *testing.T) {
 		{"budget zero", "lux-gpu-ci:budget", []string{"budget", `{"monthlyUsd": 0, "emails": ["a@example.com"]}`}},
 		{"budget without e-mail", "lux-gpu-ci:budget", []string{"budget", `{"monthlyUsd": 100, "emails": []}`}},
 		{"spot role flag not bool", "lux-gpu-ci:createSpotServiceLinkedRole", []string{"createSpotServiceLinkedRole", "yes please"}},
+		{"helm chart we do not install", "lux-gpu-ci:helmCharts", []string{"helmCharts", `{"cert-manager": {"chart": "oci://registry.example.com/cert-manager", "version": "1.0.0"}}`}},
+		{"helm chart from a registry, unpinned", "lux-gpu-ci:helmCharts", []string{"helmCharts", `{"karpenter": {"chart": "oci://registry.example.com/karpenter"}}`}},
+		{"helm chart in a relative directory", "lux-gpu-ci:helmCharts", []string{"helmCharts", `{"karpenter": {"chart": "charts/karpenter"}}`}},
+		{"helm chart with a misspelt field", "lux-gpu-ci:helmCharts", []string{"helmCharts", `{"karpenter": {"chart": "/srv/karpenter", "versoin": "1"}}`}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -530,13 +535,15 @@ func TestPulumiYamlDeclaresTheConfig(t *testing.T) {
 		}
 		assert.Equal(t, jsonOf(t, def), jsonOf(t, decl.Default), "default of %s", key)
 	}
-	// Keys without a default: required, or off unless set.
-	noDefault := []string{config.KeyBudget, config.KeyGitHubOrg, config.KeyGitHubToken, config.KeyGitHubAppID, config.KeyGitHubAppInstallationID, config.KeyGitHubAppPrivateKey}
+	// The engine requires every key Pulumi.yaml declares without a default, before the
+	// program runs: only the keys config.Required names may lack one.
 	for key, decl := range project.Config {
 		_, ok := config.Defaults[key]
-		assert.True(t, ok || slices.Contains(noDefault, key), "Pulumi.yaml declares %s, which config does not read", key)
-		if slices.Contains(noDefault, key) {
-			assert.Nil(t, decl.Default, "%s has no default", key)
+		assert.True(t, ok || slices.Contains(config.Required, key), "Pulumi.yaml declares %s, which config does not read", key)
+		if slices.Contains(config.Required, key) {
+			assert.Nil(t, decl.Default, "%s is required: no default", key)
+		} else {
+			assert.NotNil(t, decl.Default, "%s is optional, so Pulumi.yaml must give it a default, or the engine refuses every stack that leaves it unset", key)
 		}
 	}
 	assert.True(t, project.Config[config.KeyGitHubToken].Secret, "githubToken is declared secret")
@@ -729,5 +736,48 @@ func TestPulumiLoadsTheProjectAndStacks(t *testing.T) {
 		stack, err := workspace.LoadProjectStack(sink, project, f)
 		require.NoError(t, err, f)
 		assert.NotEmpty(t, stack.Config, f)
+	}
+}
+
+// engineConfig is the config the engine hands the program for a stack file: the stack's
+// values, plus Pulumi.yaml's default for every declared key the stack leaves unset (as
+// pkg/workspace.ValidateStackConfigAndApplyProjectConfig does: scalars as text, lists and
+// objects as JSON), plus the token a real stack holds encrypted.
+func engineConfig(t *testing.T, stack string) map[string]string {
+	t.Helper()
+	project, err := workspace.LoadProject("Pulumi.yaml")
+	require.NoError(t, err)
+	cfg := stackConfig(t, stack)
+	for key, decl := range project.Config {
+		k := config.Project + ":" + key
+		if _, set := cfg[k]; set || decl.Default == nil {
+			continue
+		}
+		switch v := decl.Default.(type) {
+		case string, bool, int:
+			cfg[k] = fmt.Sprint(v)
+		default:
+			b, err := json.Marshal(v)
+			require.NoError(t, err)
+			cfg[k] = string(b)
+		}
+	}
+	return cfg
+}
+
+// The program accepts what the engine really hands it: every default of Pulumi.yaml applied,
+// "" for the credentials a stack leaves unset, {} for an unset budget.
+func TestProgramAcceptsTheEngineDefaults(t *testing.T) {
+	for _, stack := range []string{"dev", "prod"} {
+		t.Run(stack, func(t *testing.T) {
+			cfg := engineConfig(t, stack)
+			assert.Equal(t, "", cfg["lux-gpu-ci:githubAppId"], "the engine sets unset optional keys to their default")
+			m := newMocks()
+			require.NoError(t, m.run(cfg))
+			assert.NotEmpty(t, m.all("kubernetes:karpenter.sh/v1:NodePool"))
+			if stack == "dev" {
+				assert.Empty(t, m.all("aws:budgets/budget:Budget"), "budget {} is off")
+			}
+		})
 	}
 }

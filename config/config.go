@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"maps"
 	"net/netip"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -48,6 +49,7 @@ const (
 	KeyGitHubAppInstallationID     = "githubAppInstallationId"
 	KeyGitHubAppPrivateKey         = "githubAppPrivateKey"
 	KeyHelmSkipAwait               = "helmSkipAwait"
+	KeyHelmCharts                  = "helmCharts"
 
 	// KeyRegion is the AWS provider's own key; it is read, not declared by this project.
 	KeyRegion = "aws:region"
@@ -66,8 +68,11 @@ const (
 // MaxAZs is the most availability zones the network spreads across.
 const MaxAZs = 3
 
-// budgetExample is the fix shown for a bad budget value.
-const budgetExample = `{"monthlyUsd": 250, "emails": ["you@example.com"]}`
+// budgetExample and helmChartsExample are the fixes shown for bad values of those keys.
+const (
+	budgetExample     = `{"monthlyUsd": 250, "emails": ["you@example.com"]}`
+	helmChartsExample = `{"karpenter": {"chart": "oci://123456789012.dkr.ecr.us-west-2.amazonaws.com/karpenter/karpenter", "version": "1.14.1"}}`
+)
 
 // Addons are the EKS managed add-ons the cluster runs, in the order they are listed in docs.
 var Addons = []string{"vpc-cni", "kube-proxy", "coredns", "eks-pod-identity-agent"}
@@ -100,6 +105,9 @@ type Config struct {
 	// HelmSkipAwait installs Helm releases without waiting for their workloads to become
 	// ready. Off for real clusters; on where no kubelet runs (the e2e API server).
 	HelmSkipAwait bool
+	// HelmCharts overrides where charts come from, by chart name (a mirror registry, or a
+	// local directory); a chart not listed comes from versions.
+	HelmCharts map[string]versions.Chart
 }
 
 // Network is the VPC layout.
@@ -123,7 +131,10 @@ type Budget struct {
 }
 
 // Defaults are the values a key takes when the stack does not set it. Pulumi.yaml declares
-// the same defaults (checked by a test).
+// the same defaults (checked by a test), and the engine hands them to the program: a key
+// Pulumi.yaml declares without a default is one the engine requires. So every optional key
+// has a default here that means "off": "" for the credentials a stack may leave unset, {}
+// for the budget.
 var Defaults = map[string]any{
 	KeyClusterName:                 "lux-gpu-ci",
 	KeyKubernetesVersion:           versions.KubernetesDefault,
@@ -139,7 +150,17 @@ var Defaults = map[string]any{
 	KeyCreateSpotServiceLinkedRole: false,
 	KeyGPUPools:                    []GPUPool{DefaultPool()},
 	KeyHelmSkipAwait:               false,
+	KeyHelmCharts:                  map[string]versions.Chart{},
+	KeyBudget:                      map[string]any{},
+	KeyGitHubToken:                 "",
+	KeyGitHubAppID:                 "",
+	KeyGitHubAppInstallationID:     "",
+	KeyGitHubAppPrivateKey:         "",
 }
+
+// Required are the keys a stack must set: Pulumi.yaml declares them without a default, so the
+// engine refuses a stack without them before the program runs.
+var Required = []string{KeyGitHubOrg}
 
 // Getter returns a raw config value and whether it is set. Keys are fully qualified
 // ("lux-gpu-ci:azCount", "aws:region").
@@ -177,9 +198,12 @@ func Parse(get Getter, isSecret func(key string) bool) (*Config, error) {
 	p.object(KeyAdminPrincipals, &c.AdminPrincipals)
 	p.object(KeyTags, &c.Tags)
 	p.object(KeyAddonVersions, &c.AddonVersions)
-	if _, set := get(qualify(KeyBudget)); set {
-		c.Budget = &Budget{}
-		p.object(KeyBudget, c.Budget)
+	p.object(KeyHelmCharts, &c.HelmCharts)
+	// The budget guard is off unless configured: the default {} (or an unset key) is off.
+	var budget Budget
+	p.object(KeyBudget, &budget)
+	if budget.MonthlyUSD != 0 || len(budget.Emails) > 0 {
+		c.Budget = &budget
 	}
 	if len(p.errs) == 0 {
 		c.validate(p)
@@ -260,6 +284,7 @@ func (c *Config) validate(p *parser) {
 			p.fail(KeyAddonVersions, fmt.Sprintf("%s: %q is not an EKS add-on version like v1.19.0-eksbuild.1", name, c.AddonVersions[name]), "copy one from `aws eks describe-addon-versions --addon-name "+name+"`")
 		}
 	}
+	c.validateHelmCharts(p)
 	if b := c.Budget; b != nil {
 		if b.MonthlyUSD <= 0 {
 			p.fail(KeyBudget, fmt.Sprintf("monthlyUsd must be a positive amount, got %v", b.MonthlyUSD), budgetExample)
@@ -271,6 +296,26 @@ func (c *Config) validate(p *parser) {
 			if !emailRE.MatchString(e) {
 				p.fail(KeyBudget, fmt.Sprintf("%q is not an e-mail address", e), "fix the address")
 			}
+		}
+	}
+}
+
+// validateHelmCharts checks the chart overrides: each names a chart the stack installs, and a
+// chart from a registry is pinned to a version (a local directory is what it is).
+func (c *Config) validateHelmCharts(p *parser) {
+	for _, name := range slices.Sorted(maps.Keys(c.HelmCharts)) {
+		o := c.HelmCharts[name]
+		_, known := versions.ChartNamed(name)
+		remote := o.Repo != "" || strings.Contains(o.Chart, "://")
+		switch {
+		case !known:
+			p.fail(KeyHelmCharts, fmt.Sprintf("%q is not a chart this stack installs (%s)", name, strings.Join(versions.ChartNames(), ", ")), helmChartsExample)
+		case o.Chart == "":
+			p.fail(KeyHelmCharts, fmt.Sprintf("%s: chart is empty", name), helmChartsExample)
+		case remote && o.Version == "":
+			p.fail(KeyHelmCharts, fmt.Sprintf("%s: %s is not pinned to a version", name, o.Chart), helmChartsExample)
+		case !remote && !filepath.IsAbs(o.Chart):
+			p.fail(KeyHelmCharts, fmt.Sprintf("%s: %q is neither a chart in a registry (oci:// or with repo) nor an absolute directory", name, o.Chart), helmChartsExample)
 		}
 	}
 }
@@ -393,9 +438,10 @@ func (p *parser) object(key string, out any) {
 	dec := json.NewDecoder(bytes.NewReader([]byte(v)))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(out); err != nil {
-		example := budgetExample
-		if def, ok := Defaults[key]; ok {
-			b, _ := json.Marshal(def)
+		examples := map[string]string{KeyBudget: budgetExample, KeyHelmCharts: helmChartsExample}
+		example, ok := examples[key]
+		if !ok {
+			b, _ := json.Marshal(Defaults[key])
 			example = string(b)
 		}
 		p.fail(key, fmt.Sprintf("cannot be read: %v", err), example)

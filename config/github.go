@@ -42,9 +42,10 @@ func (p *parser) parseGitHub() GitHub {
 	}
 	g.ConfigURL = "https://github.com/" + g.Org
 
+	// Each credential key defaults to "" (see Defaults): empty is unset.
 	token, hasToken := p.secret(KeyGitHubToken)
-	appID, hasAppID := p.raw(KeyGitHubAppID)
-	inst, hasInst := p.raw(KeyGitHubAppInstallationID)
+	appID, hasAppID := p.optional(KeyGitHubAppID)
+	inst, hasInst := p.optional(KeyGitHubAppInstallationID)
 	key, hasKey := p.secret(KeyGitHubAppPrivateKey)
 	hasApp := hasAppID || hasInst || hasKey
 	switch {
@@ -70,6 +71,12 @@ func (p *parser) parseGitHub() GitHub {
 		p.failHow(KeyGitHubToken, "is not set, and no GitHub App is configured; ARC cannot register runners", "pulumi config set --secret githubToken <a PAT with admin:org>, or set githubAppId, githubAppInstallationId and githubAppPrivateKey")
 	}
 	return g
+}
+
+// optional reads a string key whose default is "": it is set only if not empty.
+func (p *parser) optional(key string) (string, bool) {
+	v, ok := p.raw(key)
+	return v, ok && v != ""
 }
 
 // secret reads a credential. It must be stored as a Pulumi secret: a plain-text credential

@@ -57,13 +57,23 @@ type Charts struct {
 }
 
 // DefaultCharts are the pinned upstream charts.
-func DefaultCharts() Charts {
+func DefaultCharts() Charts { return ChartsWith(nil) }
+
+// ChartsWith are the pinned upstream charts, except those overrides names (by chart name:
+// the helmCharts config key), which come from where the override says.
+func ChartsWith(overrides map[string]versions.Chart) Charts {
+	pick := func(c versions.Chart) versions.Chart {
+		if o, ok := overrides[c.Name()]; ok {
+			return o
+		}
+		return c
+	}
 	return Charts{
-		KarpenterCRD:       versions.KarpenterCRDChart,
-		Karpenter:          versions.KarpenterChart,
-		NvidiaDevicePlugin: versions.NvidiaDevicePluginChart,
-		ARCController:      versions.ARCControllerChart,
-		ARCScaleSet:        versions.ARCScaleSetChart,
+		KarpenterCRD:       pick(versions.KarpenterCRDChart),
+		Karpenter:          pick(versions.KarpenterChart),
+		NvidiaDevicePlugin: pick(versions.NvidiaDevicePluginChart),
+		ARCController:      pick(versions.ARCControllerChart),
+		ARCScaleSet:        pick(versions.ARCScaleSetChart),
 	}
 }
 

@@ -38,6 +38,7 @@ func Program(ctx *pulumi.Context) error {
 		Pools:                   cfg.GPUPools,
 		GitHub:                  cfg.GitHub,
 		SkipAwait:               cfg.HelmSkipAwait,
+		Charts:                  k8s.ChartsWith(cfg.HelmCharts),
 	})
 	if err != nil {
 		return err

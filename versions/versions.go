@@ -6,6 +6,8 @@
 // bump that breaks our values fails `make test` before it reaches a cluster.
 package versions
 
+import "path"
+
 const (
 	// KubernetesDefault is the EKS control-plane version a new stack gets. EKS 1.35 is in
 	// standard support until 2027-03 and Karpenter 1.14 supports 1.26–1.36.
@@ -32,6 +34,10 @@ type Chart struct {
 	Path    string `json:"-"` // the chart's directory inside the module
 }
 
+// Name is the chart's name: the last element of its reference ("karpenter" for
+// oci://public.ecr.aws/karpenter/karpenter).
+func (c Chart) Name() string { return path.Base(c.Chart) }
+
 // karpenterModule holds Karpenter's charts; its version matches go.mod's (a test checks).
 const karpenterModule = "github.com/aws/karpenter-provider-aws@v1.14.1"
 
@@ -56,6 +62,29 @@ var (
 	ARCControllerChart = Chart{Chart: "oci://ghcr.io/actions/actions-runner-controller-charts/gha-runner-scale-set-controller", Version: "0.14.2"}
 	ARCScaleSetChart   = Chart{Chart: "oci://ghcr.io/actions/actions-runner-controller-charts/gha-runner-scale-set", Version: "0.14.2"}
 )
+
+// Charts is every chart the stack installs: the one list the Kubernetes layer, `gpuci render`
+// and the tests take charts from, and the names the helmCharts config key overrides.
+var Charts = []Chart{KarpenterCRDChart, KarpenterChart, NvidiaDevicePluginChart, ARCControllerChart, ARCScaleSetChart}
+
+// ChartNamed returns the pinned chart of that name.
+func ChartNamed(name string) (Chart, bool) {
+	for _, c := range Charts {
+		if c.Name() == name {
+			return c, true
+		}
+	}
+	return Chart{}, false
+}
+
+// ChartNames lists the charts' names, in install order.
+func ChartNames() []string {
+	names := make([]string, len(Charts))
+	for i, c := range Charts {
+		names[i] = c.Name()
+	}
+	return names
+}
 
 // RunnerImage is the default runner container (ARC 0.14.2 ships runner 2.334.0). It has no
 // CUDA toolkit: jobs bring theirs (a CUDA container image or a setup step); the driver comes
