@@ -11,6 +11,8 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/luxfi/lux-gpu-ci/internal/testkit"
 )
 
 func releaseNamed(t *testing.T, m *mocks, name string) registered {
@@ -244,6 +246,20 @@ func TestDestroyOrder(t *testing.T) {
 		if strings.HasPrefix(r.Type, "kubernetes:") {
 			assert.Contains(t, r.Raw.Provider, "pulumi:providers:kubernetes::gpu-ci", "%s uses the cluster's provider", r.Key())
 		}
+	}
+}
+
+// What the Kubernetes layer needs while its finalizers run is a real dependency of it, in
+// both network profiles: the order then holds for targeted destroys, replacements and any
+// engine scheduler, not just for a full destroy by dependency height. (make e2e checks the
+// same rules on a real stack's state, with pulumi-eks's children.)
+func TestDestroyOrderLifelines(t *testing.T) {
+	for _, natMode := range []string{"single", "none"} {
+		t.Run(natMode, func(t *testing.T) {
+			m := runDev(t, "natMode", natMode)
+			g := testkit.GraphFromMocks(m.programResources())
+			assert.Empty(t, g.Violations(testkit.DestroyOrder))
+		})
 	}
 }
 

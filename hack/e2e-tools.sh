@@ -10,6 +10,9 @@
 #   pulumi                    github.com/pulumi/pulumi/pkg/v3 v$PULUMI_VERSION
 #   pulumi-resource-kubernetes  the served pulumi-kubernetes/provider/v4 pseudo-version,
 #                             installed as plugin version $K8S_PLUGIN_VERSION
+#   pulumi-resource-eks       the real pulumi-eks component: @pulumi/eks from npm, exactly as
+#                             hack/eks-plugin/package-lock.json pins it, run by Node (Debian's
+#                             nodejs where the machine has none)
 #
 # Usage: hack/e2e-tools.sh            build what is missing, print the tool directory
 #        hack/e2e-tools.sh --env      print shell exports for the tools (eval-able)
@@ -31,6 +34,9 @@ KUBE_DIR=$TOOLS/kubernetes-v$KUBE_VERSION
 PULUMI_DIR=$TOOLS/pulumi-v$PULUMI_VERSION
 PROVIDER_DIR=$TOOLS/pulumi-resource-kubernetes-v$K8S_PLUGIN_VERSION
 PULUMI_HOME_DIR=$CACHE/pulumi-home
+# The eks plugin's directory is keyed by its lockfile, so a changed pin reinstalls it.
+EKS_LOCK=$(cd "$(dirname "$0")" && pwd)/eks-plugin/package-lock.json
+EKS_DIR=$TOOLS/pulumi-eks-$(sha256sum "$EKS_LOCK" | cut -c1-12)
 
 if [[ ${1:-} == --env ]]; then
 	cat <<EOF
@@ -40,6 +46,7 @@ export E2E_KUBE_CONTROLLER_MANAGER="$KUBE_DIR/kube-controller-manager"
 export E2E_PULUMI="$PULUMI_DIR/pulumi"
 export E2E_PULUMI_HOME="$PULUMI_HOME_DIR"
 export E2E_ETCD="$(command -v etcd || echo /usr/bin/etcd)"
+export E2E_EKS_PLUGIN="$EKS_DIR"
 EOF
 	exit 0
 fi
@@ -59,12 +66,37 @@ wrapper() { # dir module-line...
 etcd_install() {
 	if command -v etcd >/dev/null 2>&1; then return; fi
 	log "installing etcd-server from Debian"
+	apt_install etcd-server openssl
+	# Debian starts a system etcd on the default ports; the tests run their own.
+	local sudo=()
+	[[ $(id -u) == 0 ]] || sudo=(sudo)
+	"${sudo[@]}" systemctl stop etcd >/dev/null 2>&1 || "${sudo[@]}" service etcd stop >/dev/null 2>&1 || "${sudo[@]}" pkill -x etcd || true
+}
+
+apt_install() { # package...
 	local sudo=()
 	[[ $(id -u) == 0 ]] || sudo=(sudo)
 	"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null
-	"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends etcd-server openssl >/dev/null
-	# Debian starts a system etcd on the default ports; the tests run their own.
-	"${sudo[@]}" systemctl stop etcd >/dev/null 2>&1 || "${sudo[@]}" service etcd stop >/dev/null 2>&1 || "${sudo[@]}" pkill -x etcd || true
+	"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+}
+
+# pulumi-eks's provider is Node.js code (its npm package ships cmd/provider/index.js); the
+# engine runs it as the eks plugin through a one-line wrapper.
+eks_install() {
+	if [[ -x $EKS_DIR/pulumi-resource-eks ]]; then return; fi
+	if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+		log "installing nodejs and npm from Debian"
+		apt_install nodejs npm
+	fi
+	log "installing @pulumi/eks from npm as pinned by $EKS_LOCK (node $(node --version))"
+	rm -rf "$EKS_DIR.build" && mkdir -p "$EKS_DIR.build"
+	cp "$(dirname "$EKS_LOCK")/package.json" "$EKS_LOCK" "$EKS_DIR.build/"
+	# --ignore-scripts: @pulumi/kubernetes's install script would download a plugin; the
+	# e2e's plugins come from this script.
+	(cd "$EKS_DIR.build" && npm ci --ignore-scripts --omit=dev --no-audit --no-fund --loglevel=error >&2)
+	printf '#!/bin/sh\nexec node "%s/node_modules/@pulumi/eks/cmd/provider/index.js" "$@"\n' "$EKS_DIR" >"$EKS_DIR.build/pulumi-resource-eks"
+	chmod +x "$EKS_DIR.build/pulumi-resource-eks"
+	rm -rf "$EKS_DIR" && mv "$EKS_DIR.build" "$EKS_DIR"
 }
 
 kube_build() {
@@ -171,4 +203,5 @@ timed kube_build
 timed pulumi_build
 timed provider_build
 timed plugin_install
+timed eks_install
 echo "$TOOLS"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# make e2e: build or reuse the tools, start a local control plane, deploy the Kubernetes
-# layer with the real Pulumi engine, tear everything down. Prints each phase's wall time.
+# make e2e: build or reuse the tools, build the fake AWS, start a local control plane, run the
+# whole program through the real Pulumi engine (e2e/), tear everything down. Prints each
+# phase's wall time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 log() { printf '\n==> e2e: %s (%s)\n' "$*" "$(date -u +%H:%M:%S)"; }
@@ -11,12 +12,21 @@ hack/e2e-tools.sh >/dev/null
 eval "$(hack/e2e-tools.sh --env)"
 echo "tools: $((SECONDS - start))s"
 
+dir=$(mktemp -d /tmp/lux-gpu-ci-e2e.XXXXXX)
+trap 'hack/cluster-down.sh "$dir/cluster"; rm -rf "$dir"' EXIT
+
+t=$SECONDS
+log "fake AWS (hack/fakeaws): the aws plugin, and the aws and kubectl CLIs"
+mkdir -p "$dir/bin"
+go build -o "$dir/bin/fakeaws" ./hack/fakeaws
+for name in pulumi-resource-aws aws kubectl; do ln -s fakeaws "$dir/bin/$name"; done
+export E2E_FAKEAWS_BIN=$dir/bin
+echo "fake AWS: $((SECONDS - t))s"
+
 t=$SECONDS
 log "control plane on 127.0.0.1"
-dir=$(mktemp -d /tmp/lux-gpu-ci-e2e.XXXXXX)
-trap 'hack/cluster-down.sh "$dir"' EXIT
-export E2E_KUBECONFIG
-E2E_KUBECONFIG=$(hack/cluster-up.sh "$dir")
+hack/cluster-up.sh "$dir/cluster" >/dev/null
+export E2E_CLUSTER_DIR=$dir/cluster
 echo "control plane: $((SECONDS - t))s"
 
 t=$SECONDS
