@@ -521,9 +521,10 @@ func TestPulumiYamlDeclaresTheConfig(t *testing.T) {
 	var project struct {
 		Name   string `yaml:"name"`
 		Config map[string]struct {
-			Type    string `yaml:"type"`
-			Default any    `yaml:"default"`
-			Secret  bool   `yaml:"secret"`
+			Type        string `yaml:"type"`
+			Default     any    `yaml:"default"`
+			Secret      bool   `yaml:"secret"`
+			Description string `yaml:"description"`
 		} `yaml:"config"`
 	}
 	require.NoError(t, yaml.Unmarshal(b, &project))
@@ -546,8 +547,16 @@ func TestPulumiYamlDeclaresTheConfig(t *testing.T) {
 			assert.NotNil(t, decl.Default, "%s is optional, so Pulumi.yaml must give it a default, or the engine refuses every stack that leaves it unset", key)
 		}
 	}
-	assert.True(t, project.Config[config.KeyGitHubToken].Secret, "githubToken is declared secret")
-	assert.True(t, project.Config[config.KeyGitHubAppPrivateKey].Secret, "githubAppPrivateKey is declared secret")
+	// The engine checks that a key declared secret holds an encrypted value, its plain
+	// default included: a secret key with a default breaks every stack that leaves it unset.
+	// So the optional credentials are not declared secret; the program refuses them in plain
+	// text (TestPlainTextCredentialIsRefused).
+	for key, decl := range project.Config {
+		assert.False(t, decl.Secret && decl.Default != nil, "%s is declared secret with a default, which the engine refuses", key)
+	}
+	for _, key := range []string{config.KeyGitHubToken, config.KeyGitHubAppPrivateKey} {
+		assert.Contains(t, project.Config[key].Description, "--secret", "pulumi config describes how to set %s", key)
+	}
 }
 
 func TestSubnetLayoutStaysInsideTheVPC(t *testing.T) {
