@@ -185,6 +185,9 @@ func TestClusterDev(t *testing.T) {
 	assert.Equal(t, "network-vpc_id", in["vpcId"])
 	assert.Equal(t, []any{"network-private-0_id", "network-private-1_id"}, in["privateSubnetIds"])
 	assert.Empty(t, in["accessEntries"])
+	roles, sent := in["instanceRoles"]
+	assert.True(t, sent, "instanceRoles is sent, as an empty list: unset, pulumi-eks creates an unused role")
+	assert.Empty(t, roles, "a non-empty instanceRoles is refused with API authentication")
 
 	mng := m.one(t, "eks:index:ManagedNodeGroup")
 	assert.Equal(t, "AL2023_x86_64_STANDARD", mng.Inputs["amiType"])

@@ -117,9 +117,14 @@ func NewCluster(ctx *pulumi.Context, name string, args *ClusterArgs, opts ...pul
 		// Otherwise v2 applies its own dated VPC CNI manifest with kubectl; the vpc-cni
 		// managed add-on below owns the CNI instead.
 		UseDefaultVpcCni: pulumi.BoolRef(true),
-		// Registering the node role here stops pulumi-eks from creating an unused default
-		// instance role; EKS creates the managed node group's access entry itself.
-		InstanceRoles:         iam.RoleArray{nodeRole},
+		// pulumi-eks 2.8.1 (createCore, authenticationMode.ts) with API authentication:
+		// instanceRoles only feeds aws-auth, so a non-empty list is refused; left unset, it
+		// creates a default instance role (+3 policy attachments) and an EC2_LINUX access
+		// entry for it, all unused; the singular instanceRole gets an access entry that EKS
+		// also manages for a managed node group's role. An empty list passes its check and
+		// creates neither: EKS makes the system node role's entry, KarpenterAWS makes
+		// Karpenter's. (make e2e runs the component and asserts exactly that.)
+		InstanceRoles:         iam.RoleArray{},
 		EndpointPrivateAccess: pulumi.Bool(true),
 		EndpointPublicAccess:  pulumi.Bool(true),
 		PublicAccessCidrs:     pulumi.ToStringArray(args.PublicAccessCIDRs),
