@@ -103,8 +103,10 @@ type roleSpec struct {
 	Tags    pulumi.StringMap
 }
 
-// newRole creates a role (a child of parent) and its policy attachments. It returns the
-// attachments so users of the role can wait until its permissions are in place.
+// newRole creates a role and its policy attachments, all children of parent: a dependency
+// on a component reaches its children but not a custom resource's, so the attachments are
+// not nested under the role. It returns the attachments so users of the role can wait
+// until its permissions are in place.
 func newRole(ctx *pulumi.Context, parent pulumi.Resource, name string, spec roleSpec) (*iam.Role, []pulumi.Resource, error) {
 	args := &iam.RoleArgs{
 		AssumeRolePolicy: policyDocument(ctx, parent, "", spec.Trust...),
@@ -123,7 +125,7 @@ func newRole(ctx *pulumi.Context, parent pulumi.Resource, name string, spec role
 		a, err := iam.NewRolePolicyAttachment(ctx, name+"-"+path.Base(arn), &iam.RolePolicyAttachmentArgs{
 			Role:      role.Name,
 			PolicyArn: pulumi.String(arn),
-		}, pulumi.Parent(role))
+		}, pulumi.Parent(parent))
 		if err != nil {
 			return nil, nil, fmt.Errorf("attaching %s to %s: %w", arn, name, err)
 		}

@@ -41,11 +41,17 @@ type Outputs struct {
 	NodeRoleName            pulumi.StringOutput
 	ControllerRoleArn       pulumi.StringOutput
 
-	// SystemNodeGroup is what the Kubernetes provider waits for: nothing schedules before
-	// it, and on destroy it goes only after everything running in the cluster.
-	SystemNodeGroup pulumi.Resource
-	// KarpenterReady must exist before the Karpenter controller starts.
-	KarpenterReady []pulumi.Resource
+	// Lifelines are what everything in the cluster needs while it runs and while its
+	// finalizers run on destroy: the network (routes, NAT and internet gateway give the nodes
+	// egress to EC2, IAM and GitHub) and the cluster component (the add-ons, CoreDNS among
+	// them, and the system node group). The Kubernetes provider depends on them, so every
+	// object in the cluster is created after and deleted before any of them — for a full
+	// destroy, a targeted one or a replacement alike.
+	Lifelines []pulumi.Resource
+	// KarpenterLifelines are Karpenter's AWS side: its IAM, Pod Identity association, node
+	// access entry and interruption queue. Karpenter's releases depend on them, so the
+	// controller starts with its credentials and drains GPU nodes on destroy with them.
+	KarpenterLifelines []pulumi.Resource
 }
 
 // New builds the AWS layer from validated configuration.
@@ -129,8 +135,9 @@ func New(ctx *pulumi.Context, cfg *config.Config) (*Outputs, error) {
 		QueueName:               karpenter.QueueName,
 		NodeRoleName:            karpenter.NodeRoleName,
 		ControllerRoleArn:       karpenter.ControllerRoleArn,
-		SystemNodeGroup:         cluster.SystemNodeGroup,
-		KarpenterReady:          karpenter.Ready,
+		// A dependency on a component is one on all its children.
+		Lifelines:          []pulumi.Resource{network, cluster},
+		KarpenterLifelines: []pulumi.Resource{karpenter},
 	}, nil
 }
 

@@ -43,11 +43,6 @@ type KarpenterAWS struct {
 	NodeRoleName      pulumi.StringOutput `pulumi:"nodeRoleName"`
 	NodeRoleArn       pulumi.StringOutput `pulumi:"nodeRoleArn"`
 	ControllerRoleArn pulumi.StringOutput `pulumi:"controllerRoleArn"`
-
-	// Ready lists what must exist before the controller starts: its Pod Identity
-	// association and policies, the node access entry and the queue wiring. The Helm
-	// release depends on these, which also makes destroy remove the release first.
-	Ready []pulumi.Resource
 }
 
 // Managed policies of the Karpenter node role (Karpenter's CloudFormation, v1.14).
@@ -88,7 +83,7 @@ func NewKarpenterAWS(ctx *pulumi.Context, name string, args *KarpenterAWSArgs, o
 	if err != nil {
 		return nil, fmt.Errorf("creating interruption queue: %w", err)
 	}
-	queuePolicy, err := sqs.NewQueuePolicy(ctx, name+"-interruption", &sqs.QueuePolicyArgs{
+	if _, err := sqs.NewQueuePolicy(ctx, name+"-interruption", &sqs.QueuePolicyArgs{
 		QueueUrl: queue.Url,
 		Policy: policyDocument(ctx, k, "EC2InterruptionPolicy",
 			statement{
@@ -104,11 +99,9 @@ func NewKarpenterAWS(ctx *pulumi.Context, name string, args *KarpenterAWSArgs, o
 				Principals: []principal{{Type: "*", Identifiers: []string{"*"}}},
 				Conditions: []condition{{"Bool", "aws:SecureTransport", []string{"false"}}},
 			}),
-	}, parent)
-	if err != nil {
+	}, parent); err != nil {
 		return nil, fmt.Errorf("creating interruption queue policy: %w", err)
 	}
-	ready := []pulumi.Resource{queuePolicy}
 	for _, r := range interruptionRules {
 		pattern, err := json.Marshal(map[string][]string{"source": {r.Source}, "detail-type": {r.DetailType}})
 		if err != nil {
@@ -122,19 +115,17 @@ func NewKarpenterAWS(ctx *pulumi.Context, name string, args *KarpenterAWSArgs, o
 		if err != nil {
 			return nil, fmt.Errorf("creating EventBridge rule %s: %w", r.Name, err)
 		}
-		target, err := cloudwatch.NewEventTarget(ctx, name+"-"+r.Name, &cloudwatch.EventTargetArgs{
+		if _, err := cloudwatch.NewEventTarget(ctx, name+"-"+r.Name, &cloudwatch.EventTargetArgs{
 			Rule:     rule.Name,
 			TargetId: pulumi.String("KarpenterInterruptionQueueTarget"),
 			Arn:      queue.Arn,
-		}, pulumi.Parent(rule))
-		if err != nil {
+		}, parent); err != nil {
 			return nil, fmt.Errorf("creating EventBridge target %s: %w", r.Name, err)
 		}
-		ready = append(ready, target)
 	}
 
 	// Node role: Karpenter creates the instance profile for it (EC2NodeClass spec.role).
-	nodeRole, nodeAttachments, err := newRole(ctx, k, name+"-node", roleSpec{
+	nodeRole, _, err := newRole(ctx, k, name+"-node", roleSpec{
 		Name:        "KarpenterNodeRole-" + cluster,
 		Description: "Nodes Karpenter launches for " + cluster,
 		Trust:       serviceTrust("ec2.amazonaws.com", "sts:AssumeRole"),
@@ -144,18 +135,15 @@ func NewKarpenterAWS(ctx *pulumi.Context, name string, args *KarpenterAWSArgs, o
 	if err != nil {
 		return nil, err
 	}
-	ready = append(ready, nodeAttachments...)
 	// EC2_LINUX: EKS maps the role to system:node:{{EC2PrivateDNSName}} in system:nodes.
-	accessEntry, err := awseks.NewAccessEntry(ctx, name+"-node", &awseks.AccessEntryArgs{
+	if _, err := awseks.NewAccessEntry(ctx, name+"-node", &awseks.AccessEntryArgs{
 		ClusterName:  args.EKSClusterName,
 		PrincipalArn: nodeRole.Arn,
 		Type:         pulumi.String("EC2_LINUX"),
 		Tags:         tags,
-	}, parent)
-	if err != nil {
+	}, parent); err != nil {
 		return nil, fmt.Errorf("creating node access entry: %w", err)
 	}
-	ready = append(ready, accessEntry)
 
 	// Controller role, assumed through EKS Pod Identity.
 	controllerRole, _, err := newRole(ctx, k, name+"-controller", roleSpec{
@@ -180,38 +168,32 @@ func NewKarpenterAWS(ctx *pulumi.Context, name string, args *KarpenterAWSArgs, o
 		if err != nil {
 			return nil, fmt.Errorf("creating policy %s: %w", p.Name, err)
 		}
-		att, err := iam.NewRolePolicyAttachment(ctx, name+"-"+p.Key, &iam.RolePolicyAttachmentArgs{
+		if _, err := iam.NewRolePolicyAttachment(ctx, name+"-"+p.Key, &iam.RolePolicyAttachmentArgs{
 			Role: controllerRole.Name, PolicyArn: policy.Arn,
-		}, pulumi.Parent(controllerRole))
-		if err != nil {
+		}, parent); err != nil {
 			return nil, fmt.Errorf("attaching policy %s: %w", p.Name, err)
 		}
-		ready = append(ready, att)
 	}
 	// The webhook injects credentials into pods at creation, so the association must exist
-	// before the Karpenter pods start (the Helm release depends on Ready).
-	assoc, err := awseks.NewPodIdentityAssociation(ctx, name+"-controller", &awseks.PodIdentityAssociationArgs{
+	// before the Karpenter pods start (the Helm releases depend on this component).
+	if _, err := awseks.NewPodIdentityAssociation(ctx, name+"-controller", &awseks.PodIdentityAssociationArgs{
 		ClusterName:    args.EKSClusterName,
 		Namespace:      pulumi.String(KarpenterNamespace),
 		ServiceAccount: pulumi.String(KarpenterServiceAccount),
 		RoleArn:        controllerRole.Arn,
 		Tags:           tags,
-	}, parent, pulumi.DependsOn([]pulumi.Resource{args.PodIdentityAgent}))
-	if err != nil {
+	}, parent, pulumi.DependsOn([]pulumi.Resource{args.PodIdentityAgent})); err != nil {
 		return nil, fmt.Errorf("creating Pod Identity association: %w", err)
 	}
-	ready = append(ready, assoc)
 
 	if args.CreateSpotServiceLinkedRole {
 		// Account-wide and shared with anything else using spot: keep it on destroy.
-		slr, err := iam.NewServiceLinkedRole(ctx, name+"-spot", &iam.ServiceLinkedRoleArgs{
+		if _, err := iam.NewServiceLinkedRole(ctx, name+"-spot", &iam.ServiceLinkedRoleArgs{
 			AwsServiceName: pulumi.String("spot.amazonaws.com"),
 			Description:    pulumi.String("EC2 Spot, created by lux-gpu-ci for Karpenter"),
-		}, parent, pulumi.RetainOnDelete(true))
-		if err != nil {
+		}, parent, pulumi.RetainOnDelete(true)); err != nil {
 			return nil, fmt.Errorf("creating spot service-linked role: %w", err)
 		}
-		ready = append(ready, slr)
 	}
 
 	k.QueueName = queue.Name
@@ -219,7 +201,6 @@ func NewKarpenterAWS(ctx *pulumi.Context, name string, args *KarpenterAWSArgs, o
 	k.NodeRoleName = nodeRole.Name
 	k.NodeRoleArn = nodeRole.Arn
 	k.ControllerRoleArn = controllerRole.Arn
-	k.Ready = ready
 	if err := ctx.RegisterResourceOutputs(k, pulumi.Map{
 		"queueName":         k.QueueName,
 		"queueArn":          k.QueueArn,

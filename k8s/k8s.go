@@ -20,8 +20,9 @@ import (
 type Args struct {
 	// Kubeconfig reaches the cluster (a secret).
 	Kubeconfig pulumi.StringInput
-	// ProviderDependsOn is what must exist before anything is deployed — the system node
-	// group. Everything in the cluster then goes before it on destroy.
+	// ProviderDependsOn is what everything in the cluster needs while it runs and while its
+	// finalizers run on destroy (network, add-ons, system nodes): the provider depends on it,
+	// so every object in the cluster is deleted first.
 	ProviderDependsOn []pulumi.Resource
 
 	ClusterName string
@@ -33,8 +34,9 @@ type Args struct {
 	// InterruptionQueue is the SQS queue name; NodeRoleName the Karpenter node role.
 	InterruptionQueue pulumi.StringInput
 	NodeRoleName      pulumi.StringInput
-	// KarpenterDependsOn is what the controller needs before it starts (its IAM, its Pod
-	// Identity association, the node access entry).
+	// KarpenterDependsOn is Karpenter's AWS side (its IAM, Pod Identity association, node
+	// access entry, queue): needed before the controller starts and until it has drained
+	// the GPU nodes on destroy.
 	KarpenterDependsOn []pulumi.Resource
 	// NodesPublic gives GPU nodes public IPs (the lean network profile).
 	NodesPublic bool

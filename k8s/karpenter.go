@@ -16,7 +16,8 @@ type KarpenterArgs struct {
 	ClusterName, Region       string
 	Namespace, ServiceAccount string
 	InterruptionQueue         pulumi.StringInput
-	// DependsOn is the AWS side the controller needs before its pods start.
+	// DependsOn is the AWS side the controller needs from before its pods start until it
+	// has drained the GPU nodes on destroy; both releases depend on it.
 	DependsOn       []pulumi.Resource
 	SkipAwait       bool
 	CRDChart, Chart versions.Chart
@@ -69,7 +70,7 @@ func NewKarpenter(ctx *pulumi.Context, name string, args *KarpenterArgs, opts ..
 	crds, err := newRelease(ctx, name+"-crd", release{
 		Name: "karpenter-crd", Namespace: args.Namespace, Chart: args.CRDChart,
 		Values: map[string]any{}, SkipAwait: args.SkipAwait,
-	}, pulumi.Parent(k))
+	}, pulumi.Parent(k), pulumi.DependsOn(args.DependsOn))
 	if err != nil {
 		return nil, err
 	}

@@ -25,14 +25,14 @@ func Program(ctx *pulumi.Context) error {
 	}
 	cluster, err := k8s.New(ctx, "gpu-ci", &k8s.Args{
 		Kubeconfig:              aws.Kubeconfig,
-		ProviderDependsOn:       []pulumi.Resource{aws.SystemNodeGroup},
+		ProviderDependsOn:       aws.Lifelines,
 		ClusterName:             aws.ClusterName,
 		Region:                  aws.Region,
 		KarpenterNamespace:      aws.KarpenterNamespace,
 		KarpenterServiceAccount: aws.KarpenterServiceAccount,
 		InterruptionQueue:       aws.QueueName,
 		NodeRoleName:            aws.NodeRoleName,
-		KarpenterDependsOn:      aws.KarpenterReady,
+		KarpenterDependsOn:      aws.KarpenterLifelines,
 		NodesPublic:             aws.NodesPublic,
 		Tags:                    cfg.Tags,
 		Pools:                   cfg.GPUPools,

@@ -89,16 +89,24 @@ func (g Graph) Under(n *Node, ancestor string) bool {
 	return false
 }
 
-// DependsOn is everything n transitively depends on. A dependency on a component is one on
-// all its descendants: the SDK expands a local component into its children, and the engine
-// walks a remote component's (pulumi-eks's) children.
+// DependsOn is everything n transitively depends on, as the engine's dependency graph
+// (pkg/resource/graph) sees it: its dependencies, property dependencies and provider, and for
+// a dependency on a component, every descendant of that component. (The SDK records a local
+// component as its children, without nesting under custom resources; a remote component,
+// such as pulumi-eks's, as itself.)
 func (g Graph) DependsOn(urn string) map[string]bool {
 	children := map[string][]string{}
 	for u, n := range g {
 		children[n.Parent] = append(children[n.Parent], u)
 	}
 	seen := map[string]bool{}
-	var visit func(u string)
+	var visit, descend func(u string)
+	descend = func(u string) {
+		for _, c := range children[u] {
+			visit(c)
+			descend(c)
+		}
+	}
 	visit = func(u string) {
 		if seen[u] {
 			return
@@ -112,9 +120,7 @@ func (g Graph) DependsOn(urn string) map[string]bool {
 			visit(d)
 		}
 		if !n.Custom {
-			for _, c := range children[u] {
-				visit(c)
-			}
+			descend(u)
 		}
 	}
 	for _, d := range g[urn].Deps {
