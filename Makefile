@@ -49,8 +49,8 @@ verify: ## Check the live cluster of STACK (kubeconfig: KUBECONFIG, else the sta
 doctor: ## Troubleshoot the live cluster of STACK: symptom, evidence, fix (ARGS=--fix to drain GPU NodePools)
 	go run ./cmd/gpuci doctor --stack $(STACK) $(ARGS)
 
-.PHONY: cost-estimate
-cost-estimate: ## Price STACK: idle, per build, per month (ARGS="--builds-per-day 30 --minutes 10 --image-gb 8")
+.PHONY: cost
+cost: ## Price STACK: idle, per build, per month (ARGS="--builds-per-day 30 --minutes 10 --image-gb 8")
 	go run ./cmd/gpuci cost --stack $(STACK) $(ARGS)
 
 .PHONY: bootstrap

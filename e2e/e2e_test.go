@@ -54,11 +54,11 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/luxfi/lux-gpu-ci/config"
-	"github.com/luxfi/lux-gpu-ci/infra"
 	"github.com/luxfi/lux-gpu-ci/internal/chartrender"
 	"github.com/luxfi/lux-gpu-ci/internal/fakeaws"
-	"github.com/luxfi/lux-gpu-ci/internal/testkit"
+	"github.com/luxfi/lux-gpu-ci/internal/testkit/destroyorder"
 	"github.com/luxfi/lux-gpu-ci/internal/verify"
+	"github.com/luxfi/lux-gpu-ci/internal/wellknown"
 	"github.com/luxfi/lux-gpu-ci/stack"
 	"github.com/luxfi/lux-gpu-ci/versions"
 )
@@ -74,13 +74,13 @@ const (
 )
 
 var (
-	nodePools      = schema.GroupVersionResource{Group: "karpenter.sh", Version: "v1", Resource: "nodepools"}
-	ec2NodeClasses = schema.GroupVersionResource{Group: "karpenter.k8s.aws", Version: "v1", Resource: "ec2nodeclasses"}
+	nodePools      = wellknown.NodePools
+	ec2NodeClasses = wellknown.EC2NodeClasses
 	crds           = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
 	namespaces     = schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
 	secrets        = schema.GroupVersionResource{Version: "v1", Resource: "secrets"}
 	configMaps     = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
-	runnerSets     = schema.GroupVersionResource{Group: "actions.github.com", Version: "v1alpha1", Resource: "autoscalingrunnersets"}
+	runnerSets     = wellknown.AutoscalingRunnerSets
 )
 
 // overrides is everything the e2e changes in the repository's Pulumi.dev.yaml (besides the
@@ -308,9 +308,9 @@ func TestWholeProgram(t *testing.T) {
 	t.Run("pulumi-eks creates only what we expect", func(t *testing.T) { assertEKSChildren(t, resources) })
 	t.Run("the fake AWS was asked only what it knows", func(t *testing.T) { assertFakeCalls(t, h.calls()) })
 	t.Run("destroy order holds on the real state", func(t *testing.T) {
-		g, err := testkit.GraphFromDeployment(deployment)
+		g, err := destroyorder.GraphFromDeployment(deployment)
 		require.NoError(t, err)
-		assert.Empty(t, g.Violations(testkit.DestroyOrder))
+		assert.Empty(t, g.Violations(destroyorder.Rules))
 	})
 	t.Run("the cluster holds the Kubernetes layer", func(t *testing.T) { assertCluster(t, ctx, kube) })
 
@@ -504,7 +504,7 @@ func verifyHealthyCluster(t *testing.T, ctx context.Context, restCfg *rest.Confi
 	core, err := kubernetes.NewForConfig(restCfg)
 	require.NoError(t, err)
 	n, err := core.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "system-1", Labels: map[string]string{
-		infra.SystemNodeLabel: "system", corev1.LabelInstanceTypeStable: "t3.medium",
+		wellknown.SystemNodeLabel: wellknown.SystemNodeValue, corev1.LabelInstanceTypeStable: "t3.medium",
 	}}}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady", LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()}}

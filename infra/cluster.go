@@ -12,6 +12,7 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api/v1"
 
+	"github.com/luxfi/lux-gpu-ci/internal/wellknown"
 	"github.com/luxfi/lux-gpu-ci/versions"
 )
 
@@ -56,6 +57,9 @@ type Cluster struct {
 	SystemNodeGroup *eks.ManagedNodeGroup
 	// PodIdentityAgent must exist before any Pod Identity association is relied upon.
 	PodIdentityAgent *awseks.Addon
+	// Resources are everything the cluster is made of: control plane, add-ons (CoreDNS
+	// among them), system node group and its role.
+	Resources []pulumi.Resource
 }
 
 // Managed policies of the system node role. SSM gives operators a shell without SSH.
@@ -73,49 +77,111 @@ func NewCluster(ctx *pulumi.Context, name string, args *ClusterArgs, opts ...pul
 	if err := ctx.RegisterComponentResource("lux-gpu-ci:infra:Cluster", name, c, opts...); err != nil {
 		return nil, err
 	}
-	parent := pulumi.Parent(c)
-	tags := tagMap(args.Tags, nil)
+	b := &clusterBuilder{ctx: ctx, name: name, args: args, component: c, tags: tagMap(args.Tags, nil)}
 
 	nodeRole, nodeAttachments, err := newRole(ctx, c, name+"-system-node", roleSpec{
 		Description: "EKS system node group of " + args.Name,
 		Trust:       serviceTrust("ec2.amazonaws.com", "sts:AssumeRole"),
 		Managed:     managedPolicyARNs(args.Partition, systemNodePolicies),
-		Tags:        tags,
+		Tags:        b.tags,
 	})
 	if err != nil {
 		return nil, err
 	}
+	b.created.add(nodeRole)
+	b.created.add(nodeAttachments...)
+	cl, err := b.eksCluster()
+	if err != nil {
+		return nil, err
+	}
+	sgID, err := b.discoveryTag(cl)
+	if err != nil {
+		return nil, err
+	}
+	// Add-ons the nodes need to become Ready go first; CoreDNS only turns ACTIVE once a
+	// node can run it, so it follows the node group.
+	var beforeNodes []pulumi.Resource
+	for _, addonName := range []string{"vpc-cni", "kube-proxy", "eks-pod-identity-agent"} {
+		a, err := b.addon(cl, addonName)
+		if err != nil {
+			return nil, err
+		}
+		beforeNodes = append(beforeNodes, a)
+		if addonName == "eks-pod-identity-agent" {
+			c.PodIdentityAgent = a
+		}
+	}
+	mng, err := b.systemNodeGroup(cl, nodeRole, append(beforeNodes, nodeAttachments...))
+	if err != nil {
+		return nil, err
+	}
+	if _, err := b.addon(cl, "coredns", mng); err != nil {
+		return nil, err
+	}
 
-	adminEntries := map[string]eks.AccessEntryArgs{}
-	for i, arn := range args.AdminPrincipals {
-		adminEntries[fmt.Sprintf("admin-%d", i)] = eks.AccessEntryArgs{
+	c.EKS = cl
+	c.SystemNodeGroup = mng
+	c.Endpoint = cl.EksCluster.Endpoint()
+	c.SecurityGroupID = sgID
+	c.Kubeconfig = b.kubeconfig(cl)
+	c.Resources = b.created
+	if err := ctx.RegisterResourceOutputs(c, pulumi.Map{
+		"endpoint":        c.Endpoint,
+		"kubeconfig":      c.Kubeconfig,
+		"securityGroupId": c.SecurityGroupID,
+	}); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// clusterBuilder creates the cluster's resources, each a child of the component.
+type clusterBuilder struct {
+	ctx       *pulumi.Context
+	name      string
+	args      *ClusterArgs
+	component *Cluster
+	tags      pulumi.StringMap
+	created   created
+}
+
+// adminAccessEntries give each admin principal cluster-admin. (EKS makes whoever runs
+// `pulumi up` admin by itself.)
+func (b *clusterBuilder) adminAccessEntries() map[string]eks.AccessEntryArgs {
+	entries := map[string]eks.AccessEntryArgs{}
+	for i, arn := range b.args.AdminPrincipals {
+		entries[fmt.Sprintf("admin-%d", i)] = eks.AccessEntryArgs{
 			PrincipalArn: pulumi.String(arn),
 			AccessPolicies: map[string]eks.AccessPolicyAssociationInput{
 				"cluster-admin": eks.AccessPolicyAssociationArgs{
-					PolicyArn:   pulumi.Sprintf("arn:%s:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy", args.Partition),
+					PolicyArn:   pulumi.Sprintf("arn:%s:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy", b.args.Partition),
 					AccessScope: awseks.AccessPolicyAssociationAccessScopeArgs{Type: pulumi.String("cluster")},
 				},
 			},
 		}
 	}
+	return entries
+}
 
+// eksCluster creates the control plane with pulumi-eks.
+func (b *clusterBuilder) eksCluster() (*eks.Cluster, error) {
 	authMode := eks.AuthenticationModeApi
-	cl, err := eks.NewCluster(ctx, name, &eks.ClusterArgs{
+	cl, err := eks.NewCluster(b.ctx, b.name, &eks.ClusterArgs{
 		// An explicit name keeps it (and every tag and Karpenter setting derived from it)
 		// known at preview; pulumi-eks would otherwise add a random suffix.
-		Name:             pulumi.String(args.Name),
-		Version:          pulumi.String(args.Version),
-		VpcId:            args.VpcID,
-		PublicSubnetIds:  args.PublicSubnetIDs,
-		PrivateSubnetIds: args.PrivateSubnetIDs,
+		Name:             pulumi.String(b.args.Name),
+		Version:          pulumi.String(b.args.Version),
+		VpcId:            b.args.VpcID,
+		PublicSubnetIds:  b.args.PublicSubnetIDs,
+		PrivateSubnetIds: b.args.PrivateSubnetIDs,
 		// pulumi-eks v2's default node group uses Launch Configurations, which new AWS
 		// accounts cannot create; the system nodes are a managed node group below.
 		SkipDefaultNodeGroup: pulumi.BoolRef(true),
 		// Access entries only: no aws-auth ConfigMap to drift.
 		AuthenticationMode: &authMode,
-		AccessEntries:      adminEntries,
+		AccessEntries:      b.adminAccessEntries(),
 		// Otherwise v2 applies its own dated VPC CNI manifest with kubectl; the vpc-cni
-		// managed add-on below owns the CNI instead.
+		// managed add-on owns the CNI instead.
 		UseDefaultVpcCni: pulumi.BoolRef(true),
 		// pulumi-eks 2.8.1 (createCore, authenticationMode.ts) with API authentication:
 		// instanceRoles only feeds aws-auth, so a non-empty list is refused; left unset, it
@@ -127,112 +193,101 @@ func NewCluster(ctx *pulumi.Context, name string, args *ClusterArgs, opts ...pul
 		InstanceRoles:         iam.RoleArray{},
 		EndpointPrivateAccess: pulumi.Bool(true),
 		EndpointPublicAccess:  pulumi.Bool(true),
-		PublicAccessCidrs:     pulumi.ToStringArray(args.PublicAccessCIDRs),
+		PublicAccessCidrs:     pulumi.ToStringArray(b.args.PublicAccessCIDRs),
 		// Karpenter uses EKS Pod Identity, not IRSA.
 		CreateOidcProvider: pulumi.Bool(false),
-		Tags:               tags,
-	}, parent)
+		Tags:               b.tags,
+	}, pulumi.Parent(b.component))
 	if err != nil {
 		return nil, fmt.Errorf("creating EKS cluster: %w", err)
 	}
-	clusterName := cl.EksCluster.Name()
+	b.created.add(cl)
+	return cl, nil
+}
 
-	// The EKS-managed cluster security group is what managed nodes use; tagging it lets
-	// Karpenter's EC2NodeClass select the same group for GPU nodes.
+// discoveryTag tags the EKS-managed cluster security group, which managed nodes use, so
+// Karpenter's EC2NodeClass selects the same group for GPU nodes. It returns the group's ID.
+func (b *clusterBuilder) discoveryTag(cl *eks.Cluster) (pulumi.StringOutput, error) {
 	sgID := cl.EksCluster.VpcConfig().ClusterSecurityGroupId().Elem()
-	if _, err := ec2.NewTag(ctx, name+"-sg-discovery", &ec2.TagArgs{
+	tag, err := ec2.NewTag(b.ctx, b.name+"-sg-discovery", &ec2.TagArgs{
 		ResourceId: sgID,
-		Key:        pulumi.String(DiscoveryTag),
-		Value:      pulumi.String(args.Name),
-	}, parent); err != nil {
-		return nil, fmt.Errorf("tagging cluster security group: %w", err)
+		Key:        pulumi.String(wellknown.DiscoveryTag),
+		Value:      pulumi.String(b.args.Name),
+	}, pulumi.Parent(b.component))
+	if err != nil {
+		return pulumi.StringOutput{}, fmt.Errorf("tagging cluster security group: %w", err)
 	}
+	b.created.add(tag)
+	return sgID, nil
+}
 
-	// Add-ons the nodes need to become Ready go first; CoreDNS only turns ACTIVE once a
-	// node can run it, so it follows the node group.
-	addon := func(addonName string, deps ...pulumi.Resource) (*awseks.Addon, error) {
-		version := pulumi.StringPtr(args.AddonVersions[addonName]).ToStringPtrOutput()
-		if args.AddonVersions[addonName] == "" {
-			version = awseks.GetAddonVersionOutput(ctx, awseks.GetAddonVersionOutputArgs{
-				AddonName:         pulumi.String(addonName),
-				KubernetesVersion: pulumi.String(args.Version),
-				MostRecent:        pulumi.Bool(false),
-			}, pulumi.Parent(c)).Version().ToStringPtrOutput()
-		}
-		a, err := awseks.NewAddon(ctx, name+"-"+addonName, &awseks.AddonArgs{
-			ClusterName:  clusterName,
-			AddonName:    pulumi.String(addonName),
-			AddonVersion: version,
-			// EKS installs self-managed vpc-cni, kube-proxy and CoreDNS with the cluster;
-			// the managed add-on takes them over.
-			ResolveConflictsOnCreate: pulumi.String("OVERWRITE"),
-			ResolveConflictsOnUpdate: pulumi.String("OVERWRITE"),
-			Tags:                     tags,
-		}, parent, pulumi.DependsOn(deps))
-		if err != nil {
-			return nil, fmt.Errorf("creating %s add-on: %w", addonName, err)
-		}
-		return a, nil
+// addon installs an EKS managed add-on at its pinned version, or at the default version EKS
+// publishes for the cluster's Kubernetes version.
+func (b *clusterBuilder) addon(cl *eks.Cluster, addonName string, deps ...pulumi.Resource) (*awseks.Addon, error) {
+	version := pulumi.StringPtr(b.args.AddonVersions[addonName]).ToStringPtrOutput()
+	if b.args.AddonVersions[addonName] == "" {
+		version = awseks.GetAddonVersionOutput(b.ctx, awseks.GetAddonVersionOutputArgs{
+			AddonName:         pulumi.String(addonName),
+			KubernetesVersion: pulumi.String(b.args.Version),
+			MostRecent:        pulumi.Bool(false),
+		}, pulumi.Parent(b.component)).Version().ToStringPtrOutput()
 	}
-	var beforeNodes []pulumi.Resource
-	for _, n := range []string{"vpc-cni", "kube-proxy", "eks-pod-identity-agent"} {
-		a, err := addon(n)
-		if err != nil {
-			return nil, err
-		}
-		beforeNodes = append(beforeNodes, a)
-		if n == "eks-pod-identity-agent" {
-			c.PodIdentityAgent = a
-		}
+	a, err := awseks.NewAddon(b.ctx, b.name+"-"+addonName, &awseks.AddonArgs{
+		ClusterName:  cl.EksCluster.Name(),
+		AddonName:    pulumi.String(addonName),
+		AddonVersion: version,
+		// EKS installs self-managed vpc-cni, kube-proxy and CoreDNS with the cluster; the
+		// managed add-on takes them over.
+		ResolveConflictsOnCreate: pulumi.String("OVERWRITE"),
+		ResolveConflictsOnUpdate: pulumi.String("OVERWRITE"),
+		Tags:                     b.tags,
+	}, pulumi.Parent(b.component), pulumi.DependsOn(deps))
+	if err != nil {
+		return nil, fmt.Errorf("creating %s add-on: %w", addonName, err)
 	}
+	b.created.add(a)
+	return a, nil
+}
 
+// systemNodeGroup creates the always-on managed node group that runs Karpenter, CoreDNS
+// and ARC, after deps (the add-ons nodes need, the node role's policies).
+func (b *clusterBuilder) systemNodeGroup(cl *eks.Cluster, role *iam.Role, deps []pulumi.Resource) (*eks.ManagedNodeGroup, error) {
 	enableIMDSv2 := true
-	mng, err := eks.NewManagedNodeGroup(ctx, name+"-system", &eks.ManagedNodeGroupArgs{
+	mng, err := eks.NewManagedNodeGroup(b.ctx, b.name+"-system", &eks.ManagedNodeGroupArgs{
 		Cluster:  cl,
-		NodeRole: nodeRole,
+		NodeRole: role,
 		// pulumi-eks v2 defaults to AL2, which has no AMIs for Kubernetes 1.33+. No
 		// kubelet/bootstrap extra args: v2 renders AL2 user data for those.
 		AmiType:       pulumi.String(versions.SystemAMIType),
-		InstanceTypes: pulumi.StringArray{pulumi.String(args.SystemNodeInstanceType)},
+		InstanceTypes: pulumi.StringArray{pulumi.String(b.args.SystemNodeInstanceType)},
 		CapacityType:  pulumi.String("ON_DEMAND"),
 		ScalingConfig: &awseks.NodeGroupScalingConfigArgs{
-			DesiredSize: pulumi.Int(args.SystemNodeCount),
-			MinSize:     pulumi.Int(args.SystemNodeCount),
-			MaxSize:     pulumi.Int(args.SystemNodeCount),
+			DesiredSize: pulumi.Int(b.args.SystemNodeCount),
+			MinSize:     pulumi.Int(b.args.SystemNodeCount),
+			MaxSize:     pulumi.Int(b.args.SystemNodeCount),
 		},
-		SubnetIds:    args.NodeSubnetIDs,
-		Labels:       pulumi.StringMap{SystemNodeLabel: pulumi.String("system")},
+		SubnetIds:    b.args.NodeSubnetIDs,
+		Labels:       pulumi.StringMap{wellknown.SystemNodeLabel: pulumi.String(wellknown.SystemNodeValue)},
 		EnableIMDSv2: &enableIMDSv2,
-		Tags:         tags,
-	}, parent, pulumi.DependsOn(append(beforeNodes, nodeAttachments...)))
+		Tags:         b.tags,
+	}, pulumi.Parent(b.component), pulumi.DependsOn(deps))
 	if err != nil {
 		return nil, fmt.Errorf("creating system node group: %w", err)
 	}
-	if _, err := addon("coredns", mng); err != nil {
-		return nil, err
-	}
+	b.created.add(mng)
+	return mng, nil
+}
 
-	c.EKS = cl
-	c.SystemNodeGroup = mng
-	c.Endpoint = cl.EksCluster.Endpoint()
-	c.SecurityGroupID = sgID
-	c.Kubeconfig = pulumi.ToSecret(pulumi.All(cl.EksCluster.Endpoint(), cl.EksCluster.CertificateAuthority().Data()).ApplyT(
+// kubeconfig is the cluster's kubeconfig (see Kubeconfig), as a secret.
+func (b *clusterBuilder) kubeconfig(cl *eks.Cluster) pulumi.StringOutput {
+	return pulumi.ToSecret(pulumi.All(cl.EksCluster.Endpoint(), cl.EksCluster.CertificateAuthority().Data()).ApplyT(
 		func(v []any) (string, error) {
 			ca, _ := v[1].(*string)
 			if ca == nil {
-				return "", fmt.Errorf("EKS cluster %s has no certificate authority data", args.Name)
+				return "", fmt.Errorf("EKS cluster %s has no certificate authority data", b.args.Name)
 			}
-			return Kubeconfig(args.Name, args.Region, v[0].(string), *ca)
+			return Kubeconfig(b.args.Name, b.args.Region, v[0].(string), *ca)
 		})).(pulumi.StringOutput)
-
-	if err := ctx.RegisterResourceOutputs(c, pulumi.Map{
-		"endpoint":        c.Endpoint,
-		"kubeconfig":      c.Kubeconfig,
-		"securityGroupId": c.SecurityGroupID,
-	}); err != nil {
-		return nil, err
-	}
-	return c, nil
 }
 
 // Kubeconfig renders a kubeconfig for an EKS cluster that authenticates through

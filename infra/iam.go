@@ -103,10 +103,9 @@ type roleSpec struct {
 	Tags    pulumi.StringMap
 }
 
-// newRole creates a role and its policy attachments, all children of parent: a dependency
-// on a component reaches its children but not a custom resource's, so the attachments are
-// not nested under the role. It returns the attachments so users of the role can wait
-// until its permissions are in place.
+// newRole creates a role and its policy attachments, all children of parent (not of the
+// role: a dependency on a component reaches its children, not a custom resource's). It
+// returns the attachments so users of the role can wait until its permissions are in place.
 func newRole(ctx *pulumi.Context, parent pulumi.Resource, name string, spec roleSpec) (*iam.Role, []pulumi.Resource, error) {
 	args := &iam.RoleArgs{
 		AssumeRolePolicy: policyDocument(ctx, parent, "", spec.Trust...),

@@ -6,19 +6,13 @@ package infra
 import (
 	"fmt"
 	"maps"
+	"slices"
 	"sort"
 
 	"github.com/pulumi/pulumi-aws/sdk/v6/go/aws"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
 	"github.com/luxfi/lux-gpu-ci/config"
-)
-
-const (
-	// DiscoveryTag marks the subnets and the security group Karpenter's EC2NodeClass selects.
-	DiscoveryTag = "karpenter.sh/discovery"
-	// SystemNodeLabel marks the system managed node group's nodes.
-	SystemNodeLabel = "lux-gpu-ci.luxfi.com/node-role"
 )
 
 // Outputs is what the Kubernetes layer and the stack exports need from the AWS layer.
@@ -35,11 +29,9 @@ type Outputs struct {
 	// Kubeconfig is a secret.
 	Kubeconfig pulumi.StringOutput
 
-	KarpenterNamespace      string
-	KarpenterServiceAccount string
-	QueueName               pulumi.StringOutput
-	NodeRoleName            pulumi.StringOutput
-	ControllerRoleArn       pulumi.StringOutput
+	QueueName         pulumi.StringOutput
+	NodeRoleName      pulumi.StringOutput
+	ControllerRoleArn pulumi.StringOutput
 
 	// Lifelines are what everything in the cluster needs while it runs and while its
 	// finalizers run on destroy: the network (routes, NAT and internet gateway give the nodes
@@ -122,22 +114,19 @@ func New(ctx *pulumi.Context, cfg *config.Config) (*Outputs, error) {
 	}
 
 	return &Outputs{
-		Region:                  cfg.Region,
-		ClusterName:             cfg.ClusterName,
-		NodesPublic:             !nat,
-		VpcID:                   network.VpcID,
-		PrivateSubnetIDs:        network.PrivateSubnetIDs,
-		PublicSubnetIDs:         network.PublicSubnetIDs,
-		Endpoint:                cluster.Endpoint,
-		Kubeconfig:              cluster.Kubeconfig,
-		KarpenterNamespace:      KarpenterNamespace,
-		KarpenterServiceAccount: KarpenterServiceAccount,
-		QueueName:               karpenter.QueueName,
-		NodeRoleName:            karpenter.NodeRoleName,
-		ControllerRoleArn:       karpenter.ControllerRoleArn,
-		// A dependency on a component is one on all its children.
-		Lifelines:          []pulumi.Resource{network, cluster},
-		KarpenterLifelines: []pulumi.Resource{karpenter},
+		Region:             cfg.Region,
+		ClusterName:        cfg.ClusterName,
+		NodesPublic:        !nat,
+		VpcID:              network.VpcID,
+		PrivateSubnetIDs:   network.PrivateSubnetIDs,
+		PublicSubnetIDs:    network.PublicSubnetIDs,
+		Endpoint:           cluster.Endpoint,
+		Kubeconfig:         cluster.Kubeconfig,
+		QueueName:          karpenter.QueueName,
+		NodeRoleName:       karpenter.NodeRoleName,
+		ControllerRoleArn:  karpenter.ControllerRoleArn,
+		Lifelines:          append(slices.Clone(network.Resources), cluster.Resources...),
+		KarpenterLifelines: karpenter.Resources,
 	}, nil
 }
 
@@ -169,6 +158,14 @@ func availabilityZones(ctx *pulumi.Context, n int) ([]string, error) {
 	}
 	return names[:n], nil
 }
+
+// created records the resources a component creates, in order. Dependents that must
+// outlive nothing of the component depend on this list rather than on the component: the
+// SDK expands a dependency on a component into the children registered so far, and a child
+// is registered in a goroutine, so that expansion can race the component's last children.
+type created []pulumi.Resource
+
+func (c *created) add(rs ...pulumi.Resource) { *c = append(*c, rs...) }
 
 // tagMap merges the stack's common tags with resource-specific ones (which win).
 func tagMap(common, extra map[string]string) pulumi.StringMap {

@@ -9,13 +9,8 @@ import (
 	"github.com/pulumi/pulumi-aws/sdk/v6/go/aws/iam"
 	"github.com/pulumi/pulumi-aws/sdk/v6/go/aws/sqs"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
-)
 
-// Where the Karpenter controller runs; the Pod Identity association and the Helm release
-// must agree on both.
-const (
-	KarpenterNamespace      = "kube-system"
-	KarpenterServiceAccount = "karpenter"
+	"github.com/luxfi/lux-gpu-ci/internal/wellknown"
 )
 
 // KarpenterAWSArgs describes the AWS side of Karpenter for one cluster.
@@ -43,6 +38,10 @@ type KarpenterAWS struct {
 	NodeRoleName      pulumi.StringOutput `pulumi:"nodeRoleName"`
 	NodeRoleArn       pulumi.StringOutput `pulumi:"nodeRoleArn"`
 	ControllerRoleArn pulumi.StringOutput `pulumi:"controllerRoleArn"`
+
+	// Resources are everything Karpenter's AWS side is made of: queue and rules, roles,
+	// policies and attachments, access entry, Pod Identity association.
+	Resources []pulumi.Resource
 }
 
 // Managed policies of the Karpenter node role (Karpenter's CloudFormation, v1.14).
@@ -63,29 +62,80 @@ var interruptionRules = []struct{ Name, Source, DetailType string }{
 	{"capacity-reservation-interruption", "aws.ec2", "EC2 Capacity Reservation Instance Interruption Warning"},
 }
 
-// NewKarpenterAWS creates Karpenter's AWS resources.
+// NewKarpenterAWS creates Karpenter's AWS resources: the interruption queue, the node role,
+// the controller role.
 func NewKarpenterAWS(ctx *pulumi.Context, name string, args *KarpenterAWSArgs, opts ...pulumi.ResourceOption) (*KarpenterAWS, error) {
 	k := &KarpenterAWS{}
 	if err := ctx.RegisterComponentResource("lux-gpu-ci:infra:KarpenterAWS", name, k, opts...); err != nil {
 		return nil, err
 	}
-	parent := pulumi.Parent(k)
-	tags := tagMap(args.Tags, nil)
-	cluster := args.ClusterName
+	b := &karpenterBuilder{ctx: ctx, name: name, args: args, component: k, tags: tagMap(args.Tags, nil)}
 
-	// Interruption queue: Karpenter's CloudFormation names it after the cluster.
-	queue, err := sqs.NewQueue(ctx, name+"-interruption", &sqs.QueueArgs{
-		Name:                    pulumi.String(cluster),
+	queue, err := b.interruptionQueue()
+	if err != nil {
+		return nil, err
+	}
+	nodeRole, err := b.nodeRole()
+	if err != nil {
+		return nil, err
+	}
+	controllerRole, err := b.controllerRole(nodeRole, queue)
+	if err != nil {
+		return nil, err
+	}
+	if args.CreateSpotServiceLinkedRole {
+		if err := b.spotServiceLinkedRole(); err != nil {
+			return nil, err
+		}
+	}
+
+	k.QueueName = queue.Name
+	k.QueueArn = queue.Arn
+	k.NodeRoleName = nodeRole.Name
+	k.NodeRoleArn = nodeRole.Arn
+	k.ControllerRoleArn = controllerRole.Arn
+	k.Resources = b.created
+	if err := ctx.RegisterResourceOutputs(k, pulumi.Map{
+		"queueName":         k.QueueName,
+		"queueArn":          k.QueueArn,
+		"nodeRoleName":      k.NodeRoleName,
+		"nodeRoleArn":       k.NodeRoleArn,
+		"controllerRoleArn": k.ControllerRoleArn,
+	}); err != nil {
+		return nil, err
+	}
+	return k, nil
+}
+
+// karpenterBuilder creates Karpenter's AWS resources, each a child of the component.
+type karpenterBuilder struct {
+	ctx       *pulumi.Context
+	name      string
+	args      *KarpenterAWSArgs
+	component *KarpenterAWS
+	tags      pulumi.StringMap
+	created   created
+}
+
+func (b *karpenterBuilder) parent() pulumi.ResourceOption { return pulumi.Parent(b.component) }
+
+// interruptionQueue creates the SQS queue Karpenter reads spot interruptions, rebalance
+// recommendations, health and state-change events from, its policy, and the EventBridge
+// rules that feed it. Karpenter's CloudFormation names the queue after the cluster.
+func (b *karpenterBuilder) interruptionQueue() (*sqs.Queue, error) {
+	queue, err := sqs.NewQueue(b.ctx, b.name+"-interruption", &sqs.QueueArgs{
+		Name:                    pulumi.String(b.args.ClusterName),
 		MessageRetentionSeconds: pulumi.Int(300),
 		SqsManagedSseEnabled:    pulumi.Bool(true),
-		Tags:                    tags,
-	}, parent)
+		Tags:                    b.tags,
+	}, b.parent())
 	if err != nil {
 		return nil, fmt.Errorf("creating interruption queue: %w", err)
 	}
-	if _, err := sqs.NewQueuePolicy(ctx, name+"-interruption", &sqs.QueuePolicyArgs{
+	b.created.add(queue)
+	policy, err := sqs.NewQueuePolicy(b.ctx, b.name+"-interruption", &sqs.QueuePolicyArgs{
 		QueueUrl: queue.Url,
-		Policy: policyDocument(ctx, k, "EC2InterruptionPolicy",
+		Policy: policyDocument(b.ctx, b.component, "EC2InterruptionPolicy",
 			statement{
 				Actions:    []string{"sqs:SendMessage"},
 				Resources:  pulumi.StringArray{queue.Arn},
@@ -99,116 +149,125 @@ func NewKarpenterAWS(ctx *pulumi.Context, name string, args *KarpenterAWSArgs, o
 				Principals: []principal{{Type: "*", Identifiers: []string{"*"}}},
 				Conditions: []condition{{"Bool", "aws:SecureTransport", []string{"false"}}},
 			}),
-	}, parent); err != nil {
+	}, b.parent())
+	if err != nil {
 		return nil, fmt.Errorf("creating interruption queue policy: %w", err)
 	}
+	b.created.add(policy)
 	for _, r := range interruptionRules {
 		pattern, err := json.Marshal(map[string][]string{"source": {r.Source}, "detail-type": {r.DetailType}})
 		if err != nil {
 			return nil, err
 		}
-		rule, err := cloudwatch.NewEventRule(ctx, name+"-"+r.Name, &cloudwatch.EventRuleArgs{
-			Description:  pulumi.Sprintf("Karpenter interruption handling for %s: %s", cluster, r.DetailType),
+		rule, err := cloudwatch.NewEventRule(b.ctx, b.name+"-"+r.Name, &cloudwatch.EventRuleArgs{
+			Description:  pulumi.Sprintf("Karpenter interruption handling for %s: %s", b.args.ClusterName, r.DetailType),
 			EventPattern: pulumi.String(string(pattern)),
-			Tags:         tags,
-		}, parent)
+			Tags:         b.tags,
+		}, b.parent())
 		if err != nil {
 			return nil, fmt.Errorf("creating EventBridge rule %s: %w", r.Name, err)
 		}
-		if _, err := cloudwatch.NewEventTarget(ctx, name+"-"+r.Name, &cloudwatch.EventTargetArgs{
+		target, err := cloudwatch.NewEventTarget(b.ctx, b.name+"-"+r.Name, &cloudwatch.EventTargetArgs{
 			Rule:     rule.Name,
 			TargetId: pulumi.String("KarpenterInterruptionQueueTarget"),
 			Arn:      queue.Arn,
-		}, parent); err != nil {
+		}, b.parent())
+		if err != nil {
 			return nil, fmt.Errorf("creating EventBridge target %s: %w", r.Name, err)
 		}
+		b.created.add(rule, target)
 	}
+	return queue, nil
+}
 
-	// Node role: Karpenter creates the instance profile for it (EC2NodeClass spec.role).
-	nodeRole, _, err := newRole(ctx, k, name+"-node", roleSpec{
-		Name:        "KarpenterNodeRole-" + cluster,
-		Description: "Nodes Karpenter launches for " + cluster,
+// nodeRole creates the role of the nodes Karpenter launches (Karpenter creates their
+// instance profile from the EC2NodeClass's spec.role) and its EC2_LINUX access entry: EKS
+// maps the role to system:node:{{EC2PrivateDNSName}} in system:nodes.
+func (b *karpenterBuilder) nodeRole() (*iam.Role, error) {
+	role, attachments, err := newRole(b.ctx, b.component, b.name+"-node", roleSpec{
+		Name:        "KarpenterNodeRole-" + b.args.ClusterName,
+		Description: "Nodes Karpenter launches for " + b.args.ClusterName,
 		Trust:       serviceTrust("ec2.amazonaws.com", "sts:AssumeRole"),
-		Managed:     managedPolicyARNs(args.Partition, karpenterNodePolicies),
-		Tags:        tags,
+		Managed:     managedPolicyARNs(b.args.Partition, karpenterNodePolicies),
+		Tags:        b.tags,
 	})
 	if err != nil {
 		return nil, err
 	}
-	// EC2_LINUX: EKS maps the role to system:node:{{EC2PrivateDNSName}} in system:nodes.
-	if _, err := awseks.NewAccessEntry(ctx, name+"-node", &awseks.AccessEntryArgs{
-		ClusterName:  args.EKSClusterName,
-		PrincipalArn: nodeRole.Arn,
+	entry, err := awseks.NewAccessEntry(b.ctx, b.name+"-node", &awseks.AccessEntryArgs{
+		ClusterName:  b.args.EKSClusterName,
+		PrincipalArn: role.Arn,
 		Type:         pulumi.String("EC2_LINUX"),
-		Tags:         tags,
-	}, parent); err != nil {
+		Tags:         b.tags,
+	}, b.parent())
+	if err != nil {
 		return nil, fmt.Errorf("creating node access entry: %w", err)
 	}
+	b.created.add(role)
+	b.created.add(attachments...)
+	b.created.add(entry)
+	return role, nil
+}
 
-	// Controller role, assumed through EKS Pod Identity.
-	controllerRole, _, err := newRole(ctx, k, name+"-controller", roleSpec{
+// controllerRole creates the controller's role, with upstream's six policies, and its EKS
+// Pod Identity association.
+func (b *karpenterBuilder) controllerRole(nodeRole *iam.Role, queue *sqs.Queue) (*iam.Role, error) {
+	cluster := b.args.ClusterName
+	role, _, err := newRole(b.ctx, b.component, b.name+"-controller", roleSpec{
 		Name:        "KarpenterController-" + cluster,
 		Description: "Karpenter controller of " + cluster,
 		Trust:       serviceTrust("pods.eks.amazonaws.com", "sts:AssumeRole", "sts:TagSession"),
-		Tags:        tags,
+		Tags:        b.tags,
 	})
 	if err != nil {
 		return nil, err
 	}
+	b.created.add(role)
 	for _, p := range ControllerPolicies(ControllerPolicyArgs{
-		Partition: args.Partition, Region: args.Region, AccountID: args.AccountID, ClusterName: cluster,
+		Partition: b.args.Partition, Region: b.args.Region, AccountID: b.args.AccountID, ClusterName: cluster,
 		NodeRoleArn: nodeRole.Arn, QueueArn: queue.Arn,
 	}) {
-		policy, err := iam.NewPolicy(ctx, name+"-"+p.Key, &iam.PolicyArgs{
+		policy, err := iam.NewPolicy(b.ctx, b.name+"-"+p.Key, &iam.PolicyArgs{
 			Name:        pulumi.Sprintf("%s-%s", p.Name, cluster),
 			Description: pulumi.Sprintf("Karpenter controller of %s: %s", cluster, p.Key),
-			Policy:      policyDocument(ctx, k, "", p.Statements...),
-			Tags:        tags,
-		}, parent)
+			Policy:      policyDocument(b.ctx, b.component, "", p.Statements...),
+			Tags:        b.tags,
+		}, b.parent())
 		if err != nil {
 			return nil, fmt.Errorf("creating policy %s: %w", p.Name, err)
 		}
-		if _, err := iam.NewRolePolicyAttachment(ctx, name+"-"+p.Key, &iam.RolePolicyAttachmentArgs{
-			Role: controllerRole.Name, PolicyArn: policy.Arn,
-		}, parent); err != nil {
+		attachment, err := iam.NewRolePolicyAttachment(b.ctx, b.name+"-"+p.Key, &iam.RolePolicyAttachmentArgs{
+			Role: role.Name, PolicyArn: policy.Arn,
+		}, b.parent())
+		if err != nil {
 			return nil, fmt.Errorf("attaching policy %s: %w", p.Name, err)
 		}
+		b.created.add(policy, attachment)
 	}
 	// The webhook injects credentials into pods at creation, so the association must exist
 	// before the Karpenter pods start (the Helm releases depend on this component).
-	if _, err := awseks.NewPodIdentityAssociation(ctx, name+"-controller", &awseks.PodIdentityAssociationArgs{
-		ClusterName:    args.EKSClusterName,
-		Namespace:      pulumi.String(KarpenterNamespace),
-		ServiceAccount: pulumi.String(KarpenterServiceAccount),
-		RoleArn:        controllerRole.Arn,
-		Tags:           tags,
-	}, parent, pulumi.DependsOn([]pulumi.Resource{args.PodIdentityAgent})); err != nil {
+	assoc, err := awseks.NewPodIdentityAssociation(b.ctx, b.name+"-controller", &awseks.PodIdentityAssociationArgs{
+		ClusterName:    b.args.EKSClusterName,
+		Namespace:      pulumi.String(wellknown.KarpenterNamespace),
+		ServiceAccount: pulumi.String(wellknown.KarpenterServiceAccount),
+		RoleArn:        role.Arn,
+		Tags:           b.tags,
+	}, b.parent(), pulumi.DependsOn([]pulumi.Resource{b.args.PodIdentityAgent}))
+	if err != nil {
 		return nil, fmt.Errorf("creating Pod Identity association: %w", err)
 	}
+	b.created.add(assoc)
+	return role, nil
+}
 
-	if args.CreateSpotServiceLinkedRole {
-		// Account-wide and shared with anything else using spot: keep it on destroy.
-		if _, err := iam.NewServiceLinkedRole(ctx, name+"-spot", &iam.ServiceLinkedRoleArgs{
-			AwsServiceName: pulumi.String("spot.amazonaws.com"),
-			Description:    pulumi.String("EC2 Spot, created by lux-gpu-ci for Karpenter"),
-		}, parent, pulumi.RetainOnDelete(true)); err != nil {
-			return nil, fmt.Errorf("creating spot service-linked role: %w", err)
-		}
+// spotServiceLinkedRole creates the account-wide EC2 Spot service-linked role. It is shared
+// with anything else using spot in the account, so it is kept on destroy.
+func (b *karpenterBuilder) spotServiceLinkedRole() error {
+	if _, err := iam.NewServiceLinkedRole(b.ctx, b.name+"-spot", &iam.ServiceLinkedRoleArgs{
+		AwsServiceName: pulumi.String("spot.amazonaws.com"),
+		Description:    pulumi.String("EC2 Spot, created by lux-gpu-ci for Karpenter"),
+	}, b.parent(), pulumi.RetainOnDelete(true)); err != nil {
+		return fmt.Errorf("creating spot service-linked role: %w", err)
 	}
-
-	k.QueueName = queue.Name
-	k.QueueArn = queue.Arn
-	k.NodeRoleName = nodeRole.Name
-	k.NodeRoleArn = nodeRole.Arn
-	k.ControllerRoleArn = controllerRole.Arn
-	if err := ctx.RegisterResourceOutputs(k, pulumi.Map{
-		"queueName":         k.QueueName,
-		"queueArn":          k.QueueArn,
-		"nodeRoleName":      k.NodeRoleName,
-		"nodeRoleArn":       k.NodeRoleArn,
-		"controllerRoleArn": k.ControllerRoleArn,
-	}); err != nil {
-		return nil, err
-	}
-	return k, nil
+	return nil
 }

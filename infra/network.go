@@ -6,6 +6,8 @@ import (
 
 	"github.com/pulumi/pulumi-aws/sdk/v6/go/aws/ec2"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+
+	"github.com/luxfi/lux-gpu-ci/internal/wellknown"
 )
 
 // NetworkArgs describes the VPC to build.
@@ -32,12 +34,15 @@ type Network struct {
 	// NodeSubnetIDs are where nodes (system and Karpenter's) run: the private subnets, or
 	// the public ones in the lean profile. They carry the karpenter.sh/discovery tag.
 	NodeSubnetIDs pulumi.StringArrayOutput `pulumi:"nodeSubnetIds"`
+
+	// Resources are everything the network is made of: what nodes need for egress.
+	Resources []pulumi.Resource
 }
 
 // NewNetwork creates a VPC with one public subnet per AZ and, with NAT, one private subnet
 // per AZ routed through a single NAT gateway in the first AZ.
 func NewNetwork(ctx *pulumi.Context, name string, args *NetworkArgs, opts ...pulumi.ResourceOption) (*Network, error) {
-	private, public, err := SubnetCIDRs(args.CIDR, len(args.AZs))
+	privateCIDRs, publicCIDRs, err := SubnetCIDRs(args.CIDR, len(args.AZs))
 	if err != nil {
 		return nil, err
 	}
@@ -45,124 +50,44 @@ func NewNetwork(ctx *pulumi.Context, name string, args *NetworkArgs, opts ...pul
 	if err := ctx.RegisterComponentResource("lux-gpu-ci:infra:Network", name, n, opts...); err != nil {
 		return nil, err
 	}
-	parent := pulumi.Parent(n)
-	tags := func(extra map[string]string) pulumi.StringMap { return tagMap(args.Tags, extra) }
-	clusterTag := "kubernetes.io/cluster/" + args.ClusterName
+	b := &networkBuilder{ctx: ctx, name: name, args: args, parent: pulumi.Parent(n)}
 
-	vpc, err := ec2.NewVpc(ctx, name+"-vpc", &ec2.VpcArgs{
-		CidrBlock: pulumi.String(args.CIDR),
-		// EKS requires both: nodes register by private DNS name.
-		EnableDnsHostnames: pulumi.Bool(true),
-		EnableDnsSupport:   pulumi.Bool(true),
-		Tags:               tags(map[string]string{"Name": args.ClusterName}),
-	}, parent)
+	vpc, igw, err := b.vpc()
 	if err != nil {
-		return nil, fmt.Errorf("creating VPC: %w", err)
+		return nil, err
 	}
-	igw, err := ec2.NewInternetGateway(ctx, name+"-igw", &ec2.InternetGatewayArgs{
-		VpcId: vpc.ID(),
-		Tags:  tags(map[string]string{"Name": args.ClusterName}),
-	}, parent)
+	publicRT, err := b.routeTable(vpc, "public", &ec2.RouteTableRouteArgs{CidrBlock: pulumi.String("0.0.0.0/0"), GatewayId: igw.ID()})
 	if err != nil {
-		return nil, fmt.Errorf("creating internet gateway: %w", err)
+		return nil, err
 	}
-	publicRT, err := ec2.NewRouteTable(ctx, name+"-public-rt", &ec2.RouteTableArgs{
-		VpcId:  vpc.ID(),
-		Routes: ec2.RouteTableRouteArray{&ec2.RouteTableRouteArgs{CidrBlock: pulumi.String("0.0.0.0/0"), GatewayId: igw.ID()}},
-		Tags:   tags(map[string]string{"Name": args.ClusterName + "-public"}),
-	}, parent)
+	// Only the lean profile runs nodes in the public subnets; they need a public IP for egress.
+	public, err := b.subnets(vpc, publicRT, tier{name: "public", cidrs: publicCIDRs, elbRole: "kubernetes.io/role/elb", nodes: !args.NAT})
 	if err != nil {
-		return nil, fmt.Errorf("creating public route table: %w", err)
+		return nil, err
 	}
-
-	var publicIDs, privateIDs pulumi.StringArray
-	var firstPublic *ec2.Subnet
-	for i, az := range args.AZs {
-		subnetTags := map[string]string{
-			"Name":                   fmt.Sprintf("%s-public-%s", args.ClusterName, az),
-			"kubernetes.io/role/elb": "1",
-			clusterTag:               "shared",
-		}
-		if !args.NAT {
-			subnetTags[DiscoveryTag] = args.ClusterName
-		}
-		sn, err := ec2.NewSubnet(ctx, fmt.Sprintf("%s-public-%d", name, i), &ec2.SubnetArgs{
-			VpcId:            vpc.ID(),
-			AvailabilityZone: pulumi.String(az),
-			CidrBlock:        pulumi.String(public[i]),
-			// Only the lean profile runs nodes here, and they need a public IP for egress.
-			MapPublicIpOnLaunch: pulumi.Bool(!args.NAT),
-			Tags:                tags(subnetTags),
-		}, parent)
-		if err != nil {
-			return nil, fmt.Errorf("creating public subnet in %s: %w", az, err)
-		}
-		if _, err := ec2.NewRouteTableAssociation(ctx, fmt.Sprintf("%s-public-%d", name, i), &ec2.RouteTableAssociationArgs{
-			SubnetId: sn.ID(), RouteTableId: publicRT.ID(),
-		}, parent); err != nil {
-			return nil, fmt.Errorf("associating public subnet in %s: %w", az, err)
-		}
-		if i == 0 {
-			firstPublic = sn
-		}
-		publicIDs = append(publicIDs, sn.ID().ToStringOutput())
-	}
-
+	var private []*ec2.Subnet
 	if args.NAT {
-		eip, err := ec2.NewEip(ctx, name+"-nat", &ec2.EipArgs{
-			Domain: pulumi.String("vpc"),
-			Tags:   tags(map[string]string{"Name": args.ClusterName + "-nat"}),
-		}, parent)
+		nat, err := b.natGateway(public[0], igw)
 		if err != nil {
-			return nil, fmt.Errorf("creating NAT address: %w", err)
+			return nil, err
 		}
-		nat, err := ec2.NewNatGateway(ctx, name+"-nat", &ec2.NatGatewayArgs{
-			AllocationId: eip.ID(),
-			SubnetId:     firstPublic.ID(),
-			Tags:         tags(map[string]string{"Name": args.ClusterName}),
-		}, parent, pulumi.DependsOn([]pulumi.Resource{igw}))
+		privateRT, err := b.routeTable(vpc, "private", &ec2.RouteTableRouteArgs{CidrBlock: pulumi.String("0.0.0.0/0"), NatGatewayId: nat.ID()})
 		if err != nil {
-			return nil, fmt.Errorf("creating NAT gateway: %w", err)
+			return nil, err
 		}
-		privateRT, err := ec2.NewRouteTable(ctx, name+"-private-rt", &ec2.RouteTableArgs{
-			VpcId:  vpc.ID(),
-			Routes: ec2.RouteTableRouteArray{&ec2.RouteTableRouteArgs{CidrBlock: pulumi.String("0.0.0.0/0"), NatGatewayId: nat.ID()}},
-			Tags:   tags(map[string]string{"Name": args.ClusterName + "-private"}),
-		}, parent)
-		if err != nil {
-			return nil, fmt.Errorf("creating private route table: %w", err)
-		}
-		for i, az := range args.AZs {
-			sn, err := ec2.NewSubnet(ctx, fmt.Sprintf("%s-private-%d", name, i), &ec2.SubnetArgs{
-				VpcId:            vpc.ID(),
-				AvailabilityZone: pulumi.String(az),
-				CidrBlock:        pulumi.String(private[i]),
-				Tags: tags(map[string]string{
-					"Name":                            fmt.Sprintf("%s-private-%s", args.ClusterName, az),
-					"kubernetes.io/role/internal-elb": "1",
-					clusterTag:                        "shared",
-					DiscoveryTag:                      args.ClusterName,
-				}),
-			}, parent)
-			if err != nil {
-				return nil, fmt.Errorf("creating private subnet in %s: %w", az, err)
-			}
-			if _, err := ec2.NewRouteTableAssociation(ctx, fmt.Sprintf("%s-private-%d", name, i), &ec2.RouteTableAssociationArgs{
-				SubnetId: sn.ID(), RouteTableId: privateRT.ID(),
-			}, parent); err != nil {
-				return nil, fmt.Errorf("associating private subnet in %s: %w", az, err)
-			}
-			privateIDs = append(privateIDs, sn.ID().ToStringOutput())
+		if private, err = b.subnets(vpc, privateRT, tier{name: "private", cidrs: privateCIDRs, elbRole: "kubernetes.io/role/internal-elb", nodes: true}); err != nil {
+			return nil, err
 		}
 	}
 
 	n.VpcID = vpc.ID().ToStringOutput()
-	n.PublicSubnetIDs = publicIDs.ToStringArrayOutput()
-	n.PrivateSubnetIDs = privateIDs.ToStringArrayOutput()
+	n.PublicSubnetIDs = subnetIDs(public)
+	n.PrivateSubnetIDs = subnetIDs(private)
 	n.NodeSubnetIDs = n.PrivateSubnetIDs
 	if !args.NAT {
 		n.NodeSubnetIDs = n.PublicSubnetIDs
 	}
+	n.Resources = b.created
 	if err := ctx.RegisterResourceOutputs(n, pulumi.Map{
 		"vpcId":            n.VpcID,
 		"publicSubnetIds":  n.PublicSubnetIDs,
@@ -172,6 +97,134 @@ func NewNetwork(ctx *pulumi.Context, name string, args *NetworkArgs, opts ...pul
 		return nil, err
 	}
 	return n, nil
+}
+
+// networkBuilder creates the network's resources, each a child of the component.
+type networkBuilder struct {
+	ctx     *pulumi.Context
+	name    string
+	args    *NetworkArgs
+	parent  pulumi.ResourceOption
+	created created
+}
+
+func (b *networkBuilder) tags(extra map[string]string) pulumi.StringMap {
+	return tagMap(b.args.Tags, extra)
+}
+
+// vpc creates the VPC and its internet gateway.
+func (b *networkBuilder) vpc() (*ec2.Vpc, *ec2.InternetGateway, error) {
+	vpc, err := ec2.NewVpc(b.ctx, b.name+"-vpc", &ec2.VpcArgs{
+		CidrBlock: pulumi.String(b.args.CIDR),
+		// EKS requires both: nodes register by private DNS name.
+		EnableDnsHostnames: pulumi.Bool(true),
+		EnableDnsSupport:   pulumi.Bool(true),
+		Tags:               b.tags(map[string]string{"Name": b.args.ClusterName}),
+	}, b.parent)
+	if err != nil {
+		return nil, nil, fmt.Errorf("creating VPC: %w", err)
+	}
+	igw, err := ec2.NewInternetGateway(b.ctx, b.name+"-igw", &ec2.InternetGatewayArgs{
+		VpcId: vpc.ID(),
+		Tags:  b.tags(map[string]string{"Name": b.args.ClusterName}),
+	}, b.parent)
+	if err != nil {
+		return nil, nil, fmt.Errorf("creating internet gateway: %w", err)
+	}
+	b.created.add(vpc, igw)
+	return vpc, igw, nil
+}
+
+// routeTable creates a route table whose default route is route.
+func (b *networkBuilder) routeTable(vpc *ec2.Vpc, tierName string, route *ec2.RouteTableRouteArgs) (*ec2.RouteTable, error) {
+	rt, err := ec2.NewRouteTable(b.ctx, b.name+"-"+tierName+"-rt", &ec2.RouteTableArgs{
+		VpcId:  vpc.ID(),
+		Routes: ec2.RouteTableRouteArray{route},
+		Tags:   b.tags(map[string]string{"Name": b.args.ClusterName + "-" + tierName}),
+	}, b.parent)
+	if err != nil {
+		return nil, fmt.Errorf("creating %s route table: %w", tierName, err)
+	}
+	b.created.add(rt)
+	return rt, nil
+}
+
+// tier is a set of subnets, one per AZ, sharing a route table.
+type tier struct {
+	name  string
+	cidrs []string
+	// elbRole is the tag that tells load balancers to use these subnets.
+	elbRole string
+	// nodes: Karpenter's nodes run here (discovery tag); in public subnets they get a
+	// public IP.
+	nodes bool
+}
+
+// subnets creates one subnet per AZ in the tier, each associated with rt.
+func (b *networkBuilder) subnets(vpc *ec2.Vpc, rt *ec2.RouteTable, t tier) ([]*ec2.Subnet, error) {
+	var out []*ec2.Subnet
+	for i, az := range b.args.AZs {
+		tags := map[string]string{
+			"Name":    fmt.Sprintf("%s-%s-%s", b.args.ClusterName, t.name, az),
+			t.elbRole: "1",
+			"kubernetes.io/cluster/" + b.args.ClusterName: "shared",
+		}
+		if t.nodes {
+			tags[wellknown.DiscoveryTag] = b.args.ClusterName
+		}
+		args := &ec2.SubnetArgs{
+			VpcId:            vpc.ID(),
+			AvailabilityZone: pulumi.String(az),
+			CidrBlock:        pulumi.String(t.cidrs[i]),
+			Tags:             b.tags(tags),
+		}
+		if t.name == "public" {
+			args.MapPublicIpOnLaunch = pulumi.Bool(t.nodes)
+		}
+		logical := fmt.Sprintf("%s-%s-%d", b.name, t.name, i)
+		sn, err := ec2.NewSubnet(b.ctx, logical, args, b.parent)
+		if err != nil {
+			return nil, fmt.Errorf("creating %s subnet in %s: %w", t.name, az, err)
+		}
+		assoc, err := ec2.NewRouteTableAssociation(b.ctx, logical, &ec2.RouteTableAssociationArgs{
+			SubnetId: sn.ID(), RouteTableId: rt.ID(),
+		}, b.parent)
+		if err != nil {
+			return nil, fmt.Errorf("associating %s subnet in %s: %w", t.name, az, err)
+		}
+		b.created.add(sn, assoc)
+		out = append(out, sn)
+	}
+	return out, nil
+}
+
+// natGateway creates the single NAT gateway, with its address, in the first public subnet.
+func (b *networkBuilder) natGateway(subnet *ec2.Subnet, igw *ec2.InternetGateway) (*ec2.NatGateway, error) {
+	eip, err := ec2.NewEip(b.ctx, b.name+"-nat", &ec2.EipArgs{
+		Domain: pulumi.String("vpc"),
+		Tags:   b.tags(map[string]string{"Name": b.args.ClusterName + "-nat"}),
+	}, b.parent)
+	if err != nil {
+		return nil, fmt.Errorf("creating NAT address: %w", err)
+	}
+	nat, err := ec2.NewNatGateway(b.ctx, b.name+"-nat", &ec2.NatGatewayArgs{
+		AllocationId: eip.ID(),
+		SubnetId:     subnet.ID(),
+		Tags:         b.tags(map[string]string{"Name": b.args.ClusterName}),
+	}, b.parent, pulumi.DependsOn([]pulumi.Resource{igw}))
+	if err != nil {
+		return nil, fmt.Errorf("creating NAT gateway: %w", err)
+	}
+	b.created.add(eip, nat)
+	return nat, nil
+}
+
+func subnetIDs(subnets []*ec2.Subnet) pulumi.StringArrayOutput {
+	var ids pulumi.StringArray
+	for _, sn := range subnets {
+		ids = append(ids, sn.ID().ToStringOutput())
+	}
+	return ids.ToStringArrayOutput()
 }
 
 // SubnetCIDRs carves the VPC block: the first three quarters hold one private subnet per AZ

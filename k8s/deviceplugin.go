@@ -6,12 +6,9 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	k8scorev1 "k8s.io/api/core/v1"
 
+	"github.com/luxfi/lux-gpu-ci/internal/wellknown"
 	"github.com/luxfi/lux-gpu-ci/versions"
 )
-
-// DevicePluginNamespace is the NVIDIA device plugin's own namespace (its chart refuses
-// "default").
-const DevicePluginNamespace = "nvidia-device-plugin"
 
 // DevicePluginArgs describes the NVIDIA device plugin installation.
 type DevicePluginArgs struct {
@@ -33,11 +30,11 @@ func DevicePluginValues() map[string]any {
 	return map[string]any{
 		"tolerations": jsonList(
 			k8scorev1.Toleration{Key: "CriticalAddonsOnly", Operator: k8scorev1.TolerationOpExists},
-			k8scorev1.Toleration{Key: GPUTaintKey, Operator: k8scorev1.TolerationOpExists, Effect: k8scorev1.TaintEffectNoSchedule},
+			k8scorev1.Toleration{Key: wellknown.GPUTaintKey, Operator: k8scorev1.TolerationOpExists, Effect: k8scorev1.TaintEffectNoSchedule},
 		),
 		"affinity": mustUnstructured(k8scorev1.Affinity{NodeAffinity: &k8scorev1.NodeAffinity{
 			RequiredDuringSchedulingIgnoredDuringExecution: &k8scorev1.NodeSelector{NodeSelectorTerms: []k8scorev1.NodeSelectorTerm{{
-				MatchExpressions: []k8scorev1.NodeSelectorRequirement{{Key: GPUPresentLabel, Operator: k8scorev1.NodeSelectorOpIn, Values: []string{"true"}}},
+				MatchExpressions: []k8scorev1.NodeSelectorRequirement{{Key: wellknown.GPUPresentLabel, Operator: k8scorev1.NodeSelectorOpIn, Values: []string{"true"}}},
 			}}},
 		}}),
 		// No GPU feature discovery / NFD: the NodePool labels say what the node is.
@@ -53,13 +50,13 @@ func NewDevicePlugin(ctx *pulumi.Context, name string, args *DevicePluginArgs, o
 		return nil, err
 	}
 	ns, err := corev1.NewNamespace(ctx, name, &corev1.NamespaceArgs{
-		Metadata: &metav1.ObjectMetaArgs{Name: pulumi.String(DevicePluginNamespace)},
+		Metadata: &metav1.ObjectMetaArgs{Name: pulumi.String(wellknown.DevicePluginNamespace)},
 	}, pulumi.Parent(d))
 	if err != nil {
 		return nil, err
 	}
 	if _, err := newRelease(ctx, name, release{
-		Name: "nvidia-device-plugin", Namespace: DevicePluginNamespace, Chart: args.Chart,
+		Name: wellknown.DevicePluginRelease, Namespace: wellknown.DevicePluginNamespace, Chart: args.Chart,
 		Values: DevicePluginValues(), SkipAwait: args.SkipAwait,
 	}, pulumi.Parent(d), pulumi.DependsOn([]pulumi.Resource{ns})); err != nil {
 		return nil, err

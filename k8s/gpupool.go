@@ -15,31 +15,15 @@ import (
 	karpv1 "sigs.k8s.io/karpenter/pkg/apis/v1"
 
 	"github.com/luxfi/lux-gpu-ci/config"
+	"github.com/luxfi/lux-gpu-ci/internal/wellknown"
 	"github.com/luxfi/lux-gpu-ci/versions"
 )
 
-// Labels and taint every GPU node carries.
-const (
-	// GPUPresentLabel satisfies the NVIDIA device plugin chart's node affinity. Without it
-	// the plugin never schedules on Karpenter nodes, the GPU is never advertised and runner
-	// pods stay Pending on a paid node.
-	GPUPresentLabel = "nvidia.com/gpu.present"
-	// WorkloadLabel marks GPU CI nodes for humans and dashboards.
-	WorkloadLabel = "workload"
-	WorkloadValue = "gpu-ci"
-	// PoolLabel names the pool a node or runner pod belongs to.
-	PoolLabel = "lux-gpu-ci.luxfi.com/pool"
-	// GPUTaintKey keeps everything but GPU jobs (and GPU DaemonSets) off GPU nodes.
-	GPUTaintKey   = "nvidia.com/gpu"
-	GPUTaintValue = "present"
-	// DiscoveryTag is the tag on the subnets and security group GPU nodes use.
-	DiscoveryTag = "karpenter.sh/discovery"
-	// gpuResource is what runner pods request and the pool's limit counts.
-	gpuResource corev1.ResourceName = "nvidia.com/gpu"
-)
+// gpuResource is what runner pods request and a pool's limit counts.
+const gpuResource corev1.ResourceName = wellknown.GPUResource
 
 // GPUTaint is the taint on every GPU node.
-var GPUTaint = corev1.Taint{Key: GPUTaintKey, Value: GPUTaintValue, Effect: corev1.TaintEffectNoSchedule}
+var GPUTaint = corev1.Taint{Key: wellknown.GPUTaintKey, Value: wellknown.GPUTaintValue, Effect: corev1.TaintEffectNoSchedule}
 
 // NodePoolFor builds the Karpenter NodePool for a pool from Karpenter's own Go types.
 func NodePoolFor(pool config.GPUPool) (*karpv1.NodePool, error) {
@@ -66,9 +50,9 @@ func NodePoolFor(pool config.GPUPool) (*karpv1.NodePool, error) {
 		Spec: karpv1.NodePoolSpec{
 			Template: karpv1.NodeClaimTemplate{
 				ObjectMeta: karpv1.ObjectMeta{Labels: map[string]string{
-					GPUPresentLabel: "true",
-					WorkloadLabel:   WorkloadValue,
-					PoolLabel:       pool.Name,
+					wellknown.GPUPresentLabel: "true",
+					wellknown.WorkloadLabel:   wellknown.WorkloadValue,
+					wellknown.PoolLabel:       pool.Name,
 				}},
 				Spec: karpv1.NodeClaimTemplateSpec{
 					Requirements: []karpv1.NodeSelectorRequirementWithMinValues{
@@ -99,7 +83,7 @@ func NodePoolFor(pool config.GPUPool) (*karpv1.NodePool, error) {
 
 // EC2NodeClassFor builds the EC2NodeClass for a pool from Karpenter's AWS Go types.
 func EC2NodeClassFor(pool config.GPUPool, clusterName, nodeRole string, publicIP bool, tags map[string]string) *awsv1.EC2NodeClass {
-	discovery := map[string]string{DiscoveryTag: clusterName}
+	discovery := map[string]string{wellknown.DiscoveryTag: clusterName}
 	volume := resource.MustParse(fmt.Sprintf("%dGi", pool.RootVolumeGi))
 	nc := &awsv1.EC2NodeClass{
 		TypeMeta:   k8smeta.TypeMeta{APIVersion: "karpenter.k8s.aws/v1", Kind: "EC2NodeClass"},

@@ -27,10 +27,6 @@ type Args struct {
 
 	ClusterName string
 	Region      string
-	// KarpenterNamespace and KarpenterServiceAccount must match the controller's Pod
-	// Identity association.
-	KarpenterNamespace      string
-	KarpenterServiceAccount string
 	// InterruptionQueue is the SQS queue name; NodeRoleName the Karpenter node role.
 	InterruptionQueue pulumi.StringInput
 	NodeRoleName      pulumi.StringInput
@@ -49,35 +45,28 @@ type Args struct {
 	// SkipAwait installs Helm releases without waiting for readiness (clusters without a
 	// kubelet, such as the e2e API server).
 	SkipAwait bool
-	// Charts overrides where charts come from (tests use local paths); zero uses versions.
+	// Charts are where the charts come from; nil means the pinned ones (versions.Charts).
 	Charts Charts
 }
 
-// Charts are the Helm charts the layer installs.
-type Charts struct {
-	KarpenterCRD, Karpenter, NvidiaDevicePlugin, ARCController, ARCScaleSet versions.Chart
-}
+// Charts are the Helm charts the layer installs, by chart name.
+type Charts map[string]versions.Chart
 
-// DefaultCharts are the pinned upstream charts.
-func DefaultCharts() Charts { return ChartsWith(nil) }
-
-// ChartsWith are the pinned upstream charts, except those overrides names (by chart name:
-// the helmCharts config key), which come from where the override says.
+// ChartsWith are the pinned charts (versions.Charts), except those overrides names (the
+// helmCharts config key), which come from where the override says.
 func ChartsWith(overrides map[string]versions.Chart) Charts {
-	pick := func(c versions.Chart) versions.Chart {
-		if o, ok := overrides[c.Name()]; ok {
-			return o
+	c := Charts{}
+	for _, pinned := range versions.Charts {
+		c[pinned.Name()] = pinned
+		if o, ok := overrides[pinned.Name()]; ok {
+			c[pinned.Name()] = o
 		}
-		return c
 	}
-	return Charts{
-		KarpenterCRD:       pick(versions.KarpenterCRDChart),
-		Karpenter:          pick(versions.KarpenterChart),
-		NvidiaDevicePlugin: pick(versions.NvidiaDevicePluginChart),
-		ARCController:      pick(versions.ARCControllerChart),
-		ARCScaleSet:        pick(versions.ARCScaleSetChart),
-	}
+	return c
 }
+
+// of is where the pinned chart comes from.
+func (c Charts) of(pinned versions.Chart) versions.Chart { return c[pinned.Name()] }
 
 // GPUCI is the Kubernetes layer.
 type GPUCI struct {
@@ -90,8 +79,8 @@ type GPUCI struct {
 // New deploys the Kubernetes layer.
 func New(ctx *pulumi.Context, name string, args *Args, opts ...pulumi.ResourceOption) (*GPUCI, error) {
 	charts := args.Charts
-	if charts == (Charts{}) {
-		charts = DefaultCharts()
+	if charts == nil {
+		charts = ChartsWith(nil)
 	}
 	g := &GPUCI{}
 	if err := ctx.RegisterComponentResource("lux-gpu-ci:k8s:GPUCI", name, g, opts...); err != nil {
@@ -111,19 +100,17 @@ func New(ctx *pulumi.Context, name string, args *Args, opts ...pulumi.ResourceOp
 	karpenter, err := NewKarpenter(ctx, name+"-karpenter", &KarpenterArgs{
 		ClusterName:       args.ClusterName,
 		Region:            args.Region,
-		Namespace:         args.KarpenterNamespace,
-		ServiceAccount:    args.KarpenterServiceAccount,
 		InterruptionQueue: args.InterruptionQueue,
 		DependsOn:         args.KarpenterDependsOn,
 		SkipAwait:         args.SkipAwait,
-		CRDChart:          charts.KarpenterCRD,
-		Chart:             charts.Karpenter,
+		CRDChart:          charts.of(versions.KarpenterCRDChart),
+		Chart:             charts.of(versions.KarpenterChart),
 	}, in...)
 	if err != nil {
 		return nil, err
 	}
 	if _, err := NewDevicePlugin(ctx, name+"-nvidia", &DevicePluginArgs{
-		Chart:     charts.NvidiaDevicePlugin,
+		Chart:     charts.of(versions.NvidiaDevicePluginChart),
 		SkipAwait: args.SkipAwait,
 	}, in...); err != nil {
 		return nil, err
@@ -148,8 +135,8 @@ func New(ctx *pulumi.Context, name string, args *Args, opts ...pulumi.ResourceOp
 		GitHub:          args.GitHub,
 		NodePools:       nodePools,
 		SkipAwait:       args.SkipAwait,
-		ControllerChart: charts.ARCController,
-		ScaleSetChart:   charts.ARCScaleSet,
+		ControllerChart: charts.of(versions.ARCControllerChart),
+		ScaleSetChart:   charts.of(versions.ARCScaleSetChart),
 	}, in...)
 	if err != nil {
 		return nil, err

@@ -8,14 +8,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/luxfi/lux-gpu-ci/internal/wellknown"
 	"github.com/luxfi/lux-gpu-ci/versions"
 )
 
 // KarpenterArgs describes the Karpenter installation.
 type KarpenterArgs struct {
-	ClusterName, Region       string
-	Namespace, ServiceAccount string
-	InterruptionQueue         pulumi.StringInput
+	ClusterName, Region string
+	InterruptionQueue   pulumi.StringInput
 	// DependsOn is the AWS side the controller needs from before its pods start until it
 	// has drained the GPU nodes on destroy; both releases depend on it.
 	DependsOn       []pulumi.Resource
@@ -34,7 +34,7 @@ type Karpenter struct {
 
 // KarpenterValues are the karpenter chart values. Replicas is 1: the chart's default of 2
 // has a required anti-affinity on hostname, so on one system node the second stays Pending.
-func KarpenterValues(clusterName, region, serviceAccount string, queue any) map[string]any {
+func KarpenterValues(clusterName, region string, queue any) map[string]any {
 	return map[string]any{
 		"settings": map[string]any{
 			"clusterName":       clusterName,
@@ -42,7 +42,7 @@ func KarpenterValues(clusterName, region, serviceAccount string, queue any) map[
 		},
 		// Must match the Pod Identity association; the chart would otherwise derive it
 		// from the release name.
-		"serviceAccount": map[string]any{"name": serviceAccount},
+		"serviceAccount": map[string]any{"name": wellknown.KarpenterServiceAccount},
 		"replicas":       1,
 		"controller": map[string]any{
 			// Fits a t3.medium (1930m / 3246Mi allocatable) beside CoreDNS and ARC.
@@ -68,15 +68,15 @@ func NewKarpenter(ctx *pulumi.Context, name string, args *KarpenterArgs, opts ..
 		return nil, err
 	}
 	crds, err := newRelease(ctx, name+"-crd", release{
-		Name: "karpenter-crd", Namespace: args.Namespace, Chart: args.CRDChart,
+		Name: wellknown.KarpenterCRDRelease, Namespace: wellknown.KarpenterNamespace, Chart: args.CRDChart,
 		Values: map[string]any{}, SkipAwait: args.SkipAwait,
 	}, pulumi.Parent(k), pulumi.DependsOn(args.DependsOn))
 	if err != nil {
 		return nil, err
 	}
 	controller, err := newRelease(ctx, name, release{
-		Name: "karpenter", Namespace: args.Namespace, Chart: args.Chart,
-		Values:   KarpenterValues(args.ClusterName, args.Region, args.ServiceAccount, args.InterruptionQueue),
+		Name: wellknown.KarpenterRelease, Namespace: wellknown.KarpenterNamespace, Chart: args.Chart,
+		Values:   KarpenterValues(args.ClusterName, args.Region, args.InterruptionQueue),
 		SkipCrds: true, SkipAwait: args.SkipAwait,
 	}, pulumi.Parent(k), pulumi.DependsOn(append([]pulumi.Resource{crds}, args.DependsOn...)))
 	if err != nil {

@@ -14,21 +14,8 @@ import (
 
 	"github.com/luxfi/lux-gpu-ci/config"
 	"github.com/luxfi/lux-gpu-ci/instancetypes"
+	"github.com/luxfi/lux-gpu-ci/internal/wellknown"
 	"github.com/luxfi/lux-gpu-ci/versions"
-)
-
-// Where Actions Runner Controller runs, and its names. The controller's ServiceAccount is
-// pinned because each scale set must name it (controllerServiceAccount): the chart would
-// otherwise look it up in the cluster, which fails in previews and renders.
-const (
-	ARCNamespace         = "arc-systems"
-	RunnersNamespace     = "arc-runners"
-	ARCControllerRelease = "arc"
-	ARCServiceAccount    = "arc-gha-rs-controller"
-	// GitHubSecretName holds the credentials runners register with.
-	GitHubSecretName = "arc-github-credentials"
-	// DoNotDisrupt keeps Karpenter from consolidating a node while its job runs.
-	DoNotDisrupt = "karpenter.sh/do-not-disrupt"
 )
 
 // RunnersArgs describes ARC and its scale sets.
@@ -54,7 +41,7 @@ type Runners struct {
 // ControllerValues are the gha-runner-scale-set-controller values.
 func ControllerValues() map[string]any {
 	return map[string]any{
-		"serviceAccount": map[string]any{"create": true, "name": ARCServiceAccount},
+		"serviceAccount": map[string]any{"create": true, "name": wellknown.ARCServiceAccount},
 		"flags":          map[string]any{"logLevel": "info"},
 	}
 }
@@ -85,12 +72,12 @@ func RunnerTemplate(pool config.GPUPool) (k8scorev1.PodTemplateSpec, error) {
 	}
 	return k8scorev1.PodTemplateSpec{
 		ObjectMeta: k8smeta.ObjectMeta{
-			Labels:      map[string]string{PoolLabel: pool.Name},
-			Annotations: map[string]string{DoNotDisrupt: "true"},
+			Labels:      map[string]string{wellknown.PoolLabel: pool.Name},
+			Annotations: map[string]string{wellknown.DoNotDisrupt: "true"},
 		},
 		Spec: k8scorev1.PodSpec{
-			NodeSelector: map[string]string{"karpenter.sh/nodepool": pool.Name},
-			Tolerations:  []k8scorev1.Toleration{{Key: GPUTaintKey, Operator: k8scorev1.TolerationOpExists, Effect: k8scorev1.TaintEffectNoSchedule}},
+			NodeSelector: map[string]string{wellknown.NodePoolLabel: pool.Name},
+			Tolerations:  []k8scorev1.Toleration{{Key: wellknown.GPUTaintKey, Operator: k8scorev1.TolerationOpExists, Effect: k8scorev1.TaintEffectNoSchedule}},
 			Containers: []k8scorev1.Container{{
 				// ARC requires the runner container to be called "runner".
 				Name:      "runner",
@@ -118,7 +105,7 @@ func ScaleSetValues(pool config.GPUPool, gh config.GitHub) (map[string]any, erro
 	}
 	return map[string]any{
 		"githubConfigUrl":    gh.ConfigURL,
-		"githubConfigSecret": GitHubSecretName,
+		"githubConfigSecret": wellknown.GitHubSecretName,
 		// Defaults to the release name otherwise; it is also the runs-on label.
 		"runnerScaleSetName": pool.RunnerScaleSetName,
 		// Registered only when the scale set is first created (ARC 0.14).
@@ -127,8 +114,8 @@ func ScaleSetValues(pool config.GPUPool, gh config.GitHub) (map[string]any, erro
 		"minRunners": 0,
 		"maxRunners": pool.MaxRunners,
 		"controllerServiceAccount": map[string]any{
-			"namespace": ARCNamespace,
-			"name":      ARCServiceAccount,
+			"namespace": wellknown.ARCNamespace,
+			"name":      wellknown.ARCServiceAccount,
 		},
 		"template": t,
 	}, nil
@@ -150,13 +137,13 @@ func NewRunners(ctx *pulumi.Context, name string, args *RunnersArgs, opts ...pul
 	}
 	parent := pulumi.Parent(r)
 	systemNS, err := corev1.NewNamespace(ctx, name+"-systems", &corev1.NamespaceArgs{
-		Metadata: &metav1.ObjectMetaArgs{Name: pulumi.String(ARCNamespace)},
+		Metadata: &metav1.ObjectMetaArgs{Name: pulumi.String(wellknown.ARCNamespace)},
 	}, parent)
 	if err != nil {
 		return nil, err
 	}
 	controller, err := newRelease(ctx, name+"-controller", release{
-		Name: ARCControllerRelease, Namespace: ARCNamespace, Chart: args.ControllerChart,
+		Name: wellknown.ARCControllerRelease, Namespace: wellknown.ARCNamespace, Chart: args.ControllerChart,
 		Values: ControllerValues(), SkipAwait: args.SkipAwait,
 	}, parent, pulumi.DependsOn([]pulumi.Resource{systemNS}))
 	if err != nil {
@@ -165,7 +152,7 @@ func NewRunners(ctx *pulumi.Context, name string, args *RunnersArgs, opts ...pul
 	// The scale sets' objects carry ARC's cleanup-protection finalizers, which only the
 	// controller removes: the runners' namespace must be gone before the controller goes.
 	runnersNS, err := corev1.NewNamespace(ctx, name+"-runners", &corev1.NamespaceArgs{
-		Metadata: &metav1.ObjectMetaArgs{Name: pulumi.String(RunnersNamespace)},
+		Metadata: &metav1.ObjectMetaArgs{Name: pulumi.String(wellknown.RunnersNamespace)},
 	}, parent, pulumi.DependsOn([]pulumi.Resource{controller}))
 	if err != nil {
 		return nil, err
@@ -183,7 +170,7 @@ func NewRunners(ctx *pulumi.Context, name string, args *RunnersArgs, opts ...pul
 		return nil, fmt.Errorf("runners: no GitHub credentials")
 	}
 	secret, err := corev1.NewSecret(ctx, name+"-github", &corev1.SecretArgs{
-		Metadata: &metav1.ObjectMetaArgs{Name: pulumi.String(GitHubSecretName), Namespace: pulumi.String(RunnersNamespace)},
+		Metadata: &metav1.ObjectMetaArgs{Name: pulumi.String(wellknown.GitHubSecretName), Namespace: pulumi.String(wellknown.RunnersNamespace)},
 		Type:     pulumi.String("Opaque"),
 		// A secret end to end: Pulumi encrypts it in state and never prints it.
 		StringData: pulumi.ToSecret(creds).(pulumi.StringMapOutput),
@@ -203,7 +190,7 @@ func NewRunners(ctx *pulumi.Context, name string, args *RunnersArgs, opts ...pul
 			deps = append(deps, np)
 		}
 		if _, err := newRelease(ctx, name+"-"+pool.RunnerScaleSetName, release{
-			Name: pool.RunnerScaleSetName, Namespace: RunnersNamespace, Chart: args.ScaleSetChart,
+			Name: pool.RunnerScaleSetName, Namespace: wellknown.RunnersNamespace, Chart: args.ScaleSetChart,
 			Values: vals, SkipAwait: args.SkipAwait,
 		}, parent, pulumi.DependsOn(deps)); err != nil {
 			return nil, err

@@ -3,8 +3,6 @@ package k8s
 import (
 	"encoding/json"
 	"fmt"
-
-	"github.com/luxfi/lux-gpu-ci/k8s/crdvalidation"
 )
 
 // Kubernetes objects and Helm values are built from upstream Go API types (corev1,
@@ -12,10 +10,16 @@ import (
 
 // unstructured converts a typed API object to its JSON form with nulls removed (corev1
 // types serialize unset fields such as metadata.creationTimestamp as null, which Helm
-// values and a server-side apply diff would otherwise carry around).
+// values and a server-side apply diff would otherwise carry around). It goes through JSON,
+// as kubectl does, so the types' own MarshalJSON apply: apimachinery's converter mishandles
+// Karpenter's NillableDuration.
 func unstructured(obj any) (map[string]any, error) {
-	u, err := crdvalidation.ToUnstructured(obj)
+	b, err := json.Marshal(obj)
 	if err != nil {
+		return nil, fmt.Errorf("converting %T: %w", obj, err)
+	}
+	var u map[string]any
+	if err := json.Unmarshal(b, &u); err != nil {
 		return nil, fmt.Errorf("converting %T: %w", obj, err)
 	}
 	return dropNulls(u).(map[string]any), nil

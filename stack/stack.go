@@ -24,21 +24,19 @@ func Program(ctx *pulumi.Context) error {
 		return err
 	}
 	cluster, err := k8s.New(ctx, "gpu-ci", &k8s.Args{
-		Kubeconfig:              aws.Kubeconfig,
-		ProviderDependsOn:       aws.Lifelines,
-		ClusterName:             aws.ClusterName,
-		Region:                  aws.Region,
-		KarpenterNamespace:      aws.KarpenterNamespace,
-		KarpenterServiceAccount: aws.KarpenterServiceAccount,
-		InterruptionQueue:       aws.QueueName,
-		NodeRoleName:            aws.NodeRoleName,
-		KarpenterDependsOn:      aws.KarpenterLifelines,
-		NodesPublic:             aws.NodesPublic,
-		Tags:                    cfg.Tags,
-		Pools:                   cfg.GPUPools,
-		GitHub:                  cfg.GitHub,
-		SkipAwait:               cfg.HelmSkipAwait,
-		Charts:                  k8s.ChartsWith(cfg.HelmCharts),
+		Kubeconfig:         aws.Kubeconfig,
+		ProviderDependsOn:  aws.Lifelines,
+		ClusterName:        aws.ClusterName,
+		Region:             aws.Region,
+		InterruptionQueue:  aws.QueueName,
+		NodeRoleName:       aws.NodeRoleName,
+		KarpenterDependsOn: aws.KarpenterLifelines,
+		NodesPublic:        aws.NodesPublic,
+		Tags:               cfg.Tags,
+		Pools:              cfg.GPUPools,
+		GitHub:             cfg.GitHub,
+		SkipAwait:          cfg.HelmSkipAwait,
+		Charts:             k8s.ChartsWith(cfg.HelmCharts),
 	})
 	if err != nil {
 		return err

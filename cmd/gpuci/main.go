@@ -1,9 +1,5 @@
-// Command gpuci is the lux-gpu-ci operator CLI.
-//
-//	gpuci render --stack dev --out out/dev [--charts all|release,...]
-//	gpuci cost   --stack dev [--builds-per-day 30 --minutes 10 --image-gb 8] [--prices FILE | --live] [--json]
-//	gpuci verify --stack dev [--kubeconfig PATH] [--json]
-//	gpuci doctor --stack dev [--kubeconfig PATH] [--fix] [--json]
+// Command gpuci is the lux-gpu-ci operator CLI; `gpuci help` (the usage constant below)
+// lists its commands and flags.
 //
 // render runs the real Pulumi program offline, under the same mocks the tests use, with the
 // stack's real configuration, and writes every resource it declares (see internal/render).
@@ -34,6 +30,8 @@ commands:
   cost     what a stack costs idle, per build and per month: gpuci cost --stack dev [--builds-per-day N --minutes M]
   verify   check a live cluster against its stack: gpuci verify --stack dev [--kubeconfig PATH] [--json]
   doctor   troubleshoot a live cluster: symptom, evidence, fix: gpuci doctor --stack dev [--fix] [--json]
+
+gpuci <command> -h lists a command's flags.
 `
 
 func main() {

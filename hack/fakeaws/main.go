@@ -14,6 +14,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -39,9 +40,9 @@ func main() {
 			return fakeaws.NewProvider(cfg.Cloud, cfg.Log), nil
 		})
 	case "aws":
-		err = awsCLI(cfg, os.Args[1:])
+		err = awsCLI(os.Stdout, cfg, os.Args[1:])
 	case "kubectl":
-		err = kubectl(cfg, os.Args[1:])
+		err = kubectl(os.Stdout, cfg, os.Args[1:])
 	default:
 		err = fmt.Errorf("run me as pulumi-resource-aws, aws or kubectl, not %s", name)
 	}
@@ -66,21 +67,21 @@ func awsEnv() map[string]string {
 	return env
 }
 
-func awsCLI(cfg fakeaws.Config, args []string) error {
+func awsCLI(w io.Writer, cfg fakeaws.Config, args []string) error {
 	cfg.Record(fakeaws.Call{Method: "aws", Args: args, Env: awsEnv()})
 	switch {
 	case slices.Equal(args, []string{"--version"}):
-		fmt.Println("aws-cli/2.17.0 Python/3.12.6 Linux/6.1 exe/x86_64.debian.12 (fakeaws)")
-		return nil
+		_, err := fmt.Fprintln(w, "aws-cli/2.17.0 Python/3.12.6 Linux/6.1 exe/x86_64.debian.12 (fakeaws)")
+		return err
 	case len(args) >= 2 && args[0] == "eks" && args[1] == "get-token":
-		return getToken(cfg, args[2:])
+		return getToken(w, cfg, args[2:])
 	}
 	return fmt.Errorf("aws %s is not faked", strings.Join(args, " "))
 }
 
 // getToken prints the ExecCredential `aws eks get-token --cluster-name NAME --output json`
 // prints, with the admin client certificate where EKS would put a token.
-func getToken(cfg fakeaws.Config, args []string) error {
+func getToken(w io.Writer, cfg fakeaws.Config, args []string) error {
 	if !slices.Contains(args, "--cluster-name") {
 		return fmt.Errorf("aws eks get-token %s: --cluster-name is required", strings.Join(args, " "))
 	}
@@ -96,13 +97,13 @@ func getToken(cfg fakeaws.Config, args []string) error {
 		TypeMeta: metav1.TypeMeta{APIVersion: "client.authentication.k8s.io/v1beta1", Kind: "ExecCredential"},
 		Status:   &clientauthv1beta1.ExecCredentialStatus{ClientCertificateData: string(cert), ClientKeyData: string(key)},
 	}
-	return json.NewEncoder(os.Stdout).Encode(cred)
+	return json.NewEncoder(w).Encode(cred)
 }
 
-func kubectl(cfg fakeaws.Config, args []string) error {
+func kubectl(w io.Writer, cfg fakeaws.Config, args []string) error {
 	cfg.Record(fakeaws.Call{Method: "kubectl", Args: args})
 	if len(args) > 0 && args[0] == "version" && slices.Contains(args, "--client=true") {
-		return json.NewEncoder(os.Stdout).Encode(map[string]any{
+		return json.NewEncoder(w).Encode(map[string]any{
 			"clientVersion": map[string]string{"gitVersion": "v1.36.3", "major": "1", "minor": "36"},
 		})
 	}

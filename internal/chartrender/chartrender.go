@@ -4,30 +4,29 @@
 package chartrender
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 
-	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/chartutil"
-	"helm.sh/helm/v3/pkg/cli"
-	kubefake "helm.sh/helm/v3/pkg/kube/fake"
+	"helm.sh/helm/v3/pkg/engine"
 	"helm.sh/helm/v3/pkg/registry"
 	"helm.sh/helm/v3/pkg/releaseutil"
-	"helm.sh/helm/v3/pkg/storage"
-	"helm.sh/helm/v3/pkg/storage/driver"
 	"sigs.k8s.io/yaml"
 
 	"github.com/luxfi/lux-gpu-ci/versions"
 )
 
-// KubeVersion is the Kubernetes version charts are rendered for.
-var KubeVersion = chartutil.KubeVersion{Version: "v1.35.0", Major: "1", Minor: "35"}
+// KubeVersion is the Kubernetes version charts are rendered for: a new stack's (versions).
+var KubeVersion = func() chartutil.KubeVersion {
+	major, minor, _ := strings.Cut(versions.KubernetesDefault, ".")
+	return chartutil.KubeVersion{Version: "v" + versions.KubernetesDefault + ".0", Major: major, Minor: minor}
+}()
 
 // Object is one rendered manifest.
 type Object struct {
@@ -57,7 +56,8 @@ func ModuleDir(mod string) (string, error) {
 }
 
 // Locate returns a local directory holding the chart: from its Go module when it has one,
-// otherwise pulled from its repository into cacheDir (this needs network).
+// a local directory as is, otherwise pulled from its OCI registry into cacheDir (this needs
+// network).
 func Locate(c versions.Chart, cacheDir string) (string, error) {
 	if c.Module != "" {
 		dir, err := ModuleDir(c.Module)
@@ -69,31 +69,35 @@ func Locate(c versions.Chart, cacheDir string) (string, error) {
 	if fi, err := os.Stat(c.Chart); err == nil && fi.IsDir() {
 		return c.Chart, nil
 	}
+	if !strings.HasPrefix(c.Chart, "oci://") || c.Repo != "" {
+		return "", fmt.Errorf("chart %s %s cannot be had: no Go module holds it, and only OCI charts are pulled", c.Chart, c.Version)
+	}
 	dest := filepath.Join(cacheDir, strings.NewReplacer("/", "_", ":", "_").Replace(c.Chart)+"-"+c.Version)
-	name := filepath.Base(c.Chart)
-	if fi, err := os.Stat(filepath.Join(dest, name)); err == nil && fi.IsDir() {
-		return filepath.Join(dest, name), nil
+	dir := filepath.Join(dest, c.Name())
+	if fi, err := os.Stat(dir); err == nil && fi.IsDir() {
+		return dir, nil
 	}
 	reg, err := registry.NewClient()
 	if err != nil {
 		return "", err
 	}
-	cfg := &action.Configuration{RegistryClient: reg}
-	pull := action.NewPullWithOpts(action.WithConfig(cfg))
-	pull.Settings = cli.New()
-	pull.Version, pull.RepoURL = c.Version, c.Repo
-	pull.Untar, pull.UntarDir, pull.DestDir = true, dest, dest
-	if err := os.MkdirAll(dest, 0o755); err != nil {
-		return "", err
-	}
-	if _, err := pull.Run(c.Chart); err != nil {
+	pulled, err := reg.Pull(strings.TrimPrefix(c.Chart, "oci://")+":"+c.Version, registry.PullOptWithChart(true))
+	if err != nil {
 		return "", fmt.Errorf("chart %s %s cannot be had (no Go module holds it, and pulling it failed): %w", c.Chart, c.Version, err)
 	}
-	return filepath.Join(dest, name), nil
+	if err := chartutil.Expand(dest, bytes.NewReader(pulled.Chart.Data)); err != nil {
+		return "", fmt.Errorf("chart %s %s: %w", c.Chart, c.Version, err)
+	}
+	return dir, nil
 }
 
-// Render renders a chart directory as release in namespace with values, passing the values
-// through JSON first, as Pulumi sends them.
+// Render renders a chart directory as release in namespace with values, as `helm template`
+// does (the template engine, client-side, for KubeVersion), passing the values through JSON
+// first, as Pulumi sends them. It returns the chart's objects without its hooks and NOTES.
+//
+// It calls Helm's engine rather than its install action: the action links Helm's Kubernetes
+// client, whose kustomize plugin loader forces external (cgo) linking of every binary that
+// includes it, which tripled the link time of the tests.
 func Render(chartDir, release, namespace string, values map[string]any) ([]Object, error) {
 	chrt, err := loader.Load(chartDir)
 	if err != nil {
@@ -107,34 +111,46 @@ func Render(chartDir, release, namespace string, values map[string]any) ([]Objec
 	if err := json.Unmarshal(b, &vals); err != nil {
 		return nil, err
 	}
-	cfg := &action.Configuration{
-		Releases:     storage.Init(driver.NewMemory()),
-		KubeClient:   &kubefake.PrintingKubeClient{Out: io.Discard},
-		Capabilities: chartutil.DefaultCapabilities,
-		Log:          func(string, ...any) {},
+	if err := chartutil.ProcessDependenciesWithMerge(chrt, vals); err != nil {
+		return nil, fmt.Errorf("rendering %s: %w", chartDir, err)
 	}
-	install := action.NewInstall(cfg)
-	install.DryRun, install.ClientOnly, install.Replace = true, true, true
-	install.ReleaseName, install.Namespace = release, namespace
-	kv := KubeVersion
-	install.KubeVersion = &kv
-	rel, err := install.Run(chrt, vals)
+	caps := chartutil.DefaultCapabilities.Copy()
+	caps.KubeVersion = KubeVersion
+	if kv := chrt.Metadata.KubeVersion; kv != "" && !chartutil.IsCompatibleRange(kv, caps.KubeVersion.String()) {
+		return nil, fmt.Errorf("chart %s requires kubeVersion %s, which Kubernetes %s is not", chartDir, kv, caps.KubeVersion.String())
+	}
+	top, err := chartutil.ToRenderValues(chrt, vals, chartutil.ReleaseOptions{Name: release, Namespace: namespace, Revision: 1, IsInstall: true}, caps)
+	if err != nil {
+		return nil, fmt.Errorf("rendering %s: %w", chartDir, err)
+	}
+	files, err := engine.Render(chrt, top)
+	if err != nil {
+		return nil, fmt.Errorf("rendering %s: %w", chartDir, err)
+	}
+	for name := range files {
+		if strings.HasSuffix(name, "NOTES.txt") {
+			delete(files, name)
+		}
+	}
+	_, manifests, err := releaseutil.SortManifests(files, nil, releaseutil.InstallOrder)
 	if err != nil {
 		return nil, fmt.Errorf("rendering %s: %w", chartDir, err)
 	}
 	var out []Object
-	for _, doc := range releaseutil.SplitManifests(rel.Manifest) {
-		var meta struct {
-			Kind     string `json:"kind"`
-			Metadata struct {
-				Name, Namespace string
-			} `json:"metadata"`
-		}
-		if err := yaml.Unmarshal([]byte(doc), &meta); err != nil {
-			return nil, fmt.Errorf("rendering %s: %w", chartDir, err)
-		}
-		if meta.Kind != "" {
-			out = append(out, Object{Kind: meta.Kind, Name: meta.Metadata.Name, Namespace: meta.Metadata.Namespace, YAML: doc})
+	for _, m := range manifests {
+		for _, doc := range releaseutil.SplitManifests(m.Content) {
+			var meta struct {
+				Kind     string `json:"kind"`
+				Metadata struct {
+					Name, Namespace string
+				} `json:"metadata"`
+			}
+			if err := yaml.Unmarshal([]byte(doc), &meta); err != nil {
+				return nil, fmt.Errorf("rendering %s: %s: %w", chartDir, m.Name, err)
+			}
+			if meta.Kind != "" {
+				out = append(out, Object{Kind: meta.Kind, Name: meta.Metadata.Name, Namespace: meta.Metadata.Namespace, YAML: doc})
+			}
 		}
 	}
 	if len(out) == 0 {

@@ -16,17 +16,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/luxfi/lux-gpu-ci/config"
-	"github.com/luxfi/lux-gpu-ci/internal/verify"
-	"github.com/luxfi/lux-gpu-ci/k8s"
+	"github.com/luxfi/lux-gpu-ci/internal/live"
+	"github.com/luxfi/lux-gpu-ci/internal/wellknown"
 )
-
-// NodeClaims are Karpenter's records of the instances it launches.
-var NodeClaims = schema.GroupVersionResource{Group: "karpenter.sh", Version: "v1", Resource: "nodeclaims"}
 
 // StuckAfter is how long a deleting NodeClaim may take before it counts as stuck.
 const StuckAfter = 15 * time.Minute
@@ -53,11 +49,11 @@ func (d Doctor) Examine(ctx context.Context) []Finding {
 	if d.Now == nil {
 		d.Now = time.Now
 	}
-	claims, _ := d.Dyn.Resource(NodeClaims).List(ctx, metav1.ListOptions{})
+	claims, _ := d.Dyn.Resource(wellknown.NodeClaims).List(ctx, metav1.ListOptions{})
 	if claims == nil {
 		claims = &unstructured.UnstructuredList{}
 	}
-	gpuNodes, _ := verify.GPUNodes(ctx, d.Kube, d.Cfg.GPUPools)
+	gpuNodes, _ := live.GPUNodes(ctx, d.Kube, d.Cfg.GPUPools)
 	return []Finding{
 		d.jobQueued(ctx),
 		d.runnerPending(ctx, claims),
@@ -99,21 +95,20 @@ func Problems(findings []Finding) int {
 func (d Doctor) jobQueued(ctx context.Context) Finding {
 	f := Finding{Symptom: "Job stuck in Queued", Fix: "use a runs-on that matches the scale set (stack output runsOn); labels are fixed when a scale set is created, so recreate it (rename runnerScaleSetName) after changing them; check the credentials Secret"}
 	for _, pool := range d.Cfg.GPUPools {
-		rs, err := d.Dyn.Resource(verify.RunnerSets).Namespace(k8s.RunnersNamespace).Get(ctx, pool.RunnerScaleSetName, metav1.GetOptions{})
+		rs, err := live.GetScaleSet(ctx, d.Dyn, pool.RunnerScaleSetName)
 		if err != nil {
 			f.Problem = true
 			f.Evidence = append(f.Evidence, fmt.Sprintf("scale set %s: %v", pool.RunnerScaleSetName, err))
 			continue
 		}
-		labels, _, _ := unstructured.NestedStringSlice(rs.Object, "spec", "runnerScaleSetLabels")
-		if !slices.Equal(labels, pool.RunnerLabels) {
+		if !slices.Equal(rs.Labels, pool.RunnerLabels) {
 			f.Problem = true
 		}
-		f.Evidence = append(f.Evidence, fmt.Sprintf("scale set %s labels %v (configured %v)", pool.RunnerScaleSetName, labels, pool.RunnerLabels))
-		listeners, err := d.Kube.CoreV1().Pods(k8s.ARCNamespace).List(ctx, metav1.ListOptions{LabelSelector: "actions.github.com/scale-set-name=" + pool.RunnerScaleSetName})
+		f.Evidence = append(f.Evidence, fmt.Sprintf("scale set %s labels %v (configured %v)", pool.RunnerScaleSetName, rs.Labels, pool.RunnerLabels))
+		listeners, err := d.Kube.CoreV1().Pods(wellknown.ARCNamespace).List(ctx, metav1.ListOptions{LabelSelector: wellknown.ScaleSetLabel + "=" + pool.RunnerScaleSetName})
 		if err != nil || len(listeners.Items) == 0 {
 			f.Problem = true
-			f.Evidence = append(f.Evidence, fmt.Sprintf("no listener pod for %s in %s: the controller cannot reach GitHub or the credentials are wrong", pool.RunnerScaleSetName, k8s.ARCNamespace))
+			f.Evidence = append(f.Evidence, fmt.Sprintf("no listener pod for %s in %s: the controller cannot reach GitHub or the credentials are wrong", pool.RunnerScaleSetName, wellknown.ARCNamespace))
 			continue
 		}
 		for _, p := range listeners.Items {
@@ -128,7 +123,7 @@ func (d Doctor) jobQueued(ctx context.Context) Finding {
 
 func (d Doctor) runnerPending(ctx context.Context, claims *unstructured.UnstructuredList) Finding {
 	f := Finding{Symptom: "Runner pod Pending with no node", Fix: "read the Karpenter log and NodeClaim conditions below: usually no capacity for the instance types, the pool's gpuLimit reached, or a missing spot service-linked role (createSpotServiceLinkedRole)"}
-	pods, err := d.Kube.CoreV1().Pods(k8s.RunnersNamespace).List(ctx, metav1.ListOptions{})
+	pods, err := d.Kube.CoreV1().Pods(wellknown.RunnersNamespace).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		f.Evidence = append(f.Evidence, err.Error())
 		return f
@@ -144,15 +139,15 @@ func (d Doctor) runnerPending(ctx context.Context, claims *unstructured.Unstruct
 		return f
 	}
 	for _, c := range claims.Items {
-		f.Evidence = append(f.Evidence, "NodeClaim "+c.GetName()+": "+conditions(&c))
+		f.Evidence = append(f.Evidence, "NodeClaim "+c.GetName()+": "+live.Conditions(&c))
 	}
-	events, _ := d.Kube.CoreV1().Events(k8s.RunnersNamespace).List(ctx, metav1.ListOptions{FieldSelector: "type=Warning"})
+	events, _ := d.Kube.CoreV1().Events(wellknown.RunnersNamespace).List(ctx, metav1.ListOptions{FieldSelector: "type=Warning"})
 	if events != nil {
 		for _, e := range events.Items {
 			f.Evidence = append(f.Evidence, fmt.Sprintf("event %s %s: %s", e.InvolvedObject.Name, e.Reason, e.Message))
 		}
 	}
-	if pods, err := d.Kube.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=karpenter"}); err == nil {
+	if pods, err := d.Kube.CoreV1().Pods(wellknown.KarpenterNamespace).List(ctx, metav1.ListOptions{LabelSelector: wellknown.KarpenterPods}); err == nil {
 		for _, p := range pods.Items {
 			f.Evidence = append(f.Evidence, "karpenter log: "+d.logTail(ctx, p))
 		}
@@ -163,8 +158,8 @@ func (d Doctor) runnerPending(ctx context.Context, claims *unstructured.Unstruct
 func (d Doctor) gpuNotDetected(ctx context.Context, nodes []corev1.Node) Finding {
 	f := Finding{Symptom: "GPU not detected on a GPU node", Fix: "the NVIDIA device plugin must run on the node: it needs the label nvidia.com/gpu.present=true (set by the NodePool) and to tolerate nvidia.com/gpu; check its DaemonSet and pod logs"}
 	for _, n := range nodes {
-		gpus := n.Status.Allocatable["nvidia.com/gpu"]
-		f.Evidence = append(f.Evidence, fmt.Sprintf("node %s: nvidia.com/gpu allocatable %s, label nvidia.com/gpu.present=%q", n.Name, gpus.String(), n.Labels["nvidia.com/gpu.present"]))
+		gpus := n.Status.Allocatable[wellknown.GPUResource]
+		f.Evidence = append(f.Evidence, fmt.Sprintf("node %s: %s allocatable %s, label %s=%q", n.Name, wellknown.GPUResource, gpus.String(), wellknown.GPUPresentLabel, n.Labels[wellknown.GPUPresentLabel]))
 		if gpus.IsZero() {
 			f.Problem = true
 		}
@@ -172,7 +167,7 @@ func (d Doctor) gpuNotDetected(ctx context.Context, nodes []corev1.Node) Finding
 	if len(nodes) == 0 {
 		f.Evidence = append(f.Evidence, "no GPU nodes up")
 	}
-	ds, err := d.Kube.AppsV1().DaemonSets(k8s.DevicePluginNamespace).Get(ctx, "nvidia-device-plugin", metav1.GetOptions{})
+	ds, err := d.Kube.AppsV1().DaemonSets(wellknown.DevicePluginNamespace).Get(ctx, wellknown.DevicePluginRelease, metav1.GetOptions{})
 	if err != nil {
 		f.Problem = true
 		f.Evidence = append(f.Evidence, "device plugin DaemonSet: "+err.Error())
@@ -188,7 +183,7 @@ func (d Doctor) gpuNotDetected(ctx context.Context, nodes []corev1.Node) Finding
 func (d Doctor) spotCapacity(claims *unstructured.UnstructuredList) Finding {
 	f := Finding{Symptom: "Spot capacity", Fix: "add on-demand to the pool's capacityTypes for fallback, or more instance types (spot g4dn is in the >20% interruption band)"}
 	for _, c := range claims.Items {
-		if s := conditions(&c); strings.Contains(s, "InsufficientCapacity") {
+		if s := live.Conditions(&c); strings.Contains(s, "InsufficientCapacity") {
 			f.Problem = true
 			f.Evidence = append(f.Evidence, "NodeClaim "+c.GetName()+": "+s)
 		}
@@ -201,7 +196,7 @@ func (d Doctor) spotCapacity(claims *unstructured.UnstructuredList) Finding {
 
 func (d Doctor) costSpike(ctx context.Context, nodes []corev1.Node) Finding {
 	f := Finding{Symptom: "Cost spike: GPU nodes up without a job", Fix: "a GPU node should go consolidateAfter after its job; look for minRunners > 0, pods with karpenter.sh/do-not-disrupt that never finish, or stuck NodeClaims"}
-	pods, _ := d.Kube.CoreV1().Pods(k8s.RunnersNamespace).List(ctx, metav1.ListOptions{})
+	pods, _ := d.Kube.CoreV1().Pods(wellknown.RunnersNamespace).List(ctx, metav1.ListOptions{})
 	busy := map[string]bool{}
 	if pods != nil {
 		for _, p := range pods.Items {
@@ -240,7 +235,7 @@ func (d Doctor) stuckTeardown(ctx context.Context, claims *unstructured.Unstruct
 func (d Doctor) Fix(ctx context.Context) ([]string, error) {
 	var deleted []string
 	for _, pool := range d.Cfg.GPUPools {
-		err := d.Dyn.Resource(verify.NodePools).Delete(ctx, pool.Name, metav1.DeleteOptions{})
+		err := d.Dyn.Resource(wellknown.NodePools).Delete(ctx, pool.Name, metav1.DeleteOptions{})
 		if err != nil {
 			return deleted, fmt.Errorf("deleting NodePool %s: %w", pool.Name, err)
 		}
@@ -256,17 +251,4 @@ func (d Doctor) logTail(ctx context.Context, p corev1.Pod) string {
 		return "(" + err.Error() + ")"
 	}
 	return strings.Join(strings.Fields(string(bytes.TrimSpace(raw))), " ")
-}
-
-func conditions(u *unstructured.Unstructured) string {
-	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
-	var parts []string
-	for _, c := range conds {
-		m, _ := c.(map[string]any)
-		parts = append(parts, fmt.Sprintf("%v=%v %v %v", m["type"], m["status"], m["reason"], m["message"]))
-	}
-	if len(parts) == 0 {
-		return "no conditions"
-	}
-	return strings.Join(parts, "; ")
 }

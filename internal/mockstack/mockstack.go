@@ -15,7 +15,6 @@ import (
 	"strings"
 	"sync"
 
-	awseks "github.com/pulumi/pulumi-aws/sdk/v6/go/aws/eks"
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi/internals"
@@ -182,12 +181,14 @@ func (m *Mocks) urn(args pulumi.MockResourceArgs) string {
 
 // fakeInnerCluster registers a stand-in aws:eks/cluster:Cluster and returns a reference to
 // it, as pulumi-eks's Cluster returns its eksCluster output.
+// It registers by type token, so the mocks need none of pulumi-aws's SDK.
 func (m *Mocks) fakeInnerCluster(logical, physical string) (resource.PropertyValue, error) {
-	inner, err := awseks.NewCluster(m.ctx, logical, &awseks.ClusterArgs{
-		Name:      pulumi.String(physical),
-		RoleArn:   pulumi.String("arn:aws:iam::" + Account + ":role/eks-service"),
-		VpcConfig: &awseks.ClusterVpcConfigArgs{SubnetIds: pulumi.StringArray{}},
-	})
+	var inner pulumi.CustomResourceState
+	err := m.ctx.RegisterResource("aws:eks/cluster:Cluster", logical, pulumi.Map{
+		"name":      pulumi.String(physical),
+		"roleArn":   pulumi.String("arn:aws:iam::" + Account + ":role/eks-service"),
+		"vpcConfig": pulumi.Map{"subnetIds": pulumi.StringArray{}},
+	}, &inner)
 	if err != nil {
 		return resource.PropertyValue{}, err
 	}

@@ -28,7 +28,6 @@ import (
 	"github.com/luxfi/lux-gpu-ci/config"
 	"github.com/luxfi/lux-gpu-ci/internal/chartrender"
 	"github.com/luxfi/lux-gpu-ci/internal/mockstack"
-	"github.com/luxfi/lux-gpu-ci/k8s"
 	"github.com/luxfi/lux-gpu-ci/stack"
 	"github.com/luxfi/lux-gpu-ci/versions"
 )
@@ -212,7 +211,6 @@ func renderCharts(files map[string][]byte, releases map[string]mockstack.Registr
 		}
 	}
 	sort.Strings(names)
-	pins := pinnedCharts()
 	cache, err := os.MkdirTemp("", "gpuci-charts-")
 	if err != nil {
 		return err
@@ -223,11 +221,7 @@ func renderCharts(files map[string][]byte, releases map[string]mockstack.Registr
 		if !ok {
 			return fmt.Errorf("--charts: the stack has no Helm release %q (it has %s)", name, strings.Join(slices.Sorted(maps.Keys(releases)), ", "))
 		}
-		chart, ok := pins[r.Inputs["chart"].(string)]
-		if !ok {
-			return fmt.Errorf("--charts: release %s uses chart %v, which is not a pinned chart", name, r.Inputs["chart"])
-		}
-		dir, err := chartrender.Locate(chart, cache)
+		dir, err := chartrender.Locate(chartOf(r), cache)
 		if err != nil {
 			return fmt.Errorf("--charts: release %s: %w", name, err)
 		}
@@ -245,13 +239,18 @@ func renderCharts(files map[string][]byte, releases map[string]mockstack.Registr
 	return nil
 }
 
-func pinnedCharts() map[string]versions.Chart {
-	c := k8s.DefaultCharts()
-	out := map[string]versions.Chart{}
-	for _, ch := range []versions.Chart{c.KarpenterCRD, c.Karpenter, c.NvidiaDevicePlugin, c.ARCController, c.ARCScaleSet} {
-		out[ch.Chart] = ch
+// chartOf is the chart a release installs: the pinned chart of that name and version when it
+// is one (so a Go module can supply it offline), else the release's own reference (a mirror
+// registry or a local directory from helmCharts).
+func chartOf(r mockstack.Registration) versions.Chart {
+	c := versions.Chart{}
+	c.Chart, _ = r.Inputs["chart"].(string)
+	c.Version, _ = r.Inputs["version"].(string)
+	c.Repo, _ = nested(r.Inputs, "repositoryOpts", "repo").(string)
+	if pinned, ok := versions.ChartNamed(c.Name()); ok && pinned.Version == c.Version {
+		return pinned
 	}
-	return out
+	return c
 }
 
 func putYAML(files map[string][]byte, name string, v any) error {

@@ -11,20 +11,12 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/luxfi/lux-gpu-ci/config"
-	"github.com/luxfi/lux-gpu-ci/infra"
-	"github.com/luxfi/lux-gpu-ci/k8s"
-)
-
-// Resources verify reads besides core objects.
-var (
-	NodePools  = schema.GroupVersionResource{Group: "karpenter.sh", Version: "v1", Resource: "nodepools"}
-	RunnerSets = schema.GroupVersionResource{Group: "actions.github.com", Version: "v1alpha1", Resource: "autoscalingrunnersets"}
+	"github.com/luxfi/lux-gpu-ci/internal/live"
+	"github.com/luxfi/lux-gpu-ci/internal/wellknown"
 )
 
 // Check is one verified fact.
@@ -37,12 +29,12 @@ type Check struct {
 // Run checks the cluster against the stack's configuration.
 func Run(ctx context.Context, kube kubernetes.Interface, dyn dynamic.Interface, cfg *config.Config) []Check {
 	checks := []Check{systemNodes(ctx, kube, cfg.SystemNodes)}
-	checks = append(checks, runningPod(ctx, kube, "Karpenter controller running", "kube-system", "app.kubernetes.io/name=karpenter"))
+	checks = append(checks, runningPod(ctx, kube, "Karpenter controller running", wellknown.KarpenterNamespace, wellknown.KarpenterPods))
 	for _, pool := range cfg.GPUPools {
 		checks = append(checks, nodePoolReady(ctx, dyn, pool.Name))
 	}
 	checks = append(checks, gpuNodes(ctx, kube, cfg.GPUPools))
-	checks = append(checks, runningPod(ctx, kube, "ARC controller running", k8s.ARCNamespace, "app.kubernetes.io/part-of=gha-rs-controller"))
+	checks = append(checks, runningPod(ctx, kube, "ARC controller running", wellknown.ARCNamespace, wellknown.ARCControllerPods))
 	for _, pool := range cfg.GPUPools {
 		checks = append(checks, runnerSet(ctx, dyn, pool))
 	}
@@ -67,7 +59,7 @@ func Write(w io.Writer, checks []Check) {
 
 func systemNodes(ctx context.Context, kube kubernetes.Interface, want config.SystemNodes) Check {
 	c := Check{Name: fmt.Sprintf("%d system node(s) of type %s, Ready", want.Count, want.InstanceType)}
-	nodes, err := kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: infra.SystemNodeLabel + "=system"})
+	nodes, err := kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: wellknown.SystemNodeLabel + "=" + wellknown.SystemNodeValue})
 	if err != nil {
 		c.Evidence = err.Error()
 		return c
@@ -115,12 +107,12 @@ func runningPod(ctx context.Context, kube kubernetes.Interface, name, namespace,
 
 func nodePoolReady(ctx context.Context, dyn dynamic.Interface, name string) Check {
 	c := Check{Name: "NodePool " + name + " Ready"}
-	np, err := dyn.Resource(NodePools).Get(ctx, name, metav1.GetOptions{})
+	np, err := dyn.Resource(wellknown.NodePools).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		c.Evidence = err.Error()
 		return c
 	}
-	status, reason := condition(np, "Ready")
+	status, reason := live.Condition(np, "Ready")
 	c.OK = status == "True"
 	c.Evidence = fmt.Sprintf("Ready=%s %s", orUnknown(status), reason)
 	return c
@@ -129,61 +121,33 @@ func nodePoolReady(ctx context.Context, dyn dynamic.Interface, name string) Chec
 func gpuNodes(ctx context.Context, kube kubernetes.Interface, pools []config.GPUPool) Check {
 	// Informational: zero is the expected idle state, so this check always holds.
 	c := Check{Name: "GPU nodes up (0 when idle)", OK: true}
-	nodes, err := GPUNodes(ctx, kube, pools)
+	nodes, err := live.GPUNodes(ctx, kube, pools)
 	if err != nil {
 		c.OK, c.Evidence = false, err.Error()
 		return c
 	}
 	var seen []string
 	for _, n := range nodes {
-		gpus := n.Status.Allocatable["nvidia.com/gpu"]
-		seen = append(seen, fmt.Sprintf("%s (%s, %s, %s GPU allocatable)", n.Name, n.Labels["karpenter.sh/nodepool"], n.Labels[corev1.LabelInstanceTypeStable], gpus.String()))
+		gpus := n.Status.Allocatable[wellknown.GPUResource]
+		seen = append(seen, fmt.Sprintf("%s (%s, %s, %s GPU allocatable)", n.Name, n.Labels[wellknown.NodePoolLabel], n.Labels[corev1.LabelInstanceTypeStable], gpus.String()))
 	}
 	c.Evidence = fmt.Sprintf("%d: %s", len(nodes), listOrNone(seen))
 	return c
 }
 
-// GPUNodes are the nodes Karpenter launched for the pools.
-func GPUNodes(ctx context.Context, kube kubernetes.Interface, pools []config.GPUPool) ([]corev1.Node, error) {
-	var names []string
-	for _, p := range pools {
-		names = append(names, p.Name)
-	}
-	nodes, err := kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: "karpenter.sh/nodepool in (" + strings.Join(names, ",") + ")"})
-	if err != nil {
-		return nil, err
-	}
-	return nodes.Items, nil
-}
-
 func runnerSet(ctx context.Context, dyn dynamic.Interface, pool config.GPUPool) Check {
 	c := Check{Name: "runner scale set " + pool.RunnerScaleSetName}
-	rs, err := dyn.Resource(RunnerSets).Namespace(k8s.RunnersNamespace).Get(ctx, pool.RunnerScaleSetName, metav1.GetOptions{})
+	rs, err := live.GetScaleSet(ctx, dyn, pool.RunnerScaleSetName)
 	if err != nil {
 		c.Evidence = err.Error()
 		return c
 	}
-	labels, _, _ := unstructured.NestedStringSlice(rs.Object, "spec", "runnerScaleSetLabels")
-	current, _, _ := unstructured.NestedInt64(rs.Object, "status", "currentRunners")
-	c.OK = slices.Equal(labels, pool.RunnerLabels)
-	c.Evidence = fmt.Sprintf("%d runner(s); labels %v", current, labels)
+	c.OK = slices.Equal(rs.Labels, pool.RunnerLabels)
+	c.Evidence = fmt.Sprintf("%d runner(s); labels %v", rs.CurrentRunners, rs.Labels)
 	if !c.OK {
 		c.Evidence += fmt.Sprintf(", configured %v (labels are fixed when the scale set is created: recreate it)", pool.RunnerLabels)
 	}
 	return c
-}
-
-func condition(u *unstructured.Unstructured, typ string) (status, reason string) {
-	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
-	for _, c := range conds {
-		m, _ := c.(map[string]any)
-		if m["type"] == typ {
-			status, _ = m["status"].(string)
-			reason, _ = m["reason"].(string)
-			return status, reason
-		}
-	}
-	return "", "no status yet"
 }
 
 func orUnknown(s string) string {

@@ -1,4 +1,4 @@
-package main
+package render_test
 
 // gpuci render: the program under mocks with a stack's real config, written out.
 
@@ -15,13 +15,18 @@ import (
 	"github.com/stretchr/testify/require"
 	"sigs.k8s.io/yaml"
 
+	"github.com/luxfi/lux-gpu-ci/config"
+	"github.com/luxfi/lux-gpu-ci/internal/crdvalidation"
+	"github.com/luxfi/lux-gpu-ci/internal/mockstack"
 	"github.com/luxfi/lux-gpu-ci/internal/render"
+	"github.com/luxfi/lux-gpu-ci/internal/testkit"
+	"github.com/luxfi/lux-gpu-ci/stack"
 )
 
 func renderDev(t *testing.T, charts ...string) string {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), "out")
-	require.NoError(t, render.Run(render.Options{ProjectDir: ".", Stack: "dev", Out: out, Charts: charts}))
+	require.NoError(t, render.Run(render.Options{ProjectDir: testkit.RepoRoot(t), Stack: "dev", Out: out, Charts: charts}))
 	return out
 }
 
@@ -59,8 +64,9 @@ func TestRenderWritesEveryResource(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, json.Unmarshal(raw, &entries))
 
-	m := runDev(t)
-	assert.Len(t, entries, len(m.programResources()), "one entry per resource the program declares")
+	m := mockstack.New(config.Project, "dev")
+	require.NoError(t, m.Run(stack.Program, testkit.StackConfig(t, "dev"), testkit.SecretKeys))
+	assert.Len(t, entries, len(m.Resources()), "one entry per resource the program declares")
 	types := map[string]bool{}
 	for i, e := range entries {
 		types[e.Type] = true
@@ -93,7 +99,8 @@ func TestRenderWritesEveryResource(t *testing.T) {
 // The Kubernetes files parse, and the Karpenter objects pass Karpenter's CRDs.
 func TestRenderedKubernetesObjects(t *testing.T) {
 	out := renderDev(t)
-	v := karpenterValidator(t)
+	v, err := crdvalidation.Karpenter()
+	require.NoError(t, err)
 	files := readTree(t, filepath.Join(out, "k8s"))
 	for _, want := range []string{"nodepool-gpu-t4.yaml", "ec2nodeclass-gpu-t4.yaml", "namespace-arc-systems.yaml",
 		"secret-arc-runners-arc-github-credentials.yaml", "release-karpenter.yaml", "release-lux-gpu-t4.yaml"} {
@@ -123,7 +130,7 @@ func TestRenderChartsOffline(t *testing.T) {
 	assert.Contains(t, files, "nvidia-device-plugin/daemonset-nvidia-device-plugin.yaml")
 	assert.Contains(t, string(files["karpenter/deployment-karpenter.yaml"]), "replicas: 1")
 
-	err := render.Run(render.Options{ProjectDir: ".", Stack: "dev", Out: filepath.Join(t.TempDir(), "x"), Charts: []string{"karpenterr"}})
+	err := render.Run(render.Options{ProjectDir: testkit.RepoRoot(t), Stack: "dev", Out: filepath.Join(t.TempDir(), "x"), Charts: []string{"karpenterr"}})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `no Helm release "karpenterr"`)
 }
@@ -131,7 +138,7 @@ func TestRenderChartsOffline(t *testing.T) {
 func TestRenderRefusesBadConfigAndWritesNothing(t *testing.T) {
 	dir := t.TempDir()
 	for _, f := range []string{"Pulumi.yaml", "Pulumi.dev.yaml"} {
-		b, err := os.ReadFile(f)
+		b, err := os.ReadFile(filepath.Join(testkit.RepoRoot(t), f))
 		require.NoError(t, err)
 		if f == "Pulumi.dev.yaml" {
 			b = append(b, []byte("  lux-gpu-ci:azCount: 1\n")...)

@@ -107,81 +107,95 @@ func (c *Config) validatePools(p *parser) {
 		if pool.Name != "" {
 			at = fmt.Sprintf("[%d] (%s)", i, pool.Name)
 		}
-		bad := func(field, problem string) {
-			p.fail(KeyGPUPools, fmt.Sprintf("%s.%s: %s", at, field, problem), fmt.Sprintf(`[{"name": "gpu-t4", "instanceTypes": ["g4dn.xlarge"], "%s": …}]`, field))
-		}
-		switch {
-		case pool.Name == "":
-			bad("name", "is required")
-		case len(pool.Name) > 50 || !dnsLabelRE.MatchString(pool.Name):
-			bad("name", fmt.Sprintf("%q must be a DNS label (lower-case letters, digits, '-'), at most 50 characters", pool.Name))
-		case names[pool.Name]:
-			bad("name", fmt.Sprintf("%q is used by two pools", pool.Name))
+		problems := pool.problems()
+		// Across pools: each names its own NodePool and scale set.
+		if pool.Name != "" && names[pool.Name] {
+			problems = append(problems, fieldProblem{"name", fmt.Sprintf("%q is used by two pools", pool.Name)})
 		}
 		names[pool.Name] = true
-
-		if len(pool.InstanceTypes) == 0 {
-			bad("instanceTypes", "is empty; Karpenter could launch nothing")
-		}
-		for _, it := range pool.InstanceTypes {
-			if _, ok := instancetypes.Lookup(it); !ok {
-				bad("instanceTypes", fmt.Sprintf("%q is not a known NVIDIA GPU instance type (known: %s)", it, strings.Join(instancetypes.Names(), ", ")))
-			}
-		}
-		if d := firstDuplicate(pool.InstanceTypes); d != "" {
-			bad("instanceTypes", fmt.Sprintf("%q is listed twice", d))
-		}
-		if len(pool.CapacityTypes) == 0 {
-			bad("capacityTypes", `is empty; use ["spot"], ["on-demand"] or both`)
-		}
-		for _, ct := range pool.CapacityTypes {
-			if ct != "spot" && ct != "on-demand" {
-				bad("capacityTypes", fmt.Sprintf("%q is not spot or on-demand", ct))
-			}
-		}
-		if d := firstDuplicate(pool.CapacityTypes); d != "" {
-			bad("capacityTypes", fmt.Sprintf("%q is listed twice", d))
-		}
-		if pool.GPULimit < 1 || pool.GPULimit > 64 {
-			bad("gpuLimit", fmt.Sprintf("must be 1–64, got %d", pool.GPULimit))
-		}
-		for _, d := range []struct{ field, value string }{
-			{"consolidateAfter", pool.ConsolidateAfter}, {"expireAfter", pool.ExpireAfter}, {"terminationGracePeriod", pool.TerminationGracePeriod},
-		} {
-			if d.field == "expireAfter" && d.value == "Never" {
-				continue
-			}
-			if !karpenterDurRE.MatchString(d.value) {
-				bad(d.field, fmt.Sprintf("%q is not a Karpenter duration like 30s, 5m or 6h (whole numbers of s, m, h)", d.value))
-			}
-		}
-		if pool.RootVolumeGi < 20 || pool.RootVolumeGi > 16384 {
-			bad("rootVolumeGi", fmt.Sprintf("must be 20–16384 GiB, got %d", pool.RootVolumeGi))
-		}
-
-		switch sn := pool.RunnerScaleSetName; {
-		case len(sn) > 45 || !dnsLabelRE.MatchString(sn):
-			bad("runnerScaleSetName", fmt.Sprintf("%q must be lower-case letters, digits and '-', at most 45 characters (ARC's limit)", sn))
-		case scaleSets[sn]:
-			bad("runnerScaleSetName", fmt.Sprintf("%q is used by two pools", sn))
+		if scaleSets[pool.RunnerScaleSetName] {
+			problems = append(problems, fieldProblem{"runnerScaleSetName", fmt.Sprintf("%q is used by two pools", pool.RunnerScaleSetName)})
 		}
 		scaleSets[pool.RunnerScaleSetName] = true
-		if len(pool.RunnerLabels) == 0 {
-			bad("runnerLabels", "is empty; give at least one label for runs-on")
-		}
-		for _, l := range pool.RunnerLabels {
-			if len(l) > 255 || !runnerLabelRE.MatchString(l) {
-				bad("runnerLabels", fmt.Sprintf("%q must be lower-case letters, digits, '.', '_' or '-', under 256 characters", l))
-			}
-		}
-		if d := firstDuplicate(pool.RunnerLabels); d != "" {
-			bad("runnerLabels", fmt.Sprintf("%q is listed twice", d))
-		}
-		if pool.MaxRunners < 1 || pool.MaxRunners > pool.GPULimit {
-			bad("maxRunners", fmt.Sprintf("must be 1–gpuLimit (%d): each runner takes one GPU, got %d", pool.GPULimit, pool.MaxRunners))
-		}
-		if img := pool.RunnerImage; img == "" || strings.HasSuffix(img, ":latest") || !strings.ContainsAny(img, ":@") {
-			bad("runnerImage", fmt.Sprintf("%q must be pinned to a tag or digest", img))
+		for _, pr := range problems {
+			p.fail(KeyGPUPools, fmt.Sprintf("%s.%s: %s", at, pr.field, pr.problem), fmt.Sprintf(`[{"name": "gpu-t4", "instanceTypes": ["g4dn.xlarge"], "%s": …}]`, pr.field))
 		}
 	}
+}
+
+// fieldProblem is what is wrong with one field of a pool.
+type fieldProblem struct{ field, problem string }
+
+// problems checks one pool on its own.
+func (pool GPUPool) problems() []fieldProblem {
+	var out []fieldProblem
+	bad := func(field, problem string) { out = append(out, fieldProblem{field, problem}) }
+
+	switch {
+	case pool.Name == "":
+		bad("name", "is required")
+	case len(pool.Name) > 50 || !dnsLabelRE.MatchString(pool.Name):
+		bad("name", fmt.Sprintf("%q must be a DNS label (lower-case letters, digits, '-'), at most 50 characters", pool.Name))
+	}
+
+	if len(pool.InstanceTypes) == 0 {
+		bad("instanceTypes", "is empty; Karpenter could launch nothing")
+	}
+	for _, it := range pool.InstanceTypes {
+		if _, ok := instancetypes.Lookup(it); !ok {
+			bad("instanceTypes", fmt.Sprintf("%q is not a known NVIDIA GPU instance type (known: %s)", it, strings.Join(instancetypes.Names(), ", ")))
+		}
+	}
+	if d := firstDuplicate(pool.InstanceTypes); d != "" {
+		bad("instanceTypes", fmt.Sprintf("%q is listed twice", d))
+	}
+	if len(pool.CapacityTypes) == 0 {
+		bad("capacityTypes", `is empty; use ["spot"], ["on-demand"] or both`)
+	}
+	for _, ct := range pool.CapacityTypes {
+		if ct != "spot" && ct != "on-demand" {
+			bad("capacityTypes", fmt.Sprintf("%q is not spot or on-demand", ct))
+		}
+	}
+	if d := firstDuplicate(pool.CapacityTypes); d != "" {
+		bad("capacityTypes", fmt.Sprintf("%q is listed twice", d))
+	}
+	if pool.GPULimit < 1 || pool.GPULimit > 64 {
+		bad("gpuLimit", fmt.Sprintf("must be 1–64, got %d", pool.GPULimit))
+	}
+	for _, d := range []struct{ field, value string }{
+		{"consolidateAfter", pool.ConsolidateAfter}, {"expireAfter", pool.ExpireAfter}, {"terminationGracePeriod", pool.TerminationGracePeriod},
+	} {
+		if d.field == "expireAfter" && d.value == "Never" {
+			continue
+		}
+		if !karpenterDurRE.MatchString(d.value) {
+			bad(d.field, fmt.Sprintf("%q is not a Karpenter duration like 30s, 5m or 6h (whole numbers of s, m, h)", d.value))
+		}
+	}
+	if pool.RootVolumeGi < 20 || pool.RootVolumeGi > 16384 {
+		bad("rootVolumeGi", fmt.Sprintf("must be 20–16384 GiB, got %d", pool.RootVolumeGi))
+	}
+
+	if sn := pool.RunnerScaleSetName; len(sn) > 45 || !dnsLabelRE.MatchString(sn) {
+		bad("runnerScaleSetName", fmt.Sprintf("%q must be lower-case letters, digits and '-', at most 45 characters (ARC's limit)", sn))
+	}
+	if len(pool.RunnerLabels) == 0 {
+		bad("runnerLabels", "is empty; give at least one label for runs-on")
+	}
+	for _, l := range pool.RunnerLabels {
+		if len(l) > 255 || !runnerLabelRE.MatchString(l) {
+			bad("runnerLabels", fmt.Sprintf("%q must be lower-case letters, digits, '.', '_' or '-', under 256 characters", l))
+		}
+	}
+	if d := firstDuplicate(pool.RunnerLabels); d != "" {
+		bad("runnerLabels", fmt.Sprintf("%q is listed twice", d))
+	}
+	if pool.MaxRunners < 1 || pool.MaxRunners > pool.GPULimit {
+		bad("maxRunners", fmt.Sprintf("must be 1–gpuLimit (%d): each runner takes one GPU, got %d", pool.GPULimit, pool.MaxRunners))
+	}
+	if img := pool.RunnerImage; img == "" || strings.HasSuffix(img, ":latest") || !strings.ContainsAny(img, ":@") {
+		bad("runnerImage", fmt.Sprintf("%q must be pinned to a tag or digest", img))
+	}
+	return out
 }

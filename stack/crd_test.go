@@ -1,7 +1,6 @@
-package main
+package stack_test
 
-// NodePools and EC2NodeClasses against Karpenter's own CRDs (structural schema and CEL), as
-// embedded in the karpenter-provider-aws module version go.mod pins.
+// What the program declares against Karpenter's own CRDs (schema and CEL), and wrong pools refused by our validation and, where they would be, by the CRDs.
 
 import (
 	"encoding/json"
@@ -12,30 +11,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/luxfi/lux-gpu-ci/config"
-	"github.com/luxfi/lux-gpu-ci/k8s"
-	"github.com/luxfi/lux-gpu-ci/k8s/crdvalidation"
+	"github.com/luxfi/lux-gpu-ci/internal/testkit"
+	"github.com/luxfi/lux-gpu-ci/internal/testkit/karpentercrd"
 )
-
-func karpenterValidator(t *testing.T) *crdvalidation.Validator {
-	t.Helper()
-	v, err := crdvalidation.Karpenter()
-	require.NoError(t, err)
-	return v
-}
-
-// objects builds a pool's NodePool and EC2NodeClass as the program sends them.
-func objects(t *testing.T, pool config.GPUPool, publicIP bool, tags map[string]string) (nodePool, nodeClass map[string]any) {
-	t.Helper()
-	nodePool, err := k8s.NodePoolObject(pool)
-	require.NoError(t, err)
-	nodeClass, err = k8s.EC2NodeClassObject(pool, "lux-gpu-ci", "KarpenterNodeRole-lux-gpu-ci", publicIP, tags)
-	require.NoError(t, err)
-	return nodePool, nodeClass
-}
 
 // What the program declares for the dev stack passes the CRDs as registered.
 func TestDevStackObjectsPassKarpenterCRDs(t *testing.T) {
-	v := karpenterValidator(t)
+	v := karpentercrd.Validator(t)
 	m := runDev(t)
 	for _, typ := range []string{"kubernetes:karpenter.sh/v1:NodePool", "kubernetes:karpenter.k8s.aws/v1:EC2NodeClass"} {
 		r := m.one(t, typ)
@@ -44,45 +26,11 @@ func TestDevStackObjectsPassKarpenterCRDs(t *testing.T) {
 	}
 }
 
-func TestPoolVariantsPassKarpenterCRDs(t *testing.T) {
-	v := karpenterValidator(t)
-	variants := map[string]func(p *config.GPUPool){
-		"default":            func(*config.GPUPool) {},
-		"on-demand fallback": func(p *config.GPUPool) { p.CapacityTypes = []string{"spot", "on-demand"} },
-		"on-demand only":     func(p *config.GPUPool) { p.CapacityTypes = []string{"on-demand"} },
-		"four-GPU nodes":     func(p *config.GPUPool) { p.InstanceTypes = []string{"g5.12xlarge", "g6.12xlarge"}; p.GPULimit = 8 },
-		"never expire":       func(p *config.GPUPool) { p.ExpireAfter = "Never" },
-		"compound durations": func(p *config.GPUPool) { p.ConsolidateAfter = "1m30s"; p.TerminationGracePeriod = "2h30m" },
-		"big disk":           func(p *config.GPUPool) { p.RootVolumeGi = 2000 },
-	}
-	for name, mutate := range variants {
-		t.Run(name, func(t *testing.T) {
-			pool := config.DefaultPool()
-			mutate(&pool)
-			for _, public := range []bool{false, true} {
-				np, nc := objects(t, pool, public, map[string]string{"team": "platform"})
-				assert.Empty(t, v.Validate(np), "NodePool")
-				assert.Empty(t, v.Validate(nc), "EC2NodeClass")
-			}
-		})
-	}
-}
-
-// The validator is not a rubber stamp: Karpenter's own rules reject a hand-broken object.
-func TestValidatorRejectsKnownBadObjects(t *testing.T) {
-	v := karpenterValidator(t)
-	np, nc := objects(t, config.DefaultPool(), false, nil)
-	np["spec"].(map[string]any)["template"].(map[string]any)["metadata"].(map[string]any)["labels"].(map[string]any)["karpenter.sh/nodepool"] = "x"
-	assert.Contains(t, v.Validate(np).ToAggregate().Error(), "restricted")
-	nc["spec"].(map[string]any)["instanceProfile"] = "also-a-profile"
-	assert.Contains(t, v.Validate(nc).ToAggregate().Error(), "must specify exactly one of ['role', 'instanceProfile']")
-}
-
 // Wrong pool configurations: our validation refuses each with a message naming gpuPools
 // and the field; where Karpenter's CRDs would refuse the resulting object too, the test
 // builds that object and shows the CRD (schema or CEL) error.
 func TestWrongPoolConfigs(t *testing.T) {
-	v := karpenterValidator(t)
+	v := karpentercrd.Validator(t)
 	type objs struct{ np, nc map[string]any }
 	spec := func(o map[string]any, keys ...string) map[string]any {
 		cur := o["spec"].(map[string]any)
@@ -161,7 +109,7 @@ func TestWrongPoolConfigs(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			m := newMocks()
-			err := m.run(with(stackConfig(t, "dev"), "gpuPools", "["+tc.pool+"]"))
+			err := m.run(testkit.With(testkit.StackConfig(t, "dev"), "gpuPools", "["+tc.pool+"]"))
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), "lux-gpu-ci:gpuPools: ")
 			assert.Contains(t, err.Error(), tc.wantCfg)
@@ -170,7 +118,7 @@ func TestWrongPoolConfigs(t *testing.T) {
 			if tc.breakCRD == nil {
 				return
 			}
-			np, nc := objects(t, config.DefaultPool(), false, nil)
+			np, nc := karpentercrd.Objects(t, config.DefaultPool(), false, nil)
 			require.Empty(t, v.Validate(np), "the unbroken NodePool is valid")
 			require.Empty(t, v.Validate(nc), "the unbroken EC2NodeClass is valid")
 			broken := tc.breakCRD(objs{np, nc})
@@ -183,15 +131,15 @@ func TestWrongPoolConfigs(t *testing.T) {
 
 // Tags Karpenter reserves are refused by our validation and by the EC2NodeClass CEL rules.
 func TestReservedTagsRejectedByConfigAndCEL(t *testing.T) {
-	v := karpenterValidator(t)
+	v := karpentercrd.Validator(t)
 	for _, tag := range []string{"kubernetes.io/cluster/lux-gpu-ci", "eks:eks-cluster-name", "karpenter.sh/nodepool"} {
 		m := newMocks()
 		tags, _ := json.Marshal(map[string]string{tag: "x"})
-		err := m.run(with(stackConfig(t, "dev"), "tags", string(tags)))
+		err := m.run(testkit.With(testkit.StackConfig(t, "dev"), "tags", string(tags)))
 		require.Error(t, err, tag)
 		assert.Contains(t, err.Error(), "lux-gpu-ci:tags: tag \""+tag+"\"")
 
-		_, nc := objects(t, config.DefaultPool(), false, map[string]string{tag: "x"})
+		_, nc := karpentercrd.Objects(t, config.DefaultPool(), false, map[string]string{tag: "x"})
 		errs := v.Validate(nc)
 		assert.NotEmpty(t, errs, "the EC2NodeClass CRD refuses tag %s", tag)
 	}

@@ -2,9 +2,10 @@
 // process, the way kube-apiserver does on create: prune unknown fields, apply defaults,
 // validate the structural schema, list types and object meta, then run the CEL rules.
 //
-// It is used by the tests and by `gpuci render` to prove that the NodePools and
-// EC2NodeClasses this program declares are accepted by Karpenter's own CRDs — the ones
-// embedded in the karpenter-provider-aws Go module at the version go.mod pins.
+// Only tests use it, to prove that the NodePools and EC2NodeClasses this program declares
+// are accepted by Karpenter's own CRDs — the ones embedded in the karpenter-provider-aws Go
+// module at the version go.mod pins. The program never links it: the API server's
+// validation and CEL are far bigger than the program that needs them checked.
 package crdvalidation
 
 import (

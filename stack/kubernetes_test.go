@@ -1,11 +1,9 @@
-package main
+package stack_test
 
-// The Kubernetes layer under mocks: every release's chart, version, namespace, name and
-// values; credentials stay secret; the dependency edges that make destroy safe.
+// The Kubernetes layer under mocks: every release's chart, version, namespace, name and values; credentials stay secret; the Karpenter objects.
 
 import (
 	"strconv"
-	"strings"
 	"testing"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
@@ -14,29 +12,6 @@ import (
 
 	"github.com/luxfi/lux-gpu-ci/internal/testkit"
 )
-
-func releaseNamed(t *testing.T, m *mocks, name string) registered {
-	t.Helper()
-	for _, r := range m.all("kubernetes:helm.sh/v3:Release") {
-		if r.Inputs["name"] == name {
-			return r
-		}
-	}
-	t.Fatalf("no Helm release named %s", name)
-	return registered{}
-}
-
-// path digs into nested maps: path(v, "a", "b") is v["a"]["b"].
-func path(v any, keys ...string) any {
-	for _, k := range keys {
-		m, ok := v.(map[string]any)
-		if !ok {
-			return nil
-		}
-		v = m[k]
-	}
-	return v
-}
 
 func TestHelmReleasesArePinned(t *testing.T) {
 	m := runDev(t)
@@ -147,7 +122,7 @@ func TestGitHubCredentialsStaySecret(t *testing.T) {
 	assert.Equal(t, "arc-runners", path(s.Inputs, "metadata", "namespace"))
 	data := s.Raw.Inputs["stringData"]
 	require.True(t, data.IsSecret(), "stringData is a secret")
-	assert.Equal(t, map[string]any{"github_token": testToken}, data.SecretValue().Element.Mappable())
+	assert.Equal(t, map[string]any{"github_token": testkit.Token}, data.SecretValue().Element.Mappable())
 
 	for _, r := range m.programResources() {
 		for k, v := range r.Raw.Inputs {
@@ -162,7 +137,7 @@ func assertNoPlainToken(t *testing.T, where string, v resource.PropertyValue) {
 	case v.IsSecret():
 		return
 	case v.IsString():
-		assert.NotContains(t, v.StringValue(), testToken, "the GitHub token leaks in plain text at %s", where)
+		assert.NotContains(t, v.StringValue(), testkit.Token, "the GitHub token leaks in plain text at %s", where)
 	case v.IsArray():
 		for i, x := range v.ArrayValue() {
 			assertNoPlainToken(t, where+"["+strconv.Itoa(i)+"]", x)
@@ -177,7 +152,7 @@ func assertNoPlainToken(t *testing.T, where string, v resource.PropertyValue) {
 }
 
 func TestGitHubAppCredentials(t *testing.T) {
-	cfg := with(stackConfig(t, "dev"), "githubToken", unset,
+	cfg := testkit.With(testkit.StackConfig(t, "dev"), "githubToken", testkit.Unset,
 		"githubAppId", "123456", "githubAppInstallationId", "987654", "githubAppPrivateKey", "-----BEGIN RSA PRIVATE KEY-----\nx\n-----END RSA PRIVATE KEY-----")
 	m := newMocks()
 	require.NoError(t, m.run(cfg))
@@ -188,79 +163,6 @@ func TestGitHubAppCredentials(t *testing.T) {
 	assert.Equal(t, "987654", got["github_app_installation_id"])
 	assert.Contains(t, got["github_app_private_key"], "BEGIN RSA PRIVATE KEY")
 	assert.NotContains(t, got, "github_token")
-}
-
-func TestPlainTextCredentialIsRefused(t *testing.T) {
-	m := newMocks()
-	m.secretKeys = nil
-	err := m.run(stackConfig(t, "dev"))
-	require.Error(t, err)
-	assert.Contains(t, err.Error(), "lux-gpu-ci:githubToken: is stored in plain text")
-	assert.Contains(t, err.Error(), "pulumi config set --secret githubToken")
-	assert.NotContains(t, err.Error(), testToken, "an error never repeats a secret")
-	assert.Empty(t, names(m.programResources()))
-}
-
-// The edges that make `pulumi destroy` drain GPU nodes before anything they need goes:
-// scale sets → NodePool → EC2NodeClass → Karpenter → CRDs → system nodes/IAM/queue → cluster.
-func TestDestroyOrder(t *testing.T) {
-	m := runDev(t)
-	edge := func(from registered, to string, why string) {
-		t.Helper()
-		assert.Contains(t, from.Deps(), to, "%s must depend on %s: %s", from.Key(), to, why)
-	}
-	provider := m.one(t, "pulumi:providers:kubernetes")
-	edge(provider, "eks:index:ManagedNodeGroup::cluster-system", "nothing schedules before the system nodes, and they go last")
-
-	crd := releaseNamed(t, m, "karpenter-crd")
-	karpenter := releaseNamed(t, m, "karpenter")
-	edge(karpenter, crd.Key(), "CRDs outlive the controller")
-	edge(karpenter, "aws:eks/podIdentityAssociation:PodIdentityAssociation::karpenter-controller", "pods get credentials at creation")
-	edge(karpenter, "aws:eks/accessEntry:AccessEntry::karpenter-node", "nodes must be able to join")
-	edge(karpenter, "aws:sqs/queuePolicy:QueuePolicy::karpenter-interruption", "interruption handling")
-	for _, p := range []string{"node-lifecycle", "iam-integration", "eks-integration", "interruption", "zonal-shift", "resource-discovery"} {
-		edge(karpenter, "aws:iam/rolePolicyAttachment:RolePolicyAttachment::karpenter-"+p, "the controller keeps its permissions while it drains")
-	}
-
-	nodeClass := m.one(t, "kubernetes:karpenter.k8s.aws/v1:EC2NodeClass")
-	nodePool := m.one(t, "kubernetes:karpenter.sh/v1:NodePool")
-	edge(nodeClass, karpenter.Key(), "Karpenter terminates the instances when the class goes")
-	edge(nodeClass, "aws:iam/role:Role::karpenter-node-role", "the class names the node role")
-	edge(nodePool, nodeClass.Key(), "the pool references the class")
-	edge(nodePool, karpenter.Key(), "Karpenter drains the pool's nodes")
-	for _, cr := range []registered{nodeClass, nodePool} {
-		assert.Equal(t, "30m", cr.Raw.RegisterRPC.GetCustomTimeouts().GetDelete(), "%s gets time to drain", cr.Key())
-		assert.True(t, cr.Raw.RegisterRPC.GetDeleteBeforeReplace(), "%s is named: replace must delete first", cr.Key())
-		assert.False(t, cr.Raw.RegisterRPC.GetRetainOnDelete(), cr.Key())
-		assert.Empty(t, cr.Raw.RegisterRPC.GetDeletedWith(), "%s must really be deleted, or instances leak", cr.Key())
-	}
-
-	scaleSet := releaseNamed(t, m, "lux-gpu-t4")
-	edge(scaleSet, nodePool.Key(), "runners go before their nodes")
-	edge(scaleSet, releaseNamed(t, m, "arc").Key(), "the controller cleans up its runners")
-	edge(scaleSet, "kubernetes:core/v1:Secret::gpu-ci-arc-github", "runners register with it")
-	runnersNS := m.get(t, "kubernetes:core/v1:Namespace", "gpu-ci-arc-runners")
-	edge(runnersNS, releaseNamed(t, m, "arc").Key(), "only the controller removes ARC's cleanup finalizers, so the namespace goes first")
-
-	for _, r := range m.programResources() {
-		if strings.HasPrefix(r.Type, "kubernetes:") {
-			assert.Contains(t, r.Raw.Provider, "pulumi:providers:kubernetes::gpu-ci", "%s uses the cluster's provider", r.Key())
-		}
-	}
-}
-
-// What the Kubernetes layer needs while its finalizers run is a real dependency of it, in
-// both network profiles: the order then holds for targeted destroys, replacements and any
-// engine scheduler, not just for a full destroy by dependency height. (make e2e checks the
-// same rules on a real stack's state, with pulumi-eks's children.)
-func TestDestroyOrderLifelines(t *testing.T) {
-	for _, natMode := range []string{"single", "none"} {
-		t.Run(natMode, func(t *testing.T) {
-			m := runDev(t, "natMode", natMode)
-			g := testkit.GraphFromMocks(m.programResources())
-			assert.Empty(t, g.Violations(testkit.DestroyOrder))
-		})
-	}
 }
 
 func TestNodePoolAndNodeClassDev(t *testing.T) {

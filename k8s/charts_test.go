@@ -1,16 +1,9 @@
-package main
+package k8s_test
 
-// Our Helm values rendered through the real upstream charts with the Helm SDK, and the
-// rendered objects checked with Kubernetes' own scheduling helpers. Charts come from Go
-// modules (versions.Chart.Module): karpenter-provider-aws and NVIDIA/k8s-device-plugin. If a
-// chart cannot be had, the test fails.
-//
-// ARC's 0.14.x charts are in no Go module version (the module's last semver tag, v0.27.6,
-// holds chart 0.6.1), so ARC values are covered by the mock tests only.
+// Our Helm values rendered through the real upstream charts (Helm SDK, charts from the Go
+// modules go.mod pins), and the pins that must agree.
 
 import (
-	"encoding/json"
-	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -25,11 +18,12 @@ import (
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/klog/v2"
+	karpv1 "sigs.k8s.io/karpenter/pkg/apis/v1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/luxfi/lux-gpu-ci/config"
 	"github.com/luxfi/lux-gpu-ci/internal/chartrender"
-	"github.com/luxfi/lux-gpu-ci/internal/fakeaws"
+	"github.com/luxfi/lux-gpu-ci/internal/wellknown"
 	"github.com/luxfi/lux-gpu-ci/k8s"
 	"github.com/luxfi/lux-gpu-ci/versions"
 )
@@ -66,7 +60,7 @@ func find(t *testing.T, objs []chartrender.Object, kind, name string, into any) 
 }
 
 func TestKarpenterChartRendersOurValues(t *testing.T) {
-	objs := renderChart(t, chartDir(t, versions.KarpenterChart), "karpenter", "kube-system", k8s.KarpenterValues("lux-gpu-ci", "us-west-2", "karpenter", "lux-gpu-ci"))
+	objs := renderChart(t, chartDir(t, versions.KarpenterChart), "karpenter", "kube-system", k8s.KarpenterValues("lux-gpu-ci", "us-west-2", "lux-gpu-ci"))
 
 	var dep appsv1.Deployment
 	find(t, objs, "Deployment", "karpenter", &dep)
@@ -108,7 +102,7 @@ func TestKarpenterCRDChartInstallsTheCRDsWeValidateAgainst(t *testing.T) {
 }
 
 func TestDevicePluginChartSchedulesOnGPUNodesOnly(t *testing.T) {
-	objs := renderChart(t, chartDir(t, versions.NvidiaDevicePluginChart), "nvidia-device-plugin", k8s.DevicePluginNamespace, k8s.DevicePluginValues())
+	objs := renderChart(t, chartDir(t, versions.NvidiaDevicePluginChart), "nvidia-device-plugin", wellknown.DevicePluginNamespace, k8s.DevicePluginValues())
 
 	var ds appsv1.DaemonSet
 	find(t, objs, "DaemonSet", "nvidia-device-plugin", &ds)
@@ -162,28 +156,8 @@ func TestKarpenterPinsAgree(t *testing.T) {
 	assert.Equal(t, mods[0], versions.KarpenterCRDChart.Module)
 }
 
-// The real pulumi-eks that make e2e runs is the one go.mod pins: @pulumi/eks, @pulumi/aws
-// (whose plugin version the fake AWS reports) and @pulumi/kubernetes (whose plugin version
-// hack/e2e-tools.sh installs) in hack/eks-plugin's lockfile match go.mod.
-func TestE2EPluginPinsAgree(t *testing.T) {
-	b, err := os.ReadFile("hack/eks-plugin/package-lock.json")
-	require.NoError(t, err)
-	var lock struct {
-		Packages map[string]struct {
-			Version string `json:"version"`
-		} `json:"packages"`
-	}
-	require.NoError(t, json.Unmarshal(b, &lock))
-	out, err := exec.Command("go", "list", "-m", "-f", "{{.Version}}",
-		"github.com/pulumi/pulumi-eks/sdk/v2", "github.com/pulumi/pulumi-aws/sdk/v6", "github.com/pulumi/pulumi-kubernetes/sdk/v4").Output()
-	require.NoError(t, err)
-	mods := strings.Fields(string(out))
-	require.Len(t, mods, 3)
-	for i, pkg := range []string{"@pulumi/eks", "@pulumi/aws", "@pulumi/kubernetes"} {
-		assert.Equal(t, mods[i], "v"+lock.Packages["node_modules/"+pkg].Version, "%s in hack/eks-plugin/package-lock.json", pkg)
-	}
-	assert.Equal(t, mods[1], "v"+fakeaws.PluginVersion, "the fake AWS plugin reports go.mod's pulumi-aws version")
-	tools, err := os.ReadFile("hack/e2e-tools.sh")
-	require.NoError(t, err)
-	assert.Contains(t, string(tools), "K8S_PLUGIN_VERSION="+strings.TrimPrefix(mods[2], "v"), "the kubernetes plugin the e2e builds")
+// The names the tools select by are the ones upstream's code uses.
+func TestWellKnownNamesMatchUpstream(t *testing.T) {
+	assert.Equal(t, karpv1.NodePoolLabelKey, wellknown.NodePoolLabel)
+	assert.Equal(t, karpv1.DoNotDisruptAnnotationKey, wellknown.DoNotDisrupt)
 }

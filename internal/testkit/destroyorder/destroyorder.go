@@ -1,4 +1,8 @@
-package testkit
+// Package destroyorder states the stack's destroy-order rules once, for the unit tests (on the
+// program's graph under mocks) and the e2e (on a real stack's state, pulumi-eks's children
+// included): what the Kubernetes layer needs while its finalizers run must be a real,
+// transitive dependency of it.
+package destroyorder
 
 import (
 	"encoding/json"
@@ -148,12 +152,12 @@ func under(ancestors ...string) func(Graph, *Node) bool {
 	}
 }
 
-// DestroyOrder are the lifelines of the Kubernetes layer. While its finalizers run on a
+// Rules are the lifelines of the Kubernetes layer. While its finalizers run on a
 // destroy, Karpenter calls EC2 and IAM (to terminate GPU instances and delete instance
 // profiles and launch templates) and ARC calls GitHub (to delete the scale sets): they need
 // the nodes they run on, egress (routes, NAT, internet gateway) and DNS (CoreDNS), and
 // Karpenter its own IAM, Pod Identity association, node access entry and queue.
-var DestroyOrder = []Lifeline{
+var Rules = []Lifeline{
 	{
 		Dependents:  "Kubernetes-layer resources",
 		Why:         "everything in the cluster runs on the system nodes and reaches AWS and GitHub through the routes, NAT and CoreDNS",

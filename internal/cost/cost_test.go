@@ -1,4 +1,4 @@
-package main
+package cost_test
 
 // gpuci cost: the seed's own arithmetic, and our default stack itemised.
 
@@ -11,17 +11,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/luxfi/lux-gpu-ci/config"
 	"github.com/luxfi/lux-gpu-ci/internal/cost"
+	"github.com/luxfi/lux-gpu-ci/internal/testkit"
 )
-
-func devConfig(t *testing.T, kv ...string) *config.Config {
-	t.Helper()
-	raw := with(stackConfig(t, "dev"), kv...)
-	c, err := config.Parse(func(k string) (string, bool) { v, ok := raw[k]; return v, ok }, nil)
-	require.NoError(t, err)
-	return c
-}
 
 func near(t *testing.T, want, got float64, what string) {
 	t.Helper()
@@ -34,7 +26,7 @@ func TestCostReproducesTheSeedArithmetic(t *testing.T) {
 	p := cost.DefaultPrices()
 	p.Spot = map[string]float64{"g4dn.xlarge": 0.16}
 	p.PublicIPv4 = 0
-	r, err := cost.Estimate(devConfig(t), p, cost.Usage{BuildsPerDay: 30, MinutesPerBuild: 10})
+	r, err := cost.Estimate(testkit.DevConfig(t), p, cost.Usage{BuildsPerDay: 30, MinutesPerBuild: 10})
 	require.NoError(t, err)
 	near(t, 137.82, r.IdleUSD, "idle per month")
 	require.Len(t, r.Pools, 1)
@@ -44,7 +36,7 @@ func TestCostReproducesTheSeedArithmetic(t *testing.T) {
 }
 
 func TestCostOfTheDefaultStack(t *testing.T) {
-	r, err := cost.Estimate(devConfig(t), cost.DefaultPrices(), cost.Usage{BuildsPerDay: 30, MinutesPerBuild: 10, BootMinutes: 4, ImageGB: 8, ColdStarts: 1})
+	r, err := cost.Estimate(testkit.DevConfig(t), cost.DefaultPrices(), cost.Usage{BuildsPerDay: 30, MinutesPerBuild: 10, BootMinutes: 4, ImageGB: 8, ColdStarts: 1})
 	require.NoError(t, err)
 	var idle []string
 	for _, it := range r.Idle {
@@ -67,14 +59,14 @@ func TestCostOfTheDefaultStack(t *testing.T) {
 	assert.Contains(t, out.String(), "Break-even")
 	assert.Contains(t, out.String(), "upstream.md")
 
-	lean, err := cost.Estimate(devConfig(t, "natMode", "none"), cost.DefaultPrices(), cost.Usage{BuildsPerDay: 30, MinutesPerBuild: 10, ImageGB: 8, ColdStarts: 1})
+	lean, err := cost.Estimate(testkit.DevConfig(t, "natMode", "none"), cost.DefaultPrices(), cost.Usage{BuildsPerDay: 30, MinutesPerBuild: 10, ImageGB: 8, ColdStarts: 1})
 	require.NoError(t, err)
 	near(t, r.IdleUSD-36.5, lean.IdleUSD, "lean idle has no NAT")
 	assert.Len(t, lean.Pools[0].PerBuild, 2, "no NAT data charge without a NAT")
 }
 
 func TestCostNamesAMissingPrice(t *testing.T) {
-	c := devConfig(t, "gpuPools", `[{"name": "big", "instanceTypes": ["g5.48xlarge"], "gpuLimit": 8}]`)
+	c := testkit.DevConfig(t, "gpuPools", `[{"name": "big", "instanceTypes": ["g5.48xlarge"], "gpuLimit": 8}]`)
 	_, err := cost.Estimate(c, cost.DefaultPrices(), cost.Usage{BuildsPerDay: 1, MinutesPerBuild: 1})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "pool big: no spot price")
@@ -95,7 +87,7 @@ func TestLivePricesReplaceTheTable(t *testing.T) {
 	p, err := cost.LivePrices(context.Background(), cost.DefaultPrices(), src, "us-west-2", []string{"t3.medium", "g4dn.xlarge"}, []string{"g4dn.xlarge"})
 	require.NoError(t, err)
 	assert.Contains(t, p.Source, "AWS Pricing API")
-	r, err := cost.Estimate(devConfig(t, "gpuPools", `[{"name": "gpu-t4", "instanceTypes": ["g4dn.xlarge"]}]`), p, cost.Usage{BuildsPerDay: 1, MinutesPerBuild: 60})
+	r, err := cost.Estimate(testkit.DevConfig(t, "gpuPools", `[{"name": "gpu-t4", "instanceTypes": ["g4dn.xlarge"]}]`), p, cost.Usage{BuildsPerDay: 1, MinutesPerBuild: 60})
 	require.NoError(t, err)
 	near(t, 0.05*730, r.Idle[1].USD, "the system node at the live price")
 	near(t, 0.2, r.Pools[0].PerBuild[0].USD, "an hour of spot g4dn at the live price (30 s warm window aside)")

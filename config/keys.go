@@ -1,0 +1,100 @@
+package config
+
+import "github.com/luxfi/lux-gpu-ci/versions"
+
+// Project is the Pulumi project name and so the namespace of every key below.
+const Project = "lux-gpu-ci"
+
+// The project's config keys, without the "lux-gpu-ci:" namespace.
+const (
+	KeyClusterName                 = "clusterName"
+	KeyKubernetesVersion           = "kubernetesVersion"
+	KeyVpcCidr                     = "vpcCidr"
+	KeyAzCount                     = "azCount"
+	KeyNatMode                     = "natMode"
+	KeySystemNodeInstanceType      = "systemNodeInstanceType"
+	KeySystemNodeCount             = "systemNodeCount"
+	KeyPublicAccessCidrs           = "publicAccessCidrs"
+	KeyAdminPrincipals             = "adminPrincipals"
+	KeyTags                        = "tags"
+	KeyAddonVersions               = "addonVersions"
+	KeyBudget                      = "budget"
+	KeyCreateSpotServiceLinkedRole = "createSpotServiceLinkedRole"
+	KeyGPUPools                    = "gpuPools"
+	KeyGitHubOrg                   = "githubOrg"
+	KeyGitHubToken                 = "githubToken"
+	KeyGitHubAppID                 = "githubAppId"
+	KeyGitHubAppInstallationID     = "githubAppInstallationId"
+	KeyGitHubAppPrivateKey         = "githubAppPrivateKey"
+	KeyHelmSkipAwait               = "helmSkipAwait"
+	KeyHelmCharts                  = "helmCharts"
+
+	// KeyRegion is the AWS provider's own key; it is read, not declared by this project.
+	KeyRegion = "aws:region"
+)
+
+// NAT modes.
+const (
+	// NatSingle puts nodes in private subnets behind one NAT gateway (one AZ's NAT: the
+	// cheap choice; a NAT outage cuts egress for every AZ).
+	NatSingle = "single"
+	// NatNone is the lean profile: no NAT gateway and no private subnets; nodes sit in public
+	// subnets with a public IP and a security group that admits nothing from outside.
+	NatNone = "none"
+)
+
+// MaxAZs is the most availability zones the network spreads across.
+const MaxAZs = 3
+
+// budgetExample and helmChartsExample are the fixes shown for bad values of those keys.
+const (
+	budgetExample     = `{"monthlyUsd": 250, "emails": ["you@example.com"]}`
+	helmChartsExample = `{"karpenter": {"chart": "oci://123456789012.dkr.ecr.us-west-2.amazonaws.com/karpenter/karpenter", "version": "1.14.1"}}`
+)
+
+// Addons are the EKS managed add-ons the cluster runs, in the order they are listed in docs.
+var Addons = []string{"vpc-cni", "kube-proxy", "coredns", "eks-pod-identity-agent"}
+
+// Defaults are the values a key takes when the stack does not set it. Pulumi.yaml declares
+// the same defaults (checked by a test), and the engine hands them to the program: a key
+// Pulumi.yaml declares without a default is one the engine requires. So every optional key
+// has a default here that means "off": "" for the credentials a stack may leave unset, {}
+// for the budget.
+var Defaults = map[string]any{
+	KeyClusterName:                 "lux-gpu-ci",
+	KeyKubernetesVersion:           versions.KubernetesDefault,
+	KeyVpcCidr:                     "10.0.0.0/16",
+	KeyAzCount:                     2,
+	KeyNatMode:                     NatSingle,
+	KeySystemNodeInstanceType:      "t3.medium",
+	KeySystemNodeCount:             1,
+	KeyPublicAccessCidrs:           []string{"0.0.0.0/0"},
+	KeyAdminPrincipals:             []string{},
+	KeyTags:                        map[string]string{},
+	KeyAddonVersions:               map[string]string{},
+	KeyCreateSpotServiceLinkedRole: false,
+	KeyGPUPools:                    []GPUPool{DefaultPool()},
+	KeyHelmSkipAwait:               false,
+	KeyHelmCharts:                  map[string]versions.Chart{},
+	KeyBudget:                      map[string]any{},
+	KeyGitHubToken:                 "",
+	KeyGitHubAppID:                 "",
+	KeyGitHubAppInstallationID:     "",
+	KeyGitHubAppPrivateKey:         "",
+}
+
+// Required are the keys a stack must set: Pulumi.yaml declares them without a default, so the
+// engine refuses a stack without them before the program runs.
+var Required = []string{KeyGitHubOrg}
+
+// structured keys hold lists or objects; they are edited in the stack file rather than
+// with a one-line `pulumi config set`.
+var structured = map[string]bool{
+	KeyPublicAccessCidrs: true, KeyAdminPrincipals: true, KeyTags: true, KeyAddonVersions: true, KeyBudget: true, KeyGPUPools: true,
+}
+
+// credentials are set with `pulumi config set --secret`.
+var credentials = map[string]bool{KeyGitHubToken: true, KeyGitHubAppPrivateKey: true}
+
+// qualify turns a project key into the fully qualified key the engine uses.
+func qualify(key string) string { return Project + ":" + key }

@@ -1,0 +1,127 @@
+package config_test
+
+// Pulumi.yaml declares the config as the program reads it, in a form the engine accepts, and
+// every stack file in the repository loads.
+
+import (
+	"encoding/json"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/common/diag"
+	"github.com/pulumi/pulumi/sdk/v3/go/common/diag/colors"
+	"github.com/pulumi/pulumi/sdk/v3/go/common/workspace"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"gopkg.in/yaml.v3"
+
+	"github.com/luxfi/lux-gpu-ci/config"
+	"github.com/luxfi/lux-gpu-ci/internal/testkit"
+)
+
+// Pulumi.yaml declares exactly the keys config.Defaults knows, with the same defaults.
+func TestPulumiYamlDeclaresTheConfig(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(testkit.RepoRoot(t), "Pulumi.yaml"))
+	require.NoError(t, err)
+	var project struct {
+		Name   string `yaml:"name"`
+		Config map[string]struct {
+			Type        string `yaml:"type"`
+			Default     any    `yaml:"default"`
+			Secret      bool   `yaml:"secret"`
+			Description string `yaml:"description"`
+		} `yaml:"config"`
+	}
+	require.NoError(t, yaml.Unmarshal(b, &project))
+	assert.Equal(t, config.Project, project.Name)
+	for key, def := range config.Defaults {
+		decl, ok := project.Config[key]
+		if !assert.True(t, ok, "Pulumi.yaml does not declare %s", key) {
+			continue
+		}
+		assert.Equal(t, jsonOf(t, def), jsonOf(t, decl.Default), "default of %s", key)
+	}
+	// The engine requires every key Pulumi.yaml declares without a default, before the
+	// program runs: only the keys config.Required names may lack one.
+	for key, decl := range project.Config {
+		_, ok := config.Defaults[key]
+		assert.True(t, ok || slices.Contains(config.Required, key), "Pulumi.yaml declares %s, which config does not read", key)
+		if slices.Contains(config.Required, key) {
+			assert.Nil(t, decl.Default, "%s is required: no default", key)
+		} else {
+			assert.NotNil(t, decl.Default, "%s is optional, so Pulumi.yaml must give it a default, or the engine refuses every stack that leaves it unset", key)
+		}
+	}
+	// The engine checks that a key declared secret holds an encrypted value, its plain
+	// default included: a secret key with a default breaks every stack that leaves it unset.
+	// So the optional credentials are not declared secret; the program refuses them in plain
+	// text (TestPlainTextCredentialIsRefused).
+	for key, decl := range project.Config {
+		assert.False(t, decl.Secret && decl.Default != nil, "%s is declared secret with a default, which the engine refuses", key)
+	}
+	for _, key := range []string{config.KeyGitHubToken, config.KeyGitHubAppPrivateKey} {
+		assert.Contains(t, project.Config[key].Description, "--secret", "pulumi config describes how to set %s", key)
+	}
+}
+
+// The Pulumi SDK's own loaders accept Pulumi.yaml (validated against Pulumi's project
+// schema, config declarations included) and every stack file.
+func TestPulumiLoadsTheProjectAndStacks(t *testing.T) {
+	project, err := workspace.LoadProject(filepath.Join(testkit.RepoRoot(t), "Pulumi.yaml"))
+	require.NoError(t, err)
+	assert.Equal(t, "lux-gpu-ci", string(project.Name))
+	assert.Equal(t, "go", project.Runtime.Name())
+	files, _ := filepath.Glob(filepath.Join(testkit.RepoRoot(t), "Pulumi.*.yaml"))
+	sink := diag.DefaultSink(io.Discard, io.Discard, diag.FormatOptions{Color: colors.Never})
+	for _, f := range files {
+		stack, err := workspace.LoadProjectStack(sink, project, f)
+		require.NoError(t, err, f)
+		assert.NotEmpty(t, stack.Config, f)
+	}
+}
+
+// actionlint knows every runs-on label and scale-set name our stacks register.
+func TestActionlintKnowsOurRunnerLabels(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(testkit.RepoRoot(t), ".github", "actionlint.yaml"))
+	require.NoError(t, err)
+	var cfg struct {
+		SelfHostedRunner struct {
+			Labels []string `yaml:"labels"`
+		} `yaml:"self-hosted-runner"`
+	}
+	require.NoError(t, yaml.Unmarshal(b, &cfg))
+	builtin := []string{"self-hosted", "linux", "x64", "arm64"}
+	files, _ := filepath.Glob(filepath.Join(testkit.RepoRoot(t), "Pulumi.*.yaml"))
+	for _, f := range files {
+		raw, _, err := config.ReadStackFile(f)
+		require.NoError(t, err)
+		c, err := config.Parse(func(k string) (string, bool) {
+			if k == "lux-gpu-ci:githubToken" {
+				return "x", true
+			}
+			v, ok := raw[k]
+			return v, ok
+		}, nil)
+		require.NoError(t, err, f)
+		for _, p := range c.GPUPools {
+			for _, l := range append(slices.Clone(p.RunnerLabels), p.RunnerScaleSetName) {
+				assert.True(t, slices.Contains(cfg.SelfHostedRunner.Labels, l) || slices.Contains(builtin, l), "%s: add %q to .github/actionlint.yaml", f, l)
+			}
+		}
+	}
+}
+
+// jsonOf is v's canonical JSON (object keys sorted), for comparing values of different types.
+func jsonOf(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	require.NoError(t, err)
+	var generic any
+	require.NoError(t, json.Unmarshal(b, &generic))
+	b, err = json.Marshal(generic)
+	require.NoError(t, err)
+	return string(b)
+}

@@ -1,0 +1,159 @@
+package config
+
+import (
+	"fmt"
+	"maps"
+	"net/netip"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/luxfi/lux-gpu-ci/versions"
+)
+
+var (
+	regionRE       = regexp.MustCompile(`^[a-z]{2}(-gov)?-[a-z]+-[0-9]$`)
+	clusterNameRE  = regexp.MustCompile(`^[a-z][a-z0-9-]*[a-z0-9]$`)
+	k8sVersionRE   = regexp.MustCompile(`^1\.([0-9]+)$`)
+	instanceTypeRE = regexp.MustCompile(`^[a-z][a-z0-9-]*\.[a-z0-9]+$`)
+	iamPrincipalRE = regexp.MustCompile(`^arn:aws(-cn|-us-gov)?:iam::[0-9]{12}:(role|user)/[\w+=,.@/-]+$`)
+	emailRE        = regexp.MustCompile(`^[^@\s]+@[^@\s]+\.[^@\s]+$`)
+)
+
+// MaxClusterNameLen keeps derived physical names within AWS limits: the longest is the IAM
+// role "KarpenterController-<cluster>" (64 characters at most) and the policy names.
+const MaxClusterNameLen = 40
+
+func (c *Config) validate(p *parser) {
+	switch {
+	case len(c.ClusterName) > MaxClusterNameLen:
+		p.fail(KeyClusterName, fmt.Sprintf("%q is %d characters; at most %d fit the IAM role names derived from it", c.ClusterName, len(c.ClusterName), MaxClusterNameLen), "a shorter name, e.g. lux-gpu-ci-dev")
+	case !clusterNameRE.MatchString(c.ClusterName):
+		p.fail(KeyClusterName, fmt.Sprintf("%q must be lower-case letters, digits and '-', starting with a letter", c.ClusterName), "e.g. lux-gpu-ci-dev")
+	}
+
+	if m := k8sVersionRE.FindStringSubmatch(c.KubernetesVersion); m == nil {
+		p.fail(KeyKubernetesVersion, fmt.Sprintf("%q is not a Kubernetes minor version like %q", c.KubernetesVersion, versions.KubernetesDefault), versions.KubernetesDefault)
+	} else if minor, _ := strconv.Atoi(m[1]); minor < versions.KubernetesMin || minor > versions.KubernetesMax {
+		p.fail(KeyKubernetesVersion, fmt.Sprintf("%s is outside 1.%d–1.%d, the versions EKS and Karpenter 1.14 both support", c.KubernetesVersion, versions.KubernetesMin, versions.KubernetesMax), versions.KubernetesDefault)
+	}
+
+	c.validateNetwork(p)
+
+	if !instanceTypeRE.MatchString(c.SystemNodes.InstanceType) {
+		p.fail(KeySystemNodeInstanceType, fmt.Sprintf("%q is not an EC2 instance type like t3.medium", c.SystemNodes.InstanceType), "t3.medium")
+	}
+	if c.SystemNodes.Count < 1 || c.SystemNodes.Count > 10 {
+		p.fail(KeySystemNodeCount, fmt.Sprintf("must be 1–10, got %d: Karpenter, CoreDNS and ARC need at least one always-on node", c.SystemNodes.Count), "1")
+	}
+
+	if len(c.PublicAccessCIDRs) == 0 {
+		p.fail(KeyPublicAccessCidrs, "is empty, so nobody (including `pulumi up`) could reach the EKS API", `["203.0.113.0/24"] (your office or CI egress range)`)
+	}
+	for i, s := range c.PublicAccessCIDRs {
+		if pfx, err := netip.ParsePrefix(s); err != nil || !pfx.Addr().Is4() || pfx.Masked() != pfx {
+			p.fail(KeyPublicAccessCidrs, fmt.Sprintf("entry %d (%q) is not an IPv4 CIDR without host bits", i, s), "e.g. 203.0.113.0/24")
+		}
+	}
+	for i, s := range c.AdminPrincipals {
+		if !iamPrincipalRE.MatchString(s) {
+			p.fail(KeyAdminPrincipals, fmt.Sprintf("entry %d (%q) is not an IAM role or user ARN", i, s), "e.g. arn:aws:iam::123456789012:role/platform-admins")
+		}
+	}
+	if dup := firstDuplicate(c.AdminPrincipals); dup != "" {
+		p.fail(KeyAdminPrincipals, fmt.Sprintf("%q is listed twice", dup), "list each principal once")
+	}
+	for _, k := range slices.Sorted(maps.Keys(c.Tags)) {
+		switch v := c.Tags[k]; {
+		case k == "" || len(k) > 128 || len(v) > 256:
+			p.fail(KeyTags, fmt.Sprintf("tag %q: keys must be 1–128 characters and values at most 256", k), "shorten the tag")
+		case strings.HasPrefix(strings.ToLower(k), "aws:"):
+			p.fail(KeyTags, fmt.Sprintf("tag %q uses the reserved aws: prefix", k), "rename the tag")
+		case hasAnyPrefix(k, "kubernetes.io/", "karpenter.sh/", "karpenter.k8s.aws/", "eks:"):
+			p.fail(KeyTags, fmt.Sprintf("tag %q is in a namespace EKS or Karpenter manage (Karpenter's EC2NodeClass rejects it)", k), `{"team": "platform"}`)
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(c.AddonVersions)) {
+		if !slices.Contains(Addons, name) {
+			p.fail(KeyAddonVersions, fmt.Sprintf("%q is not an add-on this stack manages (%s)", name, strings.Join(Addons, ", ")), "remove it or fix the spelling")
+		} else if !strings.HasPrefix(c.AddonVersions[name], "v") {
+			p.fail(KeyAddonVersions, fmt.Sprintf("%s: %q is not an EKS add-on version like v1.19.0-eksbuild.1", name, c.AddonVersions[name]), "copy one from `aws eks describe-addon-versions --addon-name "+name+"`")
+		}
+	}
+	c.validateHelmCharts(p)
+	if b := c.Budget; b != nil {
+		if b.MonthlyUSD <= 0 {
+			p.fail(KeyBudget, fmt.Sprintf("monthlyUsd must be a positive amount, got %v", b.MonthlyUSD), budgetExample)
+		}
+		if len(b.Emails) == 0 {
+			p.fail(KeyBudget, "emails is empty, so nobody would hear of an overrun", budgetExample)
+		}
+		for _, e := range b.Emails {
+			if !emailRE.MatchString(e) {
+				p.fail(KeyBudget, fmt.Sprintf("%q is not an e-mail address", e), "fix the address")
+			}
+		}
+	}
+}
+
+// validateHelmCharts checks the chart overrides: each names a chart the stack installs, and a
+// chart from a registry is pinned to a version (a local directory is what it is).
+func (c *Config) validateHelmCharts(p *parser) {
+	for _, name := range slices.Sorted(maps.Keys(c.HelmCharts)) {
+		o := c.HelmCharts[name]
+		_, known := versions.ChartNamed(name)
+		remote := o.Repo != "" || strings.Contains(o.Chart, "://")
+		switch {
+		case !known:
+			p.fail(KeyHelmCharts, fmt.Sprintf("%q is not a chart this stack installs (%s)", name, strings.Join(versions.ChartNames(), ", ")), helmChartsExample)
+		case o.Chart == "":
+			p.fail(KeyHelmCharts, fmt.Sprintf("%s: chart is empty", name), helmChartsExample)
+		case remote && o.Version == "":
+			p.fail(KeyHelmCharts, fmt.Sprintf("%s: %s is not pinned to a version", name, o.Chart), helmChartsExample)
+		case !remote && !filepath.IsAbs(o.Chart):
+			p.fail(KeyHelmCharts, fmt.Sprintf("%s: %q is neither a chart in a registry (oci:// or with repo) nor an absolute directory", name, o.Chart), helmChartsExample)
+		}
+	}
+}
+
+func (c *Config) validateNetwork(p *parser) {
+	n := c.Network
+	switch pfx, err := netip.ParsePrefix(n.CIDR); {
+	case err != nil || !pfx.Addr().Is4():
+		p.fail(KeyVpcCidr, fmt.Sprintf("%q is not an IPv4 CIDR", n.CIDR), "10.0.0.0/16")
+	case pfx.Masked() != pfx:
+		p.fail(KeyVpcCidr, fmt.Sprintf("%q has host bits set", n.CIDR), pfx.Masked().String())
+	case !pfx.Addr().IsPrivate():
+		p.fail(KeyVpcCidr, fmt.Sprintf("%q is not in a private (RFC 1918) range", n.CIDR), "10.0.0.0/16")
+	case pfx.Bits() < 16 || pfx.Bits() > 20:
+		p.fail(KeyVpcCidr, fmt.Sprintf("%q must be a /16 to /20: AWS allows at most /16, and pods take VPC addresses so smaller VPCs run out", n.CIDR), "10.0.0.0/16")
+	}
+	if n.AZCount < 2 || n.AZCount > MaxAZs {
+		p.fail(KeyAzCount, fmt.Sprintf("must be 2 or 3, got %d: EKS needs subnets in at least two AZs", n.AZCount), "2")
+	}
+	if n.NatMode != NatSingle && n.NatMode != NatNone {
+		p.fail(KeyNatMode, fmt.Sprintf("%q is not %q or %q", n.NatMode, NatSingle, NatNone), NatSingle)
+	}
+}
+
+func hasAnyPrefix(s string, prefixes ...string) bool {
+	for _, p := range prefixes {
+		if strings.HasPrefix(s, p) {
+			return true
+		}
+	}
+	return false
+}
+
+func firstDuplicate(xs []string) string {
+	seen := map[string]bool{}
+	for _, x := range xs {
+		if seen[x] {
+			return x
+		}
+		seen[x] = true
+	}
+	return ""
+}

@@ -1,0 +1,126 @@
+package doctor_test
+
+// gpuci doctor against client-go fakes: a healthy cluster has no problem; each symptom of
+// the troubleshooting table is found with its evidence.
+
+import (
+	"bytes"
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/luxfi/lux-gpu-ci/internal/doctor"
+	"github.com/luxfi/lux-gpu-ci/internal/testkit"
+	"github.com/luxfi/lux-gpu-ci/internal/testkit/fakecluster"
+	"github.com/luxfi/lux-gpu-ci/internal/wellknown"
+)
+
+var doctorNow = time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+
+// doctorCluster is the healthy idle cluster plus a listener and the device plugin DaemonSet.
+func doctorCluster() fakecluster.Cluster {
+	c := fakecluster.Healthy()
+	c.Objects = append(c.Objects,
+		fakecluster.Pod("arc-systems", "lux-gpu-t4-listener", map[string]string{"actions.github.com/scale-set-name": "lux-gpu-t4"}, corev1.PodRunning),
+		&appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: "nvidia-device-plugin", Name: "nvidia-device-plugin"}},
+	)
+	return c
+}
+
+func nodeClaim(name string, conds []any, deleting *time.Time) *unstructured.Unstructured {
+	u := fakecluster.Custom(schema.GroupVersionKind{Group: "karpenter.sh", Version: "v1", Kind: "NodeClaim"}, "", name, map[string]any{"status": map[string]any{"conditions": conds}})
+	if deleting != nil {
+		ts := metav1.NewTime(*deleting)
+		u.SetDeletionTimestamp(&ts)
+		u.SetFinalizers([]string{"karpenter.sh/termination"})
+	}
+	return u
+}
+
+// examine runs gpuci doctor on a fake cluster, against the dev stack, at doctorNow.
+func examine(t *testing.T, c fakecluster.Cluster) (doctor.Doctor, []doctor.Finding, string) {
+	t.Helper()
+	kube, dyn := c.Clients()
+	d := doctor.Doctor{Kube: kube, Dyn: dyn, Cfg: testkit.DevConfig(t), Now: func() time.Time { return doctorNow }}
+	findings := d.Examine(context.Background())
+	var out bytes.Buffer
+	doctor.Write(&out, findings)
+	return d, findings, out.String()
+}
+
+func problem(findings []doctor.Finding) []string {
+	var s []string
+	for _, f := range findings {
+		if f.Problem {
+			s = append(s, f.Symptom)
+		}
+	}
+	return s
+}
+
+func TestDoctorHealthyCluster(t *testing.T) {
+	_, findings, out := examine(t, doctorCluster())
+	assert.Len(t, findings, 6)
+	assert.Empty(t, problem(findings), out)
+	assert.Contains(t, out, "listener lux-gpu-t4-listener Running; last log lines: fake logs")
+}
+
+func TestDoctorFindsEachSymptom(t *testing.T) {
+	gpuNode := func(gpus int64, age time.Duration) *corev1.Node {
+		n := fakecluster.Node("ip-10-0-2-2", map[string]string{"karpenter.sh/nodepool": "gpu-t4", "node.kubernetes.io/instance-type": "g4dn.xlarge", "nvidia.com/gpu.present": "true"}, true, gpus)
+		n.CreationTimestamp = metav1.NewTime(doctorNow.Add(-age))
+		return n
+	}
+	longAgo := doctorNow.Add(-time.Hour)
+	cases := map[string]struct {
+		breakIt func(c *fakecluster.Cluster)
+		symptom string
+		want    string
+	}{
+		"job queued: labels drifted": {func(c *fakecluster.Cluster) {
+			c.Custom[1].(*unstructured.Unstructured).Object["spec"] = map[string]any{"runnerScaleSetLabels": []any{"gpu"}}
+		}, "Job stuck in Queued", "labels [gpu] (configured [self-hosted linux amd64 cuda gpu t4])"},
+		"job queued: no listener": {func(c *fakecluster.Cluster) { c.Objects = append(c.Objects[:3], c.Objects[4:]...) }, "Job stuck in Queued", "no listener pod for lux-gpu-t4"},
+		"runner pending": {func(c *fakecluster.Cluster) {
+			c.Objects = append(c.Objects, fakecluster.Pod("arc-runners", "lux-gpu-t4-runner-abc", nil, corev1.PodPending))
+			c.Custom = append(c.Custom, nodeClaim("gpu-t4-x1", []any{map[string]any{"type": "Launched", "status": "False", "reason": "LaunchFailed", "message": "no subnets found"}}, nil))
+		}, "Runner pod Pending with no node", "NodeClaim gpu-t4-x1: Launched=False LaunchFailed no subnets found"},
+		"GPU not detected": {func(c *fakecluster.Cluster) {
+			c.Objects = append(c.Objects, gpuNode(0, time.Minute), fakecluster.Pod("arc-runners", "r", nil, corev1.PodRunning))
+		}, "GPU not detected on a GPU node", "nvidia.com/gpu allocatable 0"},
+		"spot capacity": {func(c *fakecluster.Cluster) {
+			c.Custom = append(c.Custom, nodeClaim("gpu-t4-x2", []any{map[string]any{"type": "Launched", "status": "False", "reason": "InsufficientCapacity", "message": "spot capacity"}}, nil))
+		}, "Spot capacity", "InsufficientCapacity"},
+		"cost spike": {func(c *fakecluster.Cluster) { c.Objects = append(c.Objects, gpuNode(1, 3*time.Hour)) }, "Cost spike: GPU nodes up without a job", "has no runner pod, up 3h0m0s"},
+		"stuck teardown": {func(c *fakecluster.Cluster) {
+			c.Custom = append(c.Custom, nodeClaim("gpu-t4-x3", nil, &longAgo))
+		}, "GPU nodes stuck at teardown", "deleting for 1h0m0s"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			c := doctorCluster()
+			tc.breakIt(&c)
+			_, findings, out := examine(t, c)
+			assert.Contains(t, problem(findings), tc.symptom, out)
+			assert.Contains(t, out, tc.want)
+			assert.Contains(t, out, "→ ", "a problem comes with its fix")
+		})
+	}
+}
+
+func TestDoctorFixDeletesTheNodePools(t *testing.T) {
+	d, _, _ := examine(t, doctorCluster())
+	deleted, err := d.Fix(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, []string{"gpu-t4"}, deleted)
+	_, err = d.Dyn.Resource(wellknown.NodePools).Get(context.Background(), "gpu-t4", metav1.GetOptions{})
+	assert.Error(t, err, "the NodePool is gone")
+}

@@ -1,0 +1,78 @@
+package fakeaws_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
+	"github.com/pulumi/pulumi/sdk/v3/go/common/resource/plugin"
+	pulumirpc "github.com/pulumi/pulumi/sdk/v3/proto/go"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/luxfi/lux-gpu-ci/internal/fakeaws"
+)
+
+// What the fake does not know fails, naming the token: a new resource type or data source
+// cannot pass the tests unnoticed.
+func TestUnknownTypesAndInvokesAreRefused(t *testing.T) {
+	c := &fakeaws.Cloud{}
+	_, _, err := c.Create("aws:rds/instance:Instance", "db", resource.PropertyMap{}, false)
+	assert.ErrorContains(t, err, "aws:rds/instance:Instance is not one the fake knows")
+	_, err = c.Invoke("aws:ec2/getAmi:getAmi", resource.PropertyMap{})
+	assert.ErrorContains(t, err, "invoke aws:ec2/getAmi:getAmi is not one the fake knows")
+
+	p := fakeaws.NewProvider(fakeaws.Cloud{}, "")
+	_, err = p.Check(context.Background(), &pulumirpc.CheckRequest{Urn: "urn:pulumi:dev::p::aws:rds/instance:Instance::db"})
+	assert.ErrorContains(t, err, "aws:rds/instance:Instance", "the plugin refuses it in Check, so a preview fails too")
+}
+
+// In a preview, what AWS computes is unknown; what the program chose is known.
+func TestPreviewLeavesComputedOutputsUnknown(t *testing.T) {
+	c := &fakeaws.Cloud{Region: "us-west-2"}
+	in := resource.PropertyMap{"name": resource.NewProperty("KarpenterNodeRole-x")}
+	id, outs, err := c.Create("aws:iam/role:Role", "node-role", in, true)
+	require.NoError(t, err)
+	assert.Empty(t, id)
+	assert.Equal(t, "KarpenterNodeRole-x", outs["name"].StringValue())
+	assert.True(t, outs["arn"].IsComputed())
+
+	id, outs, err = c.Create("aws:iam/role:Role", "node-role", in, false)
+	require.NoError(t, err)
+	assert.Equal(t, "node-role_id", id)
+	assert.Equal(t, "arn:aws:iam::123456789012:role/KarpenterNodeRole-x", outs["arn"].StringValue())
+
+	_, outs, err = c.Create("aws:eks/cluster:Cluster", "cl", resource.PropertyMap{"name": resource.NewProperty("lux")}, false)
+	require.NoError(t, err)
+	assert.Equal(t, fakeaws.FakeEndpoint("us-west-2"), outs["endpoint"].StringValue())
+	assert.Equal(t, fakeaws.ClusterSG, outs["vpcConfig"].ObjectValue()["clusterSecurityGroupId"].StringValue())
+}
+
+func TestAvailabilityZones(t *testing.T) {
+	c := &fakeaws.Cloud{Region: "us-east-1"}
+	out, err := c.Invoke("aws:index/getAvailabilityZones:getAvailabilityZones", resource.NewPropertyMapFromMap(map[string]any{
+		"excludeZoneIds": []any{"use1-az3"},
+	}))
+	require.NoError(t, err)
+	assert.Equal(t, []any{"us-east-1a", "us-east-1d", "us-east-1b"}, out["names"].Mappable())
+	assert.Equal(t, []any{"use1-az1", "use1-az4", "use1-az2"}, out["zoneIds"].Mappable())
+}
+
+// The plugin passes inputs through Check, and Diff reports exactly the changed inputs.
+func TestProviderDiff(t *testing.T) {
+	p := fakeaws.NewProvider(fakeaws.Cloud{}, "")
+	marshal := func(m map[string]any) *structpb.Struct {
+		s, err := plugin.MarshalProperties(resource.NewPropertyMapFromMap(m), plugin.MarshalOptions{})
+		require.NoError(t, err)
+		return s
+	}
+	urn := "urn:pulumi:dev::p::aws:sqs/queue:Queue::q"
+	same, err := p.Diff(context.Background(), &pulumirpc.DiffRequest{Urn: urn, OldInputs: marshal(map[string]any{"name": "a"}), News: marshal(map[string]any{"name": "a"})})
+	require.NoError(t, err)
+	assert.Equal(t, pulumirpc.DiffResponse_DIFF_NONE, same.GetChanges())
+	changed, err := p.Diff(context.Background(), &pulumirpc.DiffRequest{Urn: urn, OldInputs: marshal(map[string]any{"name": "a", "x": 1}), News: marshal(map[string]any{"name": "a", "x": 2})})
+	require.NoError(t, err)
+	assert.Equal(t, pulumirpc.DiffResponse_DIFF_SOME, changed.GetChanges())
+	assert.Equal(t, []string{"x"}, changed.GetDiffs())
+}

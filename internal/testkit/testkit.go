@@ -1,0 +1,123 @@
+// Package testkit holds the fixtures the unit tests of several packages share: the
+// repository's stack files as the engine hands them to the program, and small edits of them.
+// Its subpackages hold the fake live cluster of verify and doctor (fakecluster) and the
+// destroy-order rules (destroyorder).
+package testkit
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/common/workspace"
+	"github.com/stretchr/testify/require"
+
+	"github.com/luxfi/lux-gpu-ci/config"
+)
+
+// Token stands in for a GitHub PAT, which a real stack holds encrypted; tests check it never
+// leaves a secret.
+const Token = "ghp_TESTTOKEN0123456789"
+
+// SecretKeys are the config keys a real stack stores with --secret.
+var SecretKeys = []string{"lux-gpu-ci:githubToken", "lux-gpu-ci:githubAppPrivateKey"}
+
+// Unset, as a value for With, removes the key.
+const Unset = "<unset>"
+
+// RepoRoot is the repository's top directory (where go.mod is), from any package's tests.
+func RepoRoot(t testing.TB) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	require.NoError(t, err)
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		require.NotEqual(t, parent, dir, "no go.mod above the test's directory")
+		dir = parent
+	}
+}
+
+// StackFile is the path of the repository's Pulumi.<stack>.yaml.
+func StackFile(t testing.TB, stack string) string {
+	return filepath.Join(RepoRoot(t), "Pulumi."+stack+".yaml")
+}
+
+// StackConfig reads Pulumi.<stack>.yaml as the Pulumi CLI hands it to a program, plus the
+// GitHub token a real stack holds encrypted (Token).
+func StackConfig(t testing.TB, stack string) map[string]string {
+	t.Helper()
+	cfg, _, err := config.ReadStackFile(StackFile(t, stack))
+	require.NoError(t, err)
+	cfg["lux-gpu-ci:githubToken"] = Token
+	return cfg
+}
+
+// EngineConfig is the config the engine hands the program for a stack file: StackConfig,
+// plus Pulumi.yaml's default for every declared key the stack leaves unset (as
+// pkg/workspace.ValidateStackConfigAndApplyProjectConfig does: scalars as text, lists and
+// objects as JSON).
+func EngineConfig(t testing.TB, stack string) map[string]string {
+	t.Helper()
+	project, err := workspace.LoadProject(filepath.Join(RepoRoot(t), "Pulumi.yaml"))
+	require.NoError(t, err)
+	cfg := StackConfig(t, stack)
+	for key, decl := range project.Config {
+		k := config.Project + ":" + key
+		if _, set := cfg[k]; set || decl.Default == nil {
+			continue
+		}
+		switch v := decl.Default.(type) {
+		case string, bool, int:
+			cfg[k] = fmt.Sprint(v)
+		default:
+			b, err := json.Marshal(v)
+			require.NoError(t, err)
+			cfg[k] = string(b)
+		}
+	}
+	return cfg
+}
+
+// With returns a copy of cfg with the given keys set (Unset removes one). Project keys may
+// be given without the "lux-gpu-ci:" prefix.
+func With(cfg map[string]string, kv ...string) map[string]string {
+	out := map[string]string{}
+	for k, v := range cfg {
+		out[k] = v
+	}
+	for i := 0; i+1 < len(kv); i += 2 {
+		k := kv[i]
+		if !strings.Contains(k, ":") {
+			k = config.Project + ":" + k
+		}
+		if kv[i+1] == Unset {
+			delete(out, k)
+		} else {
+			out[k] = kv[i+1]
+		}
+	}
+	return out
+}
+
+// Parse validates a config as the program does, without the secret check.
+func Parse(t testing.TB, cfg map[string]string) *config.Config {
+	t.Helper()
+	c, err := config.Parse(func(k string) (string, bool) {
+		v, ok := cfg[k]
+		return v, ok
+	}, nil)
+	require.NoError(t, err)
+	return c
+}
+
+// DevConfig is the dev stack's validated configuration, with overrides as for With.
+func DevConfig(t testing.TB, kv ...string) *config.Config {
+	t.Helper()
+	return Parse(t, With(StackConfig(t, "dev"), kv...))
+}

@@ -1,0 +1,48 @@
+package wellknown
+
+// Labels every GPU node carries (the NodePool's template sets them).
+const (
+	// GPUPresentLabel satisfies the NVIDIA device plugin chart's node affinity. Without it
+	// the plugin never schedules on Karpenter nodes, the GPU is never advertised and runner
+	// pods stay Pending on a paid node.
+	GPUPresentLabel = "nvidia.com/gpu.present"
+	// WorkloadLabel marks GPU CI nodes for humans and dashboards.
+	WorkloadLabel = "workload"
+	WorkloadValue = "gpu-ci"
+	// PoolLabel names the pool a node or runner pod belongs to.
+	PoolLabel = "lux-gpu-ci.luxfi.com/pool"
+	// NodePoolLabel is Karpenter's own label naming a node's NodePool
+	// (sigs.k8s.io/karpenter v1.NodePoolLabelKey; a test keeps them equal).
+	NodePoolLabel = "karpenter.sh/nodepool"
+)
+
+// The taint on every GPU node, and the resource its GPUs are advertised as.
+const (
+	// GPUTaintKey keeps everything but GPU jobs (and GPU DaemonSets) off GPU nodes.
+	GPUTaintKey   = "nvidia.com/gpu"
+	GPUTaintValue = "present"
+	// GPUResource is what runner pods request and a pool's limit counts.
+	GPUResource = "nvidia.com/gpu"
+)
+
+// SystemNodeLabel marks the nodes of the always-on system node group, with SystemNodeValue.
+const (
+	SystemNodeLabel = "lux-gpu-ci.luxfi.com/node-role"
+	SystemNodeValue = "system"
+)
+
+// DoNotDisrupt, on a runner pod, keeps Karpenter from consolidating its node while the job
+// runs.
+const DoNotDisrupt = "karpenter.sh/do-not-disrupt"
+
+// DiscoveryTag is the AWS tag (value: the cluster name) on the subnets and the security group
+// that Karpenter's EC2NodeClass selects for GPU nodes.
+const DiscoveryTag = "karpenter.sh/discovery"
+
+// Label selectors of the controllers' pods, as their charts label them.
+const (
+	KarpenterPods     = "app.kubernetes.io/name=karpenter"
+	ARCControllerPods = "app.kubernetes.io/part-of=gha-rs-controller"
+	// ScaleSetLabel, on a listener pod, names its runner scale set.
+	ScaleSetLabel = "actions.github.com/scale-set-name"
+)

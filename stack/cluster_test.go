@@ -1,0 +1,155 @@
+package stack_test
+
+// The EKS cluster under mocks: pulumi-eks arguments, add-ons, the system node group, optional features, the kubeconfig.
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi/internals"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api/v1"
+
+	"github.com/luxfi/lux-gpu-ci/config"
+	"github.com/luxfi/lux-gpu-ci/infra"
+	"github.com/luxfi/lux-gpu-ci/internal/testkit"
+)
+
+func TestClusterDev(t *testing.T) {
+	m := runDev(t)
+	cl := m.one(t, "eks:index:Cluster")
+	in := cl.Inputs
+	assert.Equal(t, "lux-gpu-ci", in["name"], "explicit physical name, known at preview")
+	assert.Equal(t, "1.35", in["version"])
+	assert.Equal(t, true, in["skipDefaultNodeGroup"], "v2's default node group uses Launch Configurations")
+	assert.Equal(t, "API", in["authenticationMode"])
+	assert.Equal(t, true, in["useDefaultVpcCni"], "otherwise pulumi-eks v2 applies its own CNI with kubectl")
+	assert.Equal(t, false, in["createOidcProvider"])
+	assert.Equal(t, true, in["endpointPrivateAccess"])
+	assert.Equal(t, []any{"0.0.0.0/0"}, in["publicAccessCidrs"])
+	assert.Equal(t, "network-vpc_id", in["vpcId"])
+	assert.Equal(t, []any{"network-private-0_id", "network-private-1_id"}, in["privateSubnetIds"])
+	assert.Empty(t, in["accessEntries"])
+	roles, sent := in["instanceRoles"]
+	assert.True(t, sent, "instanceRoles is sent, as an empty list: unset, pulumi-eks creates an unused role")
+	assert.Empty(t, roles, "a non-empty instanceRoles is refused with API authentication")
+
+	mng := m.one(t, "eks:index:ManagedNodeGroup")
+	assert.Equal(t, "AL2023_x86_64_STANDARD", mng.Inputs["amiType"])
+	assert.Equal(t, []any{"t3.medium"}, mng.Inputs["instanceTypes"])
+	assert.Equal(t, "ON_DEMAND", mng.Inputs["capacityType"])
+	assert.Equal(t, map[string]any{"desiredSize": 1.0, "minSize": 1.0, "maxSize": 1.0}, mng.Inputs["scalingConfig"])
+	assert.Equal(t, []any{"network-private-0_id", "network-private-1_id"}, mng.Inputs["subnetIds"])
+	assert.NotContains(t, mng.Inputs, "kubeletExtraArgs", "pulumi-eks v2 renders AL2 user data for these")
+	assert.NotContains(t, mng.Inputs, "bootstrapExtraArgs")
+	assert.Equal(t, true, mng.Inputs["enableIMDSv2"])
+	for _, dep := range []string{"aws:eks/addon:Addon::cluster-vpc-cni", "aws:eks/addon:Addon::cluster-kube-proxy", "aws:eks/addon:Addon::cluster-eks-pod-identity-agent"} {
+		assert.Contains(t, mng.Deps(), dep, "nodes wait for the add-ons they need to become Ready")
+	}
+	for _, p := range []string{"AmazonEKSWorkerNodePolicy", "AmazonEKS_CNI_Policy", "AmazonEC2ContainerRegistryPullOnly"} {
+		assert.Contains(t, mng.Deps(), "aws:iam/rolePolicyAttachment:RolePolicyAttachment::cluster-system-node-"+p, "nodes wait for their role's policies")
+	}
+
+	addons := map[string]registered{}
+	for _, a := range m.all("aws:eks/addon:Addon") {
+		addons[a.Inputs["addonName"].(string)] = a
+		assert.Equal(t, "lux-gpu-ci", a.Inputs["clusterName"])
+		assert.Contains(t, a.Deps(), "eks:index:Cluster::cluster", "%s waits for the cluster", a.Name)
+		assert.Equal(t, "OVERWRITE", a.Inputs["resolveConflictsOnCreate"], "takes over the self-managed add-on EKS installs")
+		assert.Equal(t, "v-eks-default-"+a.Inputs["addonName"].(string), a.Inputs["addonVersion"])
+	}
+	assert.ElementsMatch(t, []string{"vpc-cni", "kube-proxy", "coredns", "eks-pod-identity-agent"}, keys(addons))
+	assert.Contains(t, addons["coredns"].Deps(), "eks:index:ManagedNodeGroup::cluster-system", "CoreDNS only turns ACTIVE on a node")
+
+	tag := m.one(t, "aws:ec2/tag:Tag")
+	assert.Equal(t, testClusterSG, tag.Inputs["resourceId"], "the EKS-managed cluster security group")
+	assert.Equal(t, "karpenter.sh/discovery", tag.Inputs["key"])
+	assert.Equal(t, "lux-gpu-ci", tag.Inputs["value"])
+
+	systemRole := m.get(t, "aws:iam/role:Role", "cluster-system-node-role")
+	assertTrust(t, systemRole, "ec2.amazonaws.com", "sts:AssumeRole")
+}
+
+func TestOptionalFeatures(t *testing.T) {
+	admin := "arn:aws:iam::123456789012:role/platform-admins"
+	m := runDev(t,
+		"budget", `{"monthlyUsd": 250, "emails": ["platform@example.com"]}`,
+		"createSpotServiceLinkedRole", "true",
+		"adminPrincipals", `["`+admin+`"]`,
+		"addonVersions", `{"coredns": "v1.12.4-eksbuild.1"}`,
+		"publicAccessCidrs", `["203.0.113.0/24"]`,
+		"azCount", "3",
+	)
+
+	b := m.one(t, "aws:budgets/budget:Budget")
+	assert.Equal(t, "lux-gpu-ci-monthly", b.Inputs["name"])
+	assert.Equal(t, "COST", b.Inputs["budgetType"])
+	assert.Equal(t, "MONTHLY", b.Inputs["timeUnit"])
+	assert.Equal(t, "250.00", b.Inputs["limitAmount"])
+	assert.Equal(t, "USD", b.Inputs["limitUnit"])
+	var alerts []string
+	for _, n := range b.Inputs["notifications"].([]any) {
+		n := n.(map[string]any)
+		assert.Equal(t, []any{"platform@example.com"}, n["subscriberEmailAddresses"])
+		assert.Equal(t, "PERCENTAGE", n["thresholdType"])
+		alerts = append(alerts, n["notificationType"].(string)+">"+strings.TrimSuffix(strings.TrimSuffix(jsonNumber(n["threshold"]), ".0"), ".00"))
+	}
+	assert.ElementsMatch(t, []string{"ACTUAL>80", "FORECASTED>100"}, alerts)
+
+	slr := m.one(t, "aws:iam/serviceLinkedRole:ServiceLinkedRole")
+	assert.Equal(t, "spot.amazonaws.com", slr.Inputs["awsServiceName"])
+	assert.True(t, slr.Raw.RegisterRPC.GetRetainOnDelete(), "the account-wide spot role survives destroy")
+
+	cl := m.one(t, "eks:index:Cluster")
+	assert.Equal(t, []any{"203.0.113.0/24"}, cl.Inputs["publicAccessCidrs"])
+	entries := cl.Inputs["accessEntries"].(map[string]any)
+	require.Len(t, entries, 1)
+	e := entries["admin-0"].(map[string]any)
+	assert.Equal(t, admin, e["principalArn"])
+	policy := e["accessPolicies"].(map[string]any)["cluster-admin"].(map[string]any)
+	assert.Equal(t, "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy", policy["policyArn"])
+	assert.Equal(t, map[string]any{"type": "cluster"}, policy["accessScope"])
+
+	for _, a := range m.all("aws:eks/addon:Addon") {
+		if a.Inputs["addonName"] == "coredns" {
+			assert.Equal(t, "v1.12.4-eksbuild.1", a.Inputs["addonVersion"], "a pinned version wins")
+		}
+	}
+	assert.Len(t, m.all("aws:ec2/subnet:Subnet"), 6)
+}
+
+// The kubeconfig is a secret, and passes --region so it works without AWS_REGION set.
+func TestKubeconfigIsSecretAndRegional(t *testing.T) {
+	m := newMocks()
+	err := m.Run(func(ctx *pulumi.Context) error {
+		cfg, err := config.Load(ctx)
+		if err != nil {
+			return err
+		}
+		out, err := infra.New(ctx, cfg)
+		if err != nil {
+			return err
+		}
+		res, err := internals.UnsafeAwaitOutput(ctx.Context(), out.Kubeconfig)
+		if err != nil {
+			return err
+		}
+		assert.True(t, res.Known)
+		assert.True(t, res.Secret, "kubeconfig must be a secret")
+		var kc clientcmdapi.Config
+		require.NoError(t, json.Unmarshal([]byte(res.Value.(string)), &kc))
+		require.Len(t, kc.Clusters, 1)
+		assert.Equal(t, testEndpoint, kc.Clusters[0].Cluster.Server)
+		assert.Contains(t, string(kc.Clusters[0].Cluster.CertificateAuthorityData), "BEGIN CERTIFICATE")
+		require.Len(t, kc.AuthInfos, 1)
+		exec := kc.AuthInfos[0].AuthInfo.Exec
+		require.NotNil(t, exec)
+		assert.Equal(t, "aws", exec.Command)
+		assert.Equal(t, []string{"eks", "get-token", "--cluster-name", "lux-gpu-ci", "--region", "us-west-2", "--output", "json"}, exec.Args)
+		return nil
+	}, testkit.StackConfig(t, "dev"), testkit.SecretKeys)
+	require.NoError(t, err)
+}

@@ -1,0 +1,131 @@
+package stack_test
+
+// Configuration through the program: a bad value names its key and the fix and registers nothing; every stack file and the engine's defaults build the program.
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/luxfi/lux-gpu-ci/internal/testkit"
+)
+
+// Bad configuration fails with an error naming the key and registers nothing.
+func TestInvalidConfigNamesKeyAndCreatesNothing(t *testing.T) {
+	cases := []struct {
+		name, wantKey string
+		kv            []string
+	}{
+		{"region missing", "aws:region", []string{"aws:region", testkit.Unset}},
+		{"region malformed", "aws:region", []string{"aws:region", "Oregon"}},
+		{"cluster name with capitals", "lux-gpu-ci:clusterName", []string{"clusterName", "GPU_CI"}},
+		{"cluster name too long", "lux-gpu-ci:clusterName", []string{"clusterName", strings.Repeat("a", 41)}},
+		{"kubernetes version not minor", "lux-gpu-ci:kubernetesVersion", []string{"kubernetesVersion", "v1.35.2"}},
+		{"kubernetes version too old", "lux-gpu-ci:kubernetesVersion", []string{"kubernetesVersion", "1.29"}},
+		{"kubernetes version too new", "lux-gpu-ci:kubernetesVersion", []string{"kubernetesVersion", "1.37"}},
+		{"vpc cidr garbage", "lux-gpu-ci:vpcCidr", []string{"vpcCidr", "10.0.0.0"}},
+		{"vpc cidr public range", "lux-gpu-ci:vpcCidr", []string{"vpcCidr", "8.8.0.0/16"}},
+		{"vpc cidr too small", "lux-gpu-ci:vpcCidr", []string{"vpcCidr", "10.0.0.0/24"}},
+		{"vpc cidr host bits", "lux-gpu-ci:vpcCidr", []string{"vpcCidr", "10.0.0.1/16"}},
+		{"one AZ", "lux-gpu-ci:azCount", []string{"azCount", "1"}},
+		{"AZ count not a number", "lux-gpu-ci:azCount", []string{"azCount", "two"}},
+		{"unknown NAT mode", "lux-gpu-ci:natMode", []string{"natMode", "multi"}},
+		{"instance type malformed", "lux-gpu-ci:systemNodeInstanceType", []string{"systemNodeInstanceType", "t3medium"}},
+		{"no system nodes", "lux-gpu-ci:systemNodeCount", []string{"systemNodeCount", "0"}},
+		{"public access empty", "lux-gpu-ci:publicAccessCidrs", []string{"publicAccessCidrs", `[]`}},
+		{"public access not a CIDR", "lux-gpu-ci:publicAccessCidrs", []string{"publicAccessCidrs", `["203.0.113.7"]`}},
+		{"public access not a list", "lux-gpu-ci:publicAccessCidrs", []string{"publicAccessCidrs", `"0.0.0.0/0"`}},
+		{"admin not an ARN", "lux-gpu-ci:adminPrincipals", []string{"adminPrincipals", `["alice"]`}},
+		{"admin listed twice", "lux-gpu-ci:adminPrincipals", []string{"adminPrincipals", `["arn:aws:iam::123456789012:role/a","arn:aws:iam::123456789012:role/a"]`}},
+		{"reserved tag", "lux-gpu-ci:tags", []string{"tags", `{"aws:owner": "x"}`}},
+		{"tag we own", "lux-gpu-ci:tags", []string{"tags", `{"karpenter.sh/discovery": "x"}`}},
+		{"unknown add-on", "lux-gpu-ci:addonVersions", []string{"addonVersions", `{"ebs-csi": "v1.0.0-eksbuild.1"}`}},
+		{"budget typo", "lux-gpu-ci:budget", []string{"budget", `{"monthly_usd": 100, "emails": ["a@example.com"]}`}},
+		{"budget zero", "lux-gpu-ci:budget", []string{"budget", `{"monthlyUsd": 0, "emails": ["a@example.com"]}`}},
+		{"budget without e-mail", "lux-gpu-ci:budget", []string{"budget", `{"monthlyUsd": 100, "emails": []}`}},
+		{"spot role flag not bool", "lux-gpu-ci:createSpotServiceLinkedRole", []string{"createSpotServiceLinkedRole", "yes please"}},
+		{"helm chart we do not install", "lux-gpu-ci:helmCharts", []string{"helmCharts", `{"cert-manager": {"chart": "oci://registry.example.com/cert-manager", "version": "1.0.0"}}`}},
+		{"helm chart from a registry, unpinned", "lux-gpu-ci:helmCharts", []string{"helmCharts", `{"karpenter": {"chart": "oci://registry.example.com/karpenter"}}`}},
+		{"helm chart in a relative directory", "lux-gpu-ci:helmCharts", []string{"helmCharts", `{"karpenter": {"chart": "charts/karpenter"}}`}},
+		{"helm chart with a misspelt field", "lux-gpu-ci:helmCharts", []string{"helmCharts", `{"karpenter": {"chart": "/srv/karpenter", "versoin": "1"}}`}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			m := newMocks()
+			err := m.run(testkit.With(testkit.StackConfig(t, "dev"), tc.kv...))
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.wantKey+":", "the error names the key")
+			assert.Contains(t, err.Error(), "fix:", "the error says how to fix it")
+			assert.Empty(t, names(m.programResources()), "nothing may be registered")
+		})
+	}
+}
+
+// All problems are reported at once.
+func TestInvalidConfigReportsEveryProblem(t *testing.T) {
+	m := newMocks()
+	err := m.run(testkit.With(testkit.StackConfig(t, "dev"), "azCount", "9", "natMode", "both", "systemNodeCount", "0"))
+	require.Error(t, err)
+	for _, key := range []string{"azCount", "natMode", "systemNodeCount"} {
+		assert.Contains(t, err.Error(), "lux-gpu-ci:"+key+":")
+	}
+}
+
+func TestPlainTextCredentialIsRefused(t *testing.T) {
+	m := newMocks()
+	m.secretKeys = nil
+	err := m.run(testkit.StackConfig(t, "dev"))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "lux-gpu-ci:githubToken: is stored in plain text")
+	assert.Contains(t, err.Error(), "pulumi config set --secret githubToken")
+	assert.NotContains(t, err.Error(), testkit.Token, "an error never repeats a secret")
+	assert.Empty(t, names(m.programResources()))
+}
+
+// The program accepts what the engine really hands it: every default of Pulumi.yaml applied,
+// "" for the credentials a stack leaves unset, {} for an unset budget.
+func TestProgramAcceptsTheEngineDefaults(t *testing.T) {
+	for _, stack := range []string{"dev", "prod"} {
+		t.Run(stack, func(t *testing.T) {
+			cfg := testkit.EngineConfig(t, stack)
+			assert.Equal(t, "", cfg["lux-gpu-ci:githubAppId"], "the engine sets unset optional keys to their default")
+			m := newMocks()
+			require.NoError(t, m.run(cfg))
+			assert.NotEmpty(t, m.all("kubernetes:karpenter.sh/v1:NodePool"))
+			if stack == "dev" {
+				assert.Empty(t, m.all("aws:budgets/budget:Budget"), "budget {} is off")
+			}
+		})
+	}
+}
+
+// Every stack file in the repository passes validation and builds the whole program.
+func TestEveryStackFileIsValid(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join(testkit.RepoRoot(t), "Pulumi.*.yaml"))
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, len(files), 2, "dev and prod")
+	for _, f := range files {
+		stack := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(f), "Pulumi."), ".yaml")
+		t.Run(stack, func(t *testing.T) {
+			m := newMocks()
+			require.NoError(t, m.run(testkit.StackConfig(t, stack)), "%s must validate", f)
+			assert.NotEmpty(t, m.all("kubernetes:karpenter.sh/v1:NodePool"))
+		})
+	}
+}
+
+func TestProdDiffersFromDevWhereItShould(t *testing.T) {
+	m := newMocks()
+	require.NoError(t, m.run(testkit.StackConfig(t, "prod")))
+	assert.Equal(t, "lux-gpu-ci-prod", m.one(t, "eks:index:Cluster").Inputs["name"])
+	assert.Len(t, m.all("kubernetes:karpenter.sh/v1:NodePool"), 2)
+	assert.Len(t, m.all("aws:budgets/budget:Budget"), 1)
+	assert.Len(t, m.all("aws:ec2/subnet:Subnet"), 6)
+	for _, np := range m.all("kubernetes:karpenter.sh/v1:NodePool") {
+		assert.Contains(t, path(np.Inputs["spec"], "template", "spec", "requirements"),
+			map[string]any{"key": "karpenter.sh/capacity-type", "operator": "In", "values": []any{"spot", "on-demand"}}, "on-demand fallback")
+	}
+}

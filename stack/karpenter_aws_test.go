@@ -1,0 +1,197 @@
+package stack_test
+
+// Karpenter's AWS side under mocks: queue, EventBridge rules, roles, access entry, Pod Identity, and the controller policies against upstream's.
+
+import (
+	"encoding/json"
+	"os"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/luxfi/lux-gpu-ci/internal/fakeaws"
+)
+
+func TestKarpenterAWSDev(t *testing.T) {
+	m := runDev(t)
+
+	q := m.one(t, "aws:sqs/queue:Queue")
+	assert.Equal(t, "lux-gpu-ci", q.Inputs["name"], "upstream names the queue after the cluster")
+	assert.Equal(t, 300.0, q.Inputs["messageRetentionSeconds"])
+	assert.Equal(t, true, q.Inputs["sqsManagedSseEnabled"])
+	queueArn := "arn:aws:sqs:us-west-2:" + testAccount + ":lux-gpu-ci"
+
+	qp := policyOf(t, m.one(t, "aws:sqs/queuePolicy:QueuePolicy"), "policy")
+	assert.Equal(t, "EC2InterruptionPolicy", qp.ID)
+	require.Len(t, qp.Statement, 2)
+	assert.Equal(t, "Allow", qp.Statement[0].Effect)
+	assert.Equal(t, []string{"sqs:SendMessage"}, qp.Statement[0].Action)
+	assert.Equal(t, []string{queueArn}, qp.Statement[0].Resource)
+	assert.Equal(t, map[string]any{"Service": []any{"events.amazonaws.com", "sqs.amazonaws.com"}}, qp.Statement[0].Principal)
+	assert.Equal(t, "DenyHTTP", qp.Statement[1].Sid)
+	assert.Equal(t, "Deny", qp.Statement[1].Effect)
+	assert.Equal(t, []string{"sqs:*"}, qp.Statement[1].Action)
+	assert.Equal(t, "*", qp.Statement[1].Principal)
+	assert.Equal(t, map[string]map[string][]string{"Bool": {"aws:SecureTransport": {"false"}}}, qp.Statement[1].Condition)
+
+	// The five upstream EventBridge rules, each with one target on the queue.
+	var patterns []string
+	for _, r := range m.all("aws:cloudwatch/eventRule:EventRule") {
+		var p map[string][]string
+		require.NoError(t, json.Unmarshal([]byte(r.Inputs["eventPattern"].(string)), &p))
+		assert.Len(t, p, 2, "pattern %s has only source and detail-type", r.Name)
+		patterns = append(patterns, p["source"][0]+" / "+p["detail-type"][0])
+	}
+	assert.ElementsMatch(t, []string{
+		"aws.health / AWS Health Event",
+		"aws.ec2 / EC2 Spot Instance Interruption Warning",
+		"aws.ec2 / EC2 Instance Rebalance Recommendation",
+		"aws.ec2 / EC2 Instance State-change Notification",
+		"aws.ec2 / EC2 Capacity Reservation Instance Interruption Warning",
+	}, patterns)
+	for _, tg := range m.all("aws:cloudwatch/eventTarget:EventTarget") {
+		assert.Equal(t, "KarpenterInterruptionQueueTarget", tg.Inputs["targetId"])
+		assert.Equal(t, queueArn, tg.Inputs["arn"])
+		assert.Equal(t, tg.Name, tg.Inputs["rule"], "target %s points at its own rule", tg.Name)
+	}
+
+	controller := m.get(t, "aws:iam/role:Role", "karpenter-controller-role")
+	assert.Equal(t, "KarpenterController-lux-gpu-ci", controller.Inputs["name"])
+	assertTrust(t, controller, "pods.eks.amazonaws.com", "sts:AssumeRole", "sts:TagSession")
+	node := m.get(t, "aws:iam/role:Role", "karpenter-node-role")
+	assert.Equal(t, "KarpenterNodeRole-lux-gpu-ci", node.Inputs["name"])
+	assertTrust(t, node, "ec2.amazonaws.com", "sts:AssumeRole")
+	nodeArn := "arn:aws:iam::" + testAccount + ":role/KarpenterNodeRole-lux-gpu-ci"
+
+	var nodePolicies []string
+	for _, a := range m.all("aws:iam/rolePolicyAttachment:RolePolicyAttachment") {
+		if a.Inputs["role"] == "KarpenterNodeRole-lux-gpu-ci" {
+			nodePolicies = append(nodePolicies, a.Inputs["policyArn"].(string))
+		}
+	}
+	assert.ElementsMatch(t, []string{
+		"arn:aws:iam::aws:policy/AmazonEKS_CNI_Policy",
+		"arn:aws:iam::aws:policy/AmazonEKSWorkerNodePolicy",
+		"arn:aws:iam::aws:policy/AmazonEC2ContainerRegistryPullOnly",
+		"arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore",
+	}, nodePolicies)
+
+	entry := m.one(t, "aws:eks/accessEntry:AccessEntry")
+	assert.Equal(t, "EC2_LINUX", entry.Inputs["type"])
+	assert.Equal(t, nodeArn, entry.Inputs["principalArn"])
+	assert.Equal(t, "lux-gpu-ci", entry.Inputs["clusterName"])
+	assert.Contains(t, entry.Deps(), "eks:index:Cluster::cluster")
+
+	pia := m.one(t, "aws:eks/podIdentityAssociation:PodIdentityAssociation")
+	assert.Equal(t, "kube-system", pia.Inputs["namespace"])
+	assert.Equal(t, "karpenter", pia.Inputs["serviceAccount"])
+	assert.Equal(t, "arn:aws:iam::"+testAccount+":role/KarpenterController-lux-gpu-ci", pia.Inputs["roleArn"])
+	assert.Contains(t, pia.Deps(), "aws:eks/addon:Addon::cluster-eks-pod-identity-agent")
+
+	// The six controller policies, all attached to the controller role.
+	attached := map[string]bool{}
+	for _, a := range m.all("aws:iam/rolePolicyAttachment:RolePolicyAttachment") {
+		if a.Inputs["role"] == "KarpenterController-lux-gpu-ci" {
+			attached[a.Inputs["policyArn"].(string)] = true
+		}
+	}
+	assert.Len(t, attached, 6)
+	for _, p := range m.all("aws:iam/policy:Policy") {
+		assert.True(t, attached["arn:aws:iam::"+testAccount+":policy/"+p.Inputs["name"].(string)], "%s is attached to the controller role", p.Inputs["name"])
+	}
+}
+
+// upstreamActions is the complete action list of Karpenter v1.14's controller policies
+// (../shared/reference/upstream.md §1.2), written out by hand.
+var upstreamActions = []string{
+	"ec2:RunInstances", "ec2:CreateFleet", "ec2:CreateLaunchTemplate", "ec2:CreateTags", "ec2:TerminateInstances",
+	"ec2:DeleteLaunchTemplate", "ec2:DescribeCapacityReservations", "ec2:DescribeImages", "ec2:DescribeInstances",
+	"ec2:DescribeInstanceStatus", "ec2:DescribeInstanceTypeOfferings", "ec2:DescribeInstanceTypes",
+	"ec2:DescribeLaunchTemplates", "ec2:DescribePlacementGroups", "ec2:DescribeSecurityGroups",
+	"ec2:DescribeSpotPriceHistory", "ec2:DescribeSubnets",
+	"iam:PassRole", "iam:CreateInstanceProfile", "iam:TagInstanceProfile", "iam:AddRoleToInstanceProfile",
+	"iam:RemoveRoleFromInstanceProfile", "iam:DeleteInstanceProfile", "iam:ListInstanceProfiles", "iam:GetInstanceProfile",
+	"eks:DescribeCluster", "sqs:DeleteMessage", "sqs:GetQueueUrl", "sqs:ReceiveMessage", "ssm:GetParameter",
+	"pricing:GetProducts", "arc-zonal-shift:GetManagedResource",
+}
+
+func TestKarpenterControllerPoliciesMatchUpstream(t *testing.T) {
+	require.Len(t, upstreamActions, 32)
+	m := runDev(t)
+
+	raw, err := os.ReadFile("testdata/karpenter-controller-policies.json")
+	require.NoError(t, err)
+	subst := strings.NewReplacer(
+		"${P}", "aws", "${R}", "us-west-2", "${A}", testAccount, "${C}", "lux-gpu-ci",
+		"${NodeRoleArn}", "arn:aws:iam::"+testAccount+":role/KarpenterNodeRole-lux-gpu-ci",
+		"${QueueArn}", "arn:aws:sqs:us-west-2:"+testAccount+":lux-gpu-ci",
+	)
+	var reference map[string]json.RawMessage
+	require.NoError(t, json.Unmarshal([]byte(subst.Replace(string(raw))), &reference))
+	delete(reference, "_source")
+
+	var actions []string
+	got := map[string]bool{}
+	for _, p := range m.all("aws:iam/policy:Policy") {
+		name := strings.TrimSuffix(p.Inputs["name"].(string), "-lux-gpu-ci")
+		got[name] = true
+		want, ok := reference[name]
+		if !assert.True(t, ok, "policy %s is not in upstream's template", name) {
+			continue
+		}
+		var wantStmts []policyStatement
+		require.NoError(t, json.Unmarshal(want, &wantStmts))
+		doc := policyOf(t, p, "policy")
+		assert.Equal(t, normalise(wantStmts), normalise(doc.Statement), "policy %s", name)
+		for _, s := range doc.Statement {
+			actions = append(actions, s.Action...)
+		}
+	}
+	for name := range reference {
+		assert.True(t, got[name], "upstream policy %s is missing", name)
+	}
+	assert.ElementsMatch(t, upstreamActions, unique(actions))
+}
+
+type (
+	policyStatement = fakeaws.PolicyStatement
+	policyDoc       = fakeaws.PolicyDocument
+)
+
+func policyOf(t *testing.T, r registered, field string) policyDoc {
+	t.Helper()
+	var d policyDoc
+	require.NoError(t, json.Unmarshal([]byte(r.Inputs[field].(string)), &d), "%s.%s", r.Key(), field)
+	return d
+}
+
+// normalise sorts every list so statements compare as upstream's sets.
+func normalise(ss []policyStatement) []policyStatement {
+	out := slices.Clone(ss)
+	for i := range out {
+		out[i].Action = sorted(out[i].Action)
+		out[i].Resource = sorted(out[i].Resource)
+		for _, vars := range out[i].Condition {
+			for k, v := range vars {
+				vars[k] = sorted(v)
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Sid < out[j].Sid })
+	return out
+}
+
+func assertTrust(t *testing.T, role registered, service string, actions ...string) {
+	t.Helper()
+	doc := policyOf(t, role, "assumeRolePolicy")
+	require.Len(t, doc.Statement, 1, "%s trust", role.Name)
+	s := doc.Statement[0]
+	assert.Equal(t, "Allow", s.Effect)
+	assert.ElementsMatch(t, actions, s.Action, "%s trust actions", role.Name)
+	assert.Equal(t, map[string]any{"Service": []any{service}}, s.Principal, "%s trusted principal", role.Name)
+	assert.Empty(t, s.Condition)
+}

@@ -1,0 +1,88 @@
+package stack_test
+
+// The AWS layer's network under mocks: layout, tags, NAT, the lean profile, AZs.
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/luxfi/lux-gpu-ci/internal/fakeaws"
+	"github.com/luxfi/lux-gpu-ci/internal/testkit"
+)
+
+func TestNetworkDev(t *testing.T) {
+	m := runDev(t)
+	vpc := m.one(t, "aws:ec2/vpc:Vpc")
+	assert.Equal(t, "10.0.0.0/16", vpc.Inputs["cidrBlock"])
+	assert.Equal(t, true, vpc.Inputs["enableDnsHostnames"])
+	assert.Equal(t, true, vpc.Inputs["enableDnsSupport"])
+
+	var public, private []registered
+	for _, s := range m.all("aws:ec2/subnet:Subnet") {
+		if strings.Contains(s.Name, "public") {
+			public = append(public, s)
+		} else {
+			private = append(private, s)
+		}
+	}
+	require.Len(t, public, 2)
+	require.Len(t, private, 2)
+	// The first two AZs by name, whatever order the region lists them in.
+	for i, az := range []string{"us-west-2a", "us-west-2b"} {
+		assert.Equal(t, az, public[i].Inputs["availabilityZone"])
+		assert.Equal(t, az, private[i].Inputs["availabilityZone"])
+	}
+	assert.Equal(t, []any{"10.0.0.0/18", "10.0.64.0/18"}, []any{private[0].Inputs["cidrBlock"], private[1].Inputs["cidrBlock"]})
+	assert.Equal(t, []any{"10.0.192.0/21", "10.0.200.0/21"}, []any{public[0].Inputs["cidrBlock"], public[1].Inputs["cidrBlock"]})
+	for _, s := range private {
+		tags := s.Inputs["tags"].(map[string]any)
+		assert.Equal(t, "lux-gpu-ci", tags["karpenter.sh/discovery"], s.Name)
+		assert.Equal(t, "1", tags["kubernetes.io/role/internal-elb"], s.Name)
+		assert.Equal(t, "shared", tags["kubernetes.io/cluster/lux-gpu-ci"], s.Name)
+		assert.Equal(t, "dev", tags["env"], "common tags reach %s", s.Name)
+	}
+	for _, s := range public {
+		tags := s.Inputs["tags"].(map[string]any)
+		assert.NotContains(t, tags, "karpenter.sh/discovery", "nodes must not land in public subnets when there is a NAT")
+		assert.Equal(t, "1", tags["kubernetes.io/role/elb"], s.Name)
+		assert.Equal(t, false, s.Inputs["mapPublicIpOnLaunch"], s.Name)
+	}
+
+	nat := m.one(t, "aws:ec2/natGateway:NatGateway")
+	assert.Equal(t, "network-public-0_id", nat.Inputs["subnetId"], "the NAT lives in the first public subnet")
+	assert.Contains(t, nat.Deps(), "aws:ec2/internetGateway:InternetGateway::network-igw")
+	privateRT := m.get(t, "aws:ec2/routeTable:RouteTable", "network-private-rt")
+	routes := privateRT.Inputs["routes"].([]any)
+	require.Len(t, routes, 1)
+	assert.Equal(t, "0.0.0.0/0", routes[0].(map[string]any)["cidrBlock"])
+	assert.Equal(t, "network-nat_id", routes[0].(map[string]any)["natGatewayId"])
+}
+
+func TestLeanProfileHasNoNATAndPublicNodes(t *testing.T) {
+	m := runDev(t, "natMode", "none", "azCount", "3")
+	assert.Empty(t, m.all("aws:ec2/natGateway:NatGateway"))
+	assert.Empty(t, m.all("aws:ec2/eip:Eip"))
+	subnets := m.all("aws:ec2/subnet:Subnet")
+	require.Len(t, subnets, 3)
+	for _, s := range subnets {
+		assert.Contains(t, s.Name, "public")
+		assert.Equal(t, true, s.Inputs["mapPublicIpOnLaunch"], s.Name)
+		assert.Equal(t, "lux-gpu-ci", s.Inputs["tags"].(map[string]any)["karpenter.sh/discovery"], s.Name)
+	}
+	mng := m.one(t, "eks:index:ManagedNodeGroup")
+	assert.Equal(t, []any{"network-public-0_id", "network-public-1_id", "network-public-2_id"}, mng.Inputs["subnetIds"])
+	cl := m.one(t, "eks:index:Cluster")
+	assert.NotContains(t, cl.Inputs, "privateSubnetIds")
+}
+
+func TestTooFewAvailabilityZonesIsAConfigError(t *testing.T) {
+	m := newMocks()
+	m.azs = []fakeaws.AZ{{Name: "us-west-2a", ID: "usw2-az1"}, {Name: "us-west-2b", ID: "usw2-az2"}}
+	err := m.run(testkit.With(testkit.StackConfig(t, "dev"), "azCount", "3"))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "lux-gpu-ci:azCount")
+	assert.Empty(t, names(m.programResources()))
+}

@@ -1,0 +1,79 @@
+package stack_test
+
+// What the dev stack declares, by type, and where each resource sits.
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+)
+
+// TestDevStackResourceCounts pins how many of each resource the dev stack declares.
+func TestDevStackResourceCounts(t *testing.T) {
+	m := runDev(t)
+	want := map[string]int{
+		"lux-gpu-ci:infra:Network":                              1,
+		"lux-gpu-ci:infra:Cluster":                              1,
+		"lux-gpu-ci:infra:KarpenterAWS":                         1,
+		"aws:ec2/vpc:Vpc":                                       1,
+		"aws:ec2/internetGateway:InternetGateway":               1,
+		"aws:ec2/subnet:Subnet":                                 4,
+		"aws:ec2/routeTable:RouteTable":                         2,
+		"aws:ec2/routeTableAssociation:RouteTableAssociation":   4,
+		"aws:ec2/eip:Eip":                                       1,
+		"aws:ec2/natGateway:NatGateway":                         1,
+		"eks:index:Cluster":                                     1,
+		"eks:index:ManagedNodeGroup":                            1,
+		"aws:eks/addon:Addon":                                   4,
+		"aws:ec2/tag:Tag":                                       1,
+		"aws:sqs/queue:Queue":                                   1,
+		"aws:sqs/queuePolicy:QueuePolicy":                       1,
+		"aws:cloudwatch/eventRule:EventRule":                    5,
+		"aws:cloudwatch/eventTarget:EventTarget":                5,
+		"aws:iam/role:Role":                                     3, // system nodes, Karpenter nodes, Karpenter controller
+		"aws:iam/policy:Policy":                                 6,
+		"aws:iam/rolePolicyAttachment:RolePolicyAttachment":     4 + 4 + 6,
+		"aws:eks/accessEntry:AccessEntry":                       1,
+		"aws:eks/podIdentityAssociation:PodIdentityAssociation": 1,
+		"aws:iam/serviceLinkedRole:ServiceLinkedRole":           0,
+		"lux-gpu-ci:infra:Budget":                               0,
+		"aws:budgets/budget:Budget":                             0,
+
+		"lux-gpu-ci:k8s:GPUCI":                         1,
+		"lux-gpu-ci:k8s:Karpenter":                     1,
+		"lux-gpu-ci:k8s:DevicePlugin":                  1,
+		"lux-gpu-ci:k8s:GPUPool":                       1,
+		"lux-gpu-ci:k8s:Runners":                       1,
+		"pulumi:providers:kubernetes":                  1,
+		"kubernetes:helm.sh/v3:Release":                5, // karpenter-crd, karpenter, nvidia-device-plugin, arc, lux-gpu-t4
+		"kubernetes:core/v1:Namespace":                 3, // nvidia-device-plugin, arc-systems, arc-runners
+		"kubernetes:core/v1:Secret":                    1,
+		"kubernetes:karpenter.sh/v1:NodePool":          1,
+		"kubernetes:karpenter.k8s.aws/v1:EC2NodeClass": 1,
+	}
+	got := map[string]int{}
+	for _, r := range m.programResources() {
+		got[r.Type]++
+	}
+	for typ, n := range want {
+		assert.Equal(t, n, got[typ], "number of %s", typ)
+	}
+	for typ := range got {
+		_, known := want[typ]
+		assert.True(t, known, "unexpected resource type %s: add it to this test", typ)
+	}
+}
+
+// Every resource sits under one of our components, never at the stack root.
+func TestEveryResourceHasAComponentParent(t *testing.T) {
+	m := runDev(t)
+	for _, r := range m.programResources() {
+		parent := r.Parent()
+		if strings.HasPrefix(r.Type, "lux-gpu-ci:") {
+			assert.True(t, parent == "pulumi:pulumi:Stack::lux-gpu-ci-dev" || strings.HasPrefix(parent, "lux-gpu-ci:"), "component %s under %s", r.Key(), parent)
+			continue
+		}
+		assert.NotEqual(t, "pulumi:pulumi:Stack::lux-gpu-ci-dev", parent, "%s is at the stack root", r.Key())
+	}
+}

@@ -1,0 +1,135 @@
+package stack_test
+
+// The suite's helpers: the real program (stack.Program) under Pulumi's mocks with a stack's
+// real configuration, and lookups into what it registered. One test package for the whole
+// program, split by layer, so the big SDKs are linked once.
+
+import (
+	"encoding/json"
+	"slices"
+	"sort"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/luxfi/lux-gpu-ci/config"
+	"github.com/luxfi/lux-gpu-ci/internal/fakeaws"
+	"github.com/luxfi/lux-gpu-ci/internal/mockstack"
+	"github.com/luxfi/lux-gpu-ci/internal/testkit"
+	"github.com/luxfi/lux-gpu-ci/stack"
+)
+
+// Stand-ins the fake AWS gives the program.
+const (
+	testAccount   = fakeaws.Account
+	testClusterSG = fakeaws.ClusterSG
+)
+
+var testEndpoint = fakeaws.FakeEndpoint("us-west-2")
+
+type registered = mockstack.Registration
+
+type mocks struct {
+	*mockstack.Mocks
+	// azs overrides the region's availability zones; secretKeys the secret config keys.
+	azs        []fakeaws.AZ
+	secretKeys []string
+}
+
+func newMocks() *mocks {
+	return &mocks{Mocks: mockstack.New(config.Project, "dev"), secretKeys: testkit.SecretKeys}
+}
+
+// run executes the real program (stack.Program) under mocks with the given config.
+func (m *mocks) run(cfg map[string]string) error {
+	m.AZs = m.azs
+	return m.Run(stack.Program, cfg, m.secretKeys)
+}
+
+func (m *mocks) all(typ string) []registered { return m.All(typ) }
+
+func (m *mocks) programResources() []registered { return m.Resources() }
+
+// one returns the single registration of a type, failing the test unless there is exactly one.
+func (m *mocks) one(t *testing.T, typ string) registered {
+	t.Helper()
+	rs := m.all(typ)
+	if len(rs) != 1 {
+		t.Fatalf("want exactly one %s, got %d: %v", typ, len(rs), names(rs))
+	}
+	return rs[0]
+}
+
+// get returns the registration with this type and name.
+func (m *mocks) get(t *testing.T, typ, name string) registered {
+	t.Helper()
+	for _, r := range m.all(typ) {
+		if r.Name == name {
+			return r
+		}
+	}
+	t.Fatalf("no %s named %s; have %v", typ, name, names(m.all(typ)))
+	return registered{}
+}
+
+func names(rs []registered) []string {
+	var out []string
+	for _, r := range rs {
+		out = append(out, r.Name)
+	}
+	return out
+}
+
+// runDev runs the program with the dev stack's real configuration plus overrides.
+func runDev(t *testing.T, overrides ...string) *mocks {
+	t.Helper()
+	m := newMocks()
+	require.NoError(t, m.run(testkit.With(testkit.StackConfig(t, "dev"), overrides...)))
+	return m
+}
+
+func releaseNamed(t *testing.T, m *mocks, name string) registered {
+	t.Helper()
+	for _, r := range m.all("kubernetes:helm.sh/v3:Release") {
+		if r.Inputs["name"] == name {
+			return r
+		}
+	}
+	t.Fatalf("no Helm release named %s", name)
+	return registered{}
+}
+
+// path digs into nested maps: path(v, "a", "b") is v["a"]["b"].
+func path(v any, keys ...string) any {
+	for _, k := range keys {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil
+		}
+		v = m[k]
+	}
+	return v
+}
+
+func sorted(xs []string) []string {
+	out := slices.Clone(xs)
+	sort.Strings(out)
+	return out
+}
+
+func unique(xs []string) []string {
+	return slices.Compact(sorted(xs))
+}
+
+func keys[V any](m map[string]V) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+func jsonNumber(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
