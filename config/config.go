@@ -25,7 +25,13 @@ import (
 
 // Config is the validated stack configuration.
 type Config struct {
-	Region            string
+	// Stack is the Pulumi stack's name.
+	Stack  string
+	Region string
+	// AWS is how `pulumi up` authenticates to AWS; the kubeconfig authenticates the same way.
+	AWS AWSAuth
+	// ClusterName is the EKS cluster's name, and the stem of every physical name derived
+	// from it (IAM roles, queue, budget): "lux-gpu-ci-<stack>" unless configured.
 	ClusterName       string
 	KubernetesVersion string
 	Network           Network
@@ -56,6 +62,15 @@ type Config struct {
 	HelmCharts map[string]versions.Chart
 }
 
+// AWSAuth is the AWS provider's own credential settings, which the program reads so that
+// everything it hands out (the kubeconfig) acts as the identity that runs `pulumi up`.
+type AWSAuth struct {
+	// Profile is aws:profile: a named profile of the AWS CLI's config.
+	Profile string
+	// AssumeRoleArn is aws:assumeRole's roleArn: the role the provider assumes.
+	AssumeRoleArn string
+}
+
 // Network is the VPC layout.
 type Network struct {
 	CIDR    string
@@ -82,17 +97,19 @@ type Getter func(key string) (string, bool)
 
 // Load reads the stack's configuration from the Pulumi context and validates it.
 func Load(ctx *pulumi.Context) (*Config, error) {
-	return Parse(ctx.GetConfig, ctx.IsConfigSecret)
+	return Parse(ctx.Stack(), ctx.GetConfig, ctx.IsConfigSecret)
 }
 
-// Parse builds a Config from raw values, applying defaults. isSecret tells whether a key is
-// stored as a Pulumi secret (nil: do not check). It returns every problem it finds,
+// Parse builds stack's Config from raw values, applying defaults. isSecret tells whether a
+// key is stored as a Pulumi secret (nil: do not check). It returns every problem it finds,
 // joined, so one run shows them all; no message ever contains a secret's value.
-func Parse(get Getter, isSecret func(key string) bool) (*Config, error) {
+func Parse(stack string, get Getter, isSecret func(key string) bool) (*Config, error) {
 	p := &parser{get: get, isSecret: isSecret}
 	c := &Config{
+		Stack:             stack,
 		Region:            p.region(),
-		ClusterName:       p.str(KeyClusterName),
+		AWS:               p.awsAuth(),
+		ClusterName:       p.clusterName(stack),
 		KubernetesVersion: p.str(KeyKubernetesVersion),
 		Network: Network{
 			CIDR:    p.str(KeyVpcCidr),

@@ -29,8 +29,10 @@ const (
 	KeyHelmSkipAwait               = "helmSkipAwait"
 	KeyHelmCharts                  = "helmCharts"
 
-	// KeyRegion is the AWS provider's own key; it is read, not declared by this project.
-	KeyRegion = "aws:region"
+	// The AWS provider's own keys; read, not declared by this project.
+	KeyRegion     = "aws:region"
+	KeyAWSProfile = "aws:profile"
+	KeyAssumeRole = "aws:assumeRole"
 )
 
 // NAT modes.
@@ -61,18 +63,20 @@ var Addons = []string{"vpc-cni", "kube-proxy", "coredns", "eks-pod-identity-agen
 // has a default here that means "off": "" for the credentials a stack may leave unset, {}
 // for the budget.
 var Defaults = map[string]any{
-	KeyClusterName:                 "lux-gpu-ci",
-	KeyKubernetesVersion:           versions.KubernetesDefault,
-	KeyVpcCidr:                     "10.0.0.0/16",
-	KeyAzCount:                     2,
-	KeyNatMode:                     NatSingle,
-	KeySystemNodeInstanceType:      "t3.medium",
-	KeySystemNodeCount:             1,
-	KeyPublicAccessCidrs:           []string{"0.0.0.0/0"},
-	KeyAdminPrincipals:             []string{},
-	KeyTags:                        map[string]string{},
-	KeyAddonVersions:               map[string]string{},
-	KeyCreateSpotServiceLinkedRole: false,
+	// "": lux-gpu-ci-<stack>, so two stacks in one account never share IAM names.
+	KeyClusterName:            "",
+	KeyKubernetesVersion:      versions.KubernetesDefault,
+	KeyVpcCidr:                "10.0.0.0/16",
+	KeyAzCount:                2,
+	KeyNatMode:                NatSingle,
+	KeySystemNodeInstanceType: "t3.medium",
+	KeySystemNodeCount:        1,
+	KeyPublicAccessCidrs:      []string{"0.0.0.0/0"},
+	KeyAdminPrincipals:        []string{},
+	KeyTags:                   map[string]string{},
+	KeyAddonVersions:          map[string]string{},
+	// true: create the account's EC2 Spot service-linked role if it does not exist yet.
+	KeyCreateSpotServiceLinkedRole: true,
 	KeyGPUPools:                    []GPUPool{DefaultPool()},
 	KeyHelmSkipAwait:               false,
 	KeyHelmCharts:                  map[string]versions.Chart{},

@@ -53,6 +53,30 @@ func (p *parser) region() string {
 	return r
 }
 
+// clusterName is the configured name, or "lux-gpu-ci-<stack>".
+func (p *parser) clusterName(stack string) string {
+	if name := p.str(KeyClusterName); name != "" {
+		return name
+	}
+	return Project + "-" + stack
+}
+
+// awsAuth reads the AWS provider's profile and assumed role.
+func (p *parser) awsAuth() AWSAuth {
+	var a AWSAuth
+	a.Profile, _ = p.get(KeyAWSProfile)
+	if raw, ok := p.get(KeyAssumeRole); ok && raw != "" {
+		var role struct {
+			RoleArn string `json:"roleArn"`
+		}
+		if err := json.Unmarshal([]byte(raw), &role); err != nil {
+			p.failHow(KeyAssumeRole, fmt.Sprintf("cannot be read: %v", err), `set aws:assumeRole in Pulumi.<stack>.yaml, e.g. {"roleArn": "arn:aws:iam::123456789012:role/deployer"}`)
+		}
+		a.AssumeRoleArn = role.RoleArn
+	}
+	return a
+}
+
 func (p *parser) str(key string) string {
 	if v, ok := p.raw(key); ok {
 		return v

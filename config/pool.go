@@ -45,7 +45,7 @@ type GPUPool struct {
 // DefaultPool is the pool a stack gets when it configures none: one T4-class spot GPU.
 func DefaultPool() GPUPool {
 	return GPUPool{
-		Name:                   "gpu-t4",
+		Name:                   "gpu-spot",
 		InstanceTypes:          []string{"g4dn.xlarge", "g5.xlarge"},
 		CapacityTypes:          []string{"spot"},
 		GPULimit:               1,
@@ -76,7 +76,7 @@ func (p *parser) parsePools() []GPUPool {
 	}
 	var items []json.RawMessage
 	if err := json.Unmarshal([]byte(raw), &items); err != nil || len(items) == 0 {
-		p.fail(KeyGPUPools, "must be a non-empty list of pools", `[{"name": "gpu-t4", "instanceTypes": ["g4dn.xlarge"]}]`)
+		p.fail(KeyGPUPools, "must be a non-empty list of pools", `[{"name": "gpu-spot", "instanceTypes": ["g4dn.xlarge"]}]`)
 		return nil
 	}
 	var pools []GPUPool
@@ -86,7 +86,7 @@ func (p *parser) parsePools() []GPUPool {
 		dec := json.NewDecoder(bytes.NewReader(item))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&pool); err != nil {
-			p.fail(KeyGPUPools, fmt.Sprintf("[%d] cannot be read: %v", i, err), `[{"name": "gpu-t4", "instanceTypes": ["g4dn.xlarge"]}]`)
+			p.fail(KeyGPUPools, fmt.Sprintf("[%d] cannot be read: %v", i, err), `[{"name": "gpu-spot", "instanceTypes": ["g4dn.xlarge"]}]`)
 			continue
 		}
 		if pool.RunnerScaleSetName == "" && pool.Name != "" {
@@ -118,7 +118,7 @@ func (c *Config) validatePools(p *parser) {
 		}
 		scaleSets[pool.RunnerScaleSetName] = true
 		for _, pr := range problems {
-			p.fail(KeyGPUPools, fmt.Sprintf("%s.%s: %s", at, pr.field, pr.problem), fmt.Sprintf(`[{"name": "gpu-t4", "instanceTypes": ["g4dn.xlarge"], "%s": …}]`, pr.field))
+			p.fail(KeyGPUPools, fmt.Sprintf("%s.%s: %s", at, pr.field, pr.problem), fmt.Sprintf(`[{"name": "gpu-spot", "instanceTypes": ["g4dn.xlarge"], "%s": …}]`, pr.field))
 		}
 	}
 }

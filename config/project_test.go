@@ -96,15 +96,7 @@ func TestActionlintKnowsOurRunnerLabels(t *testing.T) {
 	builtin := []string{"self-hosted", "linux", "x64", "arm64"}
 	files, _ := filepath.Glob(filepath.Join(testkit.RepoRoot(t), "Pulumi.*.yaml"))
 	for _, f := range files {
-		raw, _, err := config.ReadStackFile(f)
-		require.NoError(t, err)
-		c, err := config.Parse(func(k string) (string, bool) {
-			if k == "lux-gpu-ci:githubToken" {
-				return "x", true
-			}
-			v, ok := raw[k]
-			return v, ok
-		}, nil)
+		c, err := config.ParseStackFileOffline(f)
 		require.NoError(t, err, f)
 		for _, p := range c.GPUPools {
 			for _, l := range append(slices.Clone(p.RunnerLabels), p.RunnerScaleSetName) {
@@ -124,4 +116,18 @@ func jsonOf(t *testing.T, v any) string {
 	b, err = json.Marshal(generic)
 	require.NoError(t, err)
 	return string(b)
+}
+
+// Two stacks in one account never collide: every stack file names a cluster of its own, and
+// so IAM roles, policies, queue and budget of their own.
+func TestStacksDoNotShareClusterNames(t *testing.T) {
+	files, _ := filepath.Glob(filepath.Join(testkit.RepoRoot(t), "Pulumi.*.yaml"))
+	require.GreaterOrEqual(t, len(files), 2)
+	owner := map[string]string{}
+	for _, f := range files {
+		c, err := config.ParseStackFileOffline(f)
+		require.NoError(t, err, f)
+		assert.Empty(t, owner[c.ClusterName], "%s and %s both name cluster %s", owner[c.ClusterName], filepath.Base(f), c.ClusterName)
+		owner[c.ClusterName] = filepath.Base(f)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 
@@ -78,13 +79,18 @@ func ReadStackFileOffline(path string) (cfg map[string]string, secretKeys []stri
 	return cfg, append(secretKeys, qualify(KeyGitHubToken)), nil
 }
 
+// StackOf is the stack a Pulumi.<stack>.yaml belongs to.
+func StackOf(path string) string {
+	return strings.TrimSuffix(strings.TrimPrefix(filepath.Base(path), "Pulumi."), filepath.Ext(path))
+}
+
 // ParseStackFileOffline reads and validates a stack file as ReadStackFileOffline does.
 func ParseStackFileOffline(path string) (*Config, error) {
 	cfg, _, err := ReadStackFileOffline(path)
 	if err != nil {
 		return nil, err
 	}
-	return Parse(func(key string) (string, bool) {
+	return Parse(StackOf(path), func(key string) (string, bool) {
 		v, ok := cfg[key]
 		return v, ok
 	}, nil)

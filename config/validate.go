@@ -18,6 +18,7 @@ var (
 	clusterNameRE  = regexp.MustCompile(`^[a-z][a-z0-9-]*[a-z0-9]$`)
 	k8sVersionRE   = regexp.MustCompile(`^1\.([0-9]+)$`)
 	instanceTypeRE = regexp.MustCompile(`^[a-z][a-z0-9-]*\.[a-z0-9]+$`)
+	iamRoleRE      = regexp.MustCompile(`^arn:aws(-cn|-us-gov)?:iam::[0-9]{12}:role/[\w+=,.@/-]+$`)
 	iamPrincipalRE = regexp.MustCompile(`^arn:aws(-cn|-us-gov)?:iam::[0-9]{12}:(role|user)/[\w+=,.@/-]+$`)
 	emailRE        = regexp.MustCompile(`^[^@\s]+@[^@\s]+\.[^@\s]+$`)
 )
@@ -29,7 +30,7 @@ const MaxClusterNameLen = 40
 func (c *Config) validate(p *parser) {
 	switch {
 	case len(c.ClusterName) > MaxClusterNameLen:
-		p.fail(KeyClusterName, fmt.Sprintf("%q is %d characters; at most %d fit the IAM role names derived from it", c.ClusterName, len(c.ClusterName), MaxClusterNameLen), "a shorter name, e.g. lux-gpu-ci-dev")
+		p.fail(KeyClusterName, fmt.Sprintf("%q is %d characters; at most %d fit the IAM role names derived from it (unset, it is lux-gpu-ci-<stack>)", c.ClusterName, len(c.ClusterName), MaxClusterNameLen), "a shorter name, e.g. lux-gpu-ci-dev")
 	case !clusterNameRE.MatchString(c.ClusterName):
 		p.fail(KeyClusterName, fmt.Sprintf("%q must be lower-case letters, digits and '-', starting with a letter", c.ClusterName), "e.g. lux-gpu-ci-dev")
 	}
@@ -41,6 +42,10 @@ func (c *Config) validate(p *parser) {
 	}
 
 	c.validateNetwork(p)
+
+	if r := c.AWS.AssumeRoleArn; r != "" && !iamRoleRE.MatchString(r) {
+		p.failHow(KeyAssumeRole, fmt.Sprintf("roleArn %q is not an IAM role ARN", r), `set aws:assumeRole in Pulumi.<stack>.yaml, e.g. {"roleArn": "arn:aws:iam::123456789012:role/deployer"}`)
+	}
 
 	if !instanceTypeRE.MatchString(c.SystemNodes.InstanceType) {
 		p.fail(KeySystemNodeInstanceType, fmt.Sprintf("%q is not an EC2 instance type like t3.medium", c.SystemNodes.InstanceType), "t3.medium")

@@ -84,12 +84,28 @@ var (
 )
 
 // overrides is everything the e2e changes in the repository's Pulumi.dev.yaml (besides the
-// GitHub token, set as a secret): there is no kubelet, so releases cannot become ready, and
-// there is no registry, so charts come from Go modules.
+// GitHub token, set as a secret): there is no kubelet, so releases cannot become ready; there
+// is no registry, so charts come from Go modules; and it deploys with a named AWS profile,
+// as a team does, which the kubeconfig must use too.
 func overrides(t *testing.T) map[string]any {
 	return map[string]any{
-		config.KeyHelmSkipAwait: true,
-		config.KeyHelmCharts:    localCharts(t),
+		config.Project + ":" + config.KeyHelmSkipAwait: true,
+		config.Project + ":" + config.KeyHelmCharts:    localCharts(t),
+		config.KeyAWSProfile:                           e2eProfile,
+	}
+}
+
+// e2eProfile is the AWS profile the e2e deploys with.
+const e2eProfile = "lux-gpu-ci-e2e"
+
+// fakeAccount is the AWS account the e2e deploys into: one of its zones offers no GPU type,
+// and it already has the EC2 Spot service-linked role.
+func fakeAccount(work string) fakeaws.Cloud {
+	return fakeaws.Cloud{
+		Region:         "us-west-2",
+		Offerings:      map[string][]string{"us-west-2a": {"t3.medium"}},
+		SpotRoleExists: true,
+		StateDir:       work,
 	}
 }
 
@@ -157,8 +173,10 @@ func newHarness(t *testing.T, ctx context.Context, e env) *harness {
 	server := kubeconfig.Clusters[kubeconfig.Contexts[kubeconfig.CurrentContext].Cluster].Server
 	ca, err := os.ReadFile(filepath.Join(e.clusterDir, "ca.crt"))
 	require.NoError(t, err)
+	cloud := fakeAccount(work)
+	cloud.EKSEndpoint, cloud.EKSCA = server, base64.StdEncoding.EncodeToString(ca)
 	fakeCfg := fakeaws.Config{
-		Cloud:      fakeaws.Cloud{Region: "us-west-2", EKSEndpoint: server, EKSCA: base64.StdEncoding.EncodeToString(ca)},
+		Cloud:      cloud,
 		Log:        h.fakeLog,
 		ClientCert: filepath.Join(e.clusterDir, "admin.crt"),
 		ClientKey:  filepath.Join(e.clusterDir, "admin.key"),
@@ -180,7 +198,7 @@ func newHarness(t *testing.T, ctx context.Context, e env) *harness {
 	// The repository's stack file, with the e2e's overrides.
 	h.editStackFile(func(cfg map[string]any) {
 		for k, v := range overrides(t) {
-			cfg[config.Project+":"+k] = v
+			cfg[k] = v
 		}
 	}, filepath.Join(repoRoot(t), "Pulumi."+stackName+".yaml"))
 
@@ -303,8 +321,10 @@ func TestWholeProgram(t *testing.T) {
 	changes := *up.Summary.ResourceChanges
 	t.Logf("up: %v", changes)
 	assert.Equal(t, 0, changes["update"]+changes["replace"]+changes["delete"], "a new stack only creates")
+	assert.Equal(t, 1, changes["import"], "the account's EC2 Spot service-linked role is adopted, not created twice")
 
 	deployment, resources := h.state(ctx)
+	t.Run("the account is as the stack found it", func(t *testing.T) { assertAccount(t, up.Outputs, resources) })
 	t.Run("pulumi-eks creates only what we expect", func(t *testing.T) { assertEKSChildren(t, resources) })
 	t.Run("the fake AWS was asked only what it knows", func(t *testing.T) { assertFakeCalls(t, h.calls()) })
 	t.Run("destroy order holds on the real state", func(t *testing.T) {
@@ -332,7 +352,7 @@ func TestWholeProgram(t *testing.T) {
 	t.Logf("update: %v", changes)
 	assert.Equal(t, 1, changes["update"], "only the NodePool changes")
 	assert.Zero(t, changes["replace"]+changes["create"]+changes["delete"], "nothing is replaced")
-	np, err := kube.Resource(nodePools).Get(ctx, "gpu-t4", metav1.GetOptions{})
+	np, err := kube.Resource(nodePools).Get(ctx, "gpu-spot", metav1.GetOptions{})
 	require.NoError(t, err)
 	limit, _, _ := unstructured.NestedString(np.Object, "spec", "limits", "nvidia.com/gpu")
 	assert.Equal(t, "2", limit)
@@ -344,7 +364,7 @@ func TestWholeProgram(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "lux-gpu-ci:gpuPools")
 	assert.Contains(t, err.Error(), `"preemptible" is not spot or on-demand`)
-	np, err = kube.Resource(nodePools).Get(ctx, "gpu-t4", metav1.GetOptions{})
+	np, err = kube.Resource(nodePools).Get(ctx, "gpu-spot", metav1.GetOptions{})
 	require.NoError(t, err)
 	assert.Equal(t, before, np.GetResourceVersion(), "the NodePool was not touched")
 	h.editStackFile(func(cfg map[string]any) { setPoolField(t, cfg, "capacityTypes", []any{"spot"}) })
@@ -357,6 +377,38 @@ func TestWholeProgram(t *testing.T) {
 	_, left := h.state(ctx)
 	assert.Empty(t, left, "destroy leaves nothing in the state")
 	assertClusterEmpty(t, ctx, kube)
+
+	// SQS refuses a deleted queue's name for 60 s (the fake too): the stack must come back at
+	// once all the same.
+	done = phase(t, "up again at once, then destroy")
+	_, err = h.stack.Up(ctx, optup.SuppressProgress())
+	require.NoError(t, err, "the stack is recreatable right after a destroy")
+	_, err = h.stack.Destroy(ctx, optdestroy.SuppressProgress())
+	require.NoError(t, err)
+	done()
+	_, left = h.state(ctx)
+	assert.Empty(t, left)
+	assertClusterEmpty(t, ctx, kube)
+	for _, c := range h.calls() {
+		if c.Method == "Delete" {
+			assert.NotEqual(t, "aws:iam/serviceLinkedRole:ServiceLinkedRole", c.Type, "the account-wide spot role is kept on destroy")
+		}
+	}
+}
+
+// assertAccount checks what the stack chose in the account: the zones EKS accepts that
+// offer the GPUs, and the spot role it found there, adopted.
+func assertAccount(t *testing.T, outputs auto.OutputMap, resources []apitype.ResourceV3) {
+	assert.Equal(t, []any{"us-west-2b (usw2-az2)", "us-west-2c (usw2-az3)"}, outputs["availabilityZones"].Value,
+		"us-west-2a offers no GPU type of the pool")
+	var spotRole []string
+	for _, r := range resources {
+		if r.Type == "aws:iam/serviceLinkedRole:ServiceLinkedRole" {
+			spotRole = append(spotRole, string(r.ID))
+			assert.True(t, r.RetainOnDelete)
+		}
+	}
+	assert.Equal(t, []string{fakeaws.SpotRoleArn}, spotRole)
 }
 
 // setPoolField sets a field of the stack's first GPU pool.
@@ -404,6 +456,7 @@ func assertEKSChildren(t *testing.T, resources []apitype.ResourceV3) {
 	assert.Zero(t, count(cluster, "kubernetes:core/v1:ConfigMap"), "no aws-auth ConfigMap with API authentication")
 	assert.Zero(t, count(cluster, "aws:iam/instanceProfile:InstanceProfile"))
 	assert.Equal(t, 1, count(nodeGroup, "aws:eks/nodeGroup:NodeGroup"))
+	assert.Zero(t, count(nodeGroup, "aws:ec2/launchTemplate:LaunchTemplate"), "the node group uses the stack's tagged launch template")
 
 	// Across the stack: one access entry, Karpenter's node role's, of type EC2_LINUX.
 	var entries []string
@@ -412,7 +465,7 @@ func assertEKSChildren(t *testing.T, resources []apitype.ResourceV3) {
 			entries = append(entries, fmt.Sprintf("%s %v %v", r.URN.Name(), r.Inputs["principalArn"], r.Inputs["type"]))
 		}
 	}
-	assert.Equal(t, []string{"karpenter-node arn:aws:iam::" + fakeaws.Account + ":role/KarpenterNodeRole-lux-gpu-ci EC2_LINUX"}, entries)
+	assert.Equal(t, []string{"karpenter-node arn:aws:iam::" + fakeaws.Account + ":role/lux-gpu-ci-karpenter-node EC2_LINUX"}, entries)
 }
 
 // assertFakeCalls checks the fake AWS's log: no call failed, and the program's kubeconfig
@@ -434,22 +487,22 @@ func assertFakeCalls(t *testing.T, calls []fakeaws.Call) {
 	}
 	assert.Empty(t, failed, "calls the fake refused")
 	t.Logf("invokes: %v", invokes)
-	assert.Contains(t, tokens, "eks get-token --cluster-name lux-gpu-ci --region us-west-2 --output json",
+	assert.Contains(t, tokens, "eks get-token --cluster-name lux-gpu-ci --region us-west-2 --profile "+e2eProfile+" --output json",
 		"the program's kubeconfig reached the cluster as the identity that created it")
 }
 
 // assertCluster checks what the Kubernetes layer put into the API server.
 func assertCluster(t *testing.T, ctx context.Context, kube dynamic.Interface) {
-	np, err := kube.Resource(nodePools).Get(ctx, "gpu-t4", metav1.GetOptions{})
+	np, err := kube.Resource(nodePools).Get(ctx, "gpu-spot", metav1.GetOptions{})
 	require.NoError(t, err, "NodePool")
 	limit, _, _ := unstructured.NestedString(np.Object, "spec", "limits", "nvidia.com/gpu")
 	assert.Equal(t, "1", limit)
 	labels, _, _ := unstructured.NestedStringMap(np.Object, "spec", "template", "metadata", "labels")
 	assert.Equal(t, "true", labels["nvidia.com/gpu.present"])
-	nc, err := kube.Resource(ec2NodeClasses).Get(ctx, "gpu-t4", metav1.GetOptions{})
+	nc, err := kube.Resource(ec2NodeClasses).Get(ctx, "gpu-spot", metav1.GetOptions{})
 	require.NoError(t, err, "EC2NodeClass")
 	role, _, _ := unstructured.NestedString(nc.Object, "spec", "role")
-	assert.Equal(t, "KarpenterNodeRole-lux-gpu-ci", role, "the role the AWS layer created, by its output")
+	assert.Equal(t, "lux-gpu-ci-karpenter-node", role, "the role the AWS layer created, by its output")
 
 	for ns, releases := range map[string][]string{
 		"kube-system":          {"karpenter-crd", "karpenter"},
@@ -529,7 +582,7 @@ func verifyHealthyCluster(t *testing.T, ctx context.Context, restCfg *rest.Confi
 		}(p.ns, p.name)
 	}
 
-	np, err := kube.Resource(nodePools).Get(ctx, "gpu-t4", metav1.GetOptions{})
+	np, err := kube.Resource(nodePools).Get(ctx, "gpu-spot", metav1.GetOptions{})
 	require.NoError(t, err)
 	require.NoError(t, unstructured.SetNestedSlice(np.Object, []any{map[string]any{
 		"type": "Ready", "status": "True", "reason": "Ready", "message": "", "lastTransitionTime": time.Now().UTC().Format(time.RFC3339),

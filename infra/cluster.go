@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"strconv"
 
 	"github.com/pulumi/pulumi-aws/sdk/v6/go/aws/ec2"
 	awseks "github.com/pulumi/pulumi-aws/sdk/v6/go/aws/eks"
@@ -12,6 +13,7 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api/v1"
 
+	"github.com/luxfi/lux-gpu-ci/config"
 	"github.com/luxfi/lux-gpu-ci/internal/wellknown"
 	"github.com/luxfi/lux-gpu-ci/versions"
 )
@@ -35,6 +37,8 @@ type ClusterArgs struct {
 	// the cluster's Kubernetes version.
 	AddonVersions map[string]string
 	Tags          map[string]string
+	// Auth is how `pulumi up` authenticates to AWS; the kubeconfig does the same.
+	Auth config.AWSAuth
 }
 
 // Cluster is the EKS control plane, its managed add-ons and the system node group.
@@ -43,7 +47,8 @@ type Cluster struct {
 
 	// Endpoint is the API server URL.
 	Endpoint pulumi.StringOutput `pulumi:"endpoint"`
-	// Kubeconfig authenticates with `aws eks get-token --region <region>`; it is a secret.
+	// Kubeconfig authenticates with `aws eks get-token` as the identity that runs `pulumi up`
+	// (see Kubeconfig); it is a secret.
 	Kubeconfig pulumi.StringOutput `pulumi:"kubeconfig"`
 	// SecurityGroupID is the EKS-managed cluster security group, which managed nodes use
 	// and which carries the karpenter.sh/discovery tag for Karpenter's nodes.
@@ -249,10 +254,38 @@ func (b *clusterBuilder) addon(cl *eks.Cluster, addonName string, deps ...pulumi
 	return a, nil
 }
 
+// systemLaunchTemplate is the system nodes' launch template: IMDSv2 (hop limit 2, for pods
+// on the node), and the stack's tags on their instances and volumes, which a managed node
+// group's default template does not tag, so cost allocation would miss them.
+func (b *clusterBuilder) systemLaunchTemplate() (*ec2.LaunchTemplate, error) {
+	tags := tagMap(b.args.Tags, map[string]string{"Name": b.args.Name + "-system"})
+	lt, err := ec2.NewLaunchTemplate(b.ctx, b.name+"-system", &ec2.LaunchTemplateArgs{
+		Description: pulumi.String("System nodes of " + b.args.Name),
+		MetadataOptions: &ec2.LaunchTemplateMetadataOptionsArgs{
+			HttpEndpoint:            pulumi.String("enabled"),
+			HttpTokens:              pulumi.String("required"),
+			HttpPutResponseHopLimit: pulumi.Int(2),
+		},
+		TagSpecifications: ec2.LaunchTemplateTagSpecificationArray{
+			&ec2.LaunchTemplateTagSpecificationArgs{ResourceType: pulumi.String("instance"), Tags: tags},
+			&ec2.LaunchTemplateTagSpecificationArgs{ResourceType: pulumi.String("volume"), Tags: tags},
+		},
+		Tags: b.tags,
+	}, pulumi.Parent(b.component))
+	if err != nil {
+		return nil, fmt.Errorf("creating the system nodes' launch template: %w", err)
+	}
+	b.created.add(lt)
+	return lt, nil
+}
+
 // systemNodeGroup creates the always-on managed node group that runs Karpenter, CoreDNS
 // and ARC, after deps (the add-ons nodes need, the node role's policies).
 func (b *clusterBuilder) systemNodeGroup(cl *eks.Cluster, role *iam.Role, deps []pulumi.Resource) (*eks.ManagedNodeGroup, error) {
-	enableIMDSv2 := true
+	lt, err := b.systemLaunchTemplate()
+	if err != nil {
+		return nil, err
+	}
 	mng, err := eks.NewManagedNodeGroup(b.ctx, b.name+"-system", &eks.ManagedNodeGroupArgs{
 		Cluster:  cl,
 		NodeRole: role,
@@ -266,10 +299,15 @@ func (b *clusterBuilder) systemNodeGroup(cl *eks.Cluster, role *iam.Role, deps [
 			MinSize:     pulumi.Int(b.args.SystemNodeCount),
 			MaxSize:     pulumi.Int(b.args.SystemNodeCount),
 		},
-		SubnetIds:    b.args.NodeSubnetIDs,
-		Labels:       pulumi.StringMap{wellknown.SystemNodeLabel: pulumi.String(wellknown.SystemNodeValue)},
-		EnableIMDSv2: &enableIMDSv2,
-		Tags:         b.tags,
+		SubnetIds: b.args.NodeSubnetIDs,
+		Labels:    pulumi.StringMap{wellknown.SystemNodeLabel: pulumi.String(wellknown.SystemNodeValue)},
+		// Our own template instead of pulumi-eks's enableIMDSv2 one (they exclude each
+		// other): the same metadata options, plus tags on instances and volumes.
+		LaunchTemplate: &awseks.NodeGroupLaunchTemplateArgs{
+			Id:      lt.ID(),
+			Version: lt.LatestVersion.ApplyT(func(v int) string { return strconv.Itoa(v) }).(pulumi.StringOutput),
+		},
+		Tags: b.tags,
 	}, pulumi.Parent(b.component), pulumi.DependsOn(deps))
 	if err != nil {
 		return nil, fmt.Errorf("creating system node group: %w", err)
@@ -286,14 +324,16 @@ func (b *clusterBuilder) kubeconfig(cl *eks.Cluster) pulumi.StringOutput {
 			if ca == nil {
 				return "", fmt.Errorf("EKS cluster %s has no certificate authority data", b.args.Name)
 			}
-			return Kubeconfig(b.args.Name, b.args.Region, v[0].(string), *ca)
+			return Kubeconfig(b.args.Name, b.args.Region, v[0].(string), *ca, b.args.Auth)
 		})).(pulumi.StringOutput)
 }
 
 // Kubeconfig renders a kubeconfig for an EKS cluster that authenticates through
-// `aws eks get-token`. Unlike pulumi-eks v2's own, it passes --region, so it works without
-// AWS_REGION in the environment (pulumi-eks#1038).
-func Kubeconfig(clusterName, region, endpoint, caData string) (string, error) {
+// `aws eks get-token` as the identity that created the cluster: with the stack's aws:profile
+// and aws:assumeRole, which the AWS provider used (pulumi-eks v2's own kubeconfig passes the
+// profile but not the role). Unlike pulumi-eks v2's, it also passes --region, so it works
+// without AWS_REGION in the environment (pulumi-eks#1038).
+func Kubeconfig(clusterName, region, endpoint, caData string, auth config.AWSAuth) (string, error) {
 	// EKS hands out the CA base64-encoded; the kubeconfig type holds raw bytes.
 	ca, err := base64.StdEncoding.DecodeString(caData)
 	if err != nil {
@@ -312,7 +352,7 @@ func Kubeconfig(clusterName, region, endpoint, caData string) (string, error) {
 			AuthInfo: clientcmdapi.AuthInfo{Exec: &clientcmdapi.ExecConfig{
 				APIVersion:      "client.authentication.k8s.io/v1beta1",
 				Command:         "aws",
-				Args:            []string{"eks", "get-token", "--cluster-name", clusterName, "--region", region, "--output", "json"},
+				Args:            getTokenArgs(clusterName, region, auth),
 				InteractiveMode: clientcmdapi.NeverExecInteractiveMode,
 			}},
 		}},
@@ -323,4 +363,16 @@ func Kubeconfig(clusterName, region, endpoint, caData string) (string, error) {
 	}
 	b, err := json.Marshal(cfg)
 	return string(b), err
+}
+
+// getTokenArgs are the `aws` arguments that mint the cluster's token as auth's identity.
+func getTokenArgs(clusterName, region string, auth config.AWSAuth) []string {
+	args := []string{"eks", "get-token", "--cluster-name", clusterName, "--region", region}
+	if auth.Profile != "" {
+		args = append(args, "--profile", auth.Profile)
+	}
+	if auth.AssumeRoleArn != "" {
+		args = append(args, "--role-arn", auth.AssumeRoleArn)
+	}
+	return append(args, "--output", "json")
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"sort"
 
 	"github.com/pulumi/pulumi-aws/sdk/v6/go/aws"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
@@ -21,6 +20,8 @@ type Outputs struct {
 	ClusterName string
 	// NodesPublic is true in the lean profile: nodes need a public IP for egress.
 	NodesPublic bool
+	// Zones are the availability zones the network spans, and why (see chooseZones).
+	Zones []Zone
 
 	VpcID            pulumi.StringOutput
 	PrivateSubnetIDs pulumi.StringArrayOutput
@@ -48,8 +49,8 @@ type Outputs struct {
 
 // New builds the AWS layer from validated configuration.
 func New(ctx *pulumi.Context, cfg *config.Config) (*Outputs, error) {
-	// Look-ups first: if the region cannot hold the network, fail before creating anything.
-	azs, err := availabilityZones(ctx, cfg.Network.AZCount)
+	// Look-ups first: if the account cannot hold the stack, fail before creating anything.
+	zones, err := chooseZones(ctx, cfg.Network.AZCount, cfg.GPUPools)
 	if err != nil {
 		return nil, err
 	}
@@ -60,6 +61,19 @@ func New(ctx *pulumi.Context, cfg *config.Config) (*Outputs, error) {
 	caller, err := aws.GetCallerIdentity(ctx, nil)
 	if err != nil {
 		return nil, fmt.Errorf("looking up the AWS account (are credentials set?): %w", err)
+	}
+	if err := checkAdmins(ctx, cfg.AdminPrincipals, caller.Arn); err != nil {
+		return nil, err
+	}
+	var existingSpotRole string
+	if cfg.CreateSpotServiceLinkedRole {
+		if existingSpotRole, err = spotRoleArn(ctx); err != nil {
+			return nil, err
+		}
+	}
+	var azs []string
+	for _, z := range zones {
+		azs = append(azs, z.Name)
 	}
 
 	nat := cfg.Network.NatMode == config.NatSingle
@@ -88,6 +102,7 @@ func New(ctx *pulumi.Context, cfg *config.Config) (*Outputs, error) {
 		SystemNodeCount:        cfg.SystemNodes.Count,
 		AddonVersions:          cfg.AddonVersions,
 		Tags:                   cfg.Tags,
+		Auth:                   cfg.AWS,
 	})
 	if err != nil {
 		return nil, err
@@ -100,6 +115,7 @@ func New(ctx *pulumi.Context, cfg *config.Config) (*Outputs, error) {
 		EKSClusterName:              cluster.EKS.EksCluster.Name(),
 		PodIdentityAgent:            cluster.PodIdentityAgent,
 		CreateSpotServiceLinkedRole: cfg.CreateSpotServiceLinkedRole,
+		ExistingSpotRoleArn:         existingSpotRole,
 		Tags:                        cfg.Tags,
 	})
 	if err != nil {
@@ -117,6 +133,7 @@ func New(ctx *pulumi.Context, cfg *config.Config) (*Outputs, error) {
 		Region:             cfg.Region,
 		ClusterName:        cfg.ClusterName,
 		NodesPublic:        !nat,
+		Zones:              zones,
 		VpcID:              network.VpcID,
 		PrivateSubnetIDs:   network.PrivateSubnetIDs,
 		PublicSubnetIDs:    network.PublicSubnetIDs,
@@ -137,26 +154,6 @@ func privateSubnets(n *Network, nat bool) pulumi.StringArrayInput {
 		return nil
 	}
 	return n.PrivateSubnetIDs
-}
-
-// availabilityZones returns the first n standard (not Local or Wavelength) zones of the
-// region, sorted by name.
-func availabilityZones(ctx *pulumi.Context, n int) ([]string, error) {
-	state := "available"
-	res, err := aws.GetAvailabilityZones(ctx, &aws.GetAvailabilityZonesArgs{
-		State:   &state,
-		Filters: []aws.GetAvailabilityZonesFilter{{Name: "opt-in-status", Values: []string{"opt-in-not-required"}}},
-	})
-	if err != nil {
-		return nil, fmt.Errorf("looking up availability zones: %w", err)
-	}
-	names := append([]string(nil), res.Names...)
-	sort.Strings(names)
-	if len(names) < n {
-		return nil, fmt.Errorf("%s:%s: the region has %d usable availability zones (%v), fewer than the %d asked for (fix: pulumi config set %s %d)",
-			config.Project, config.KeyAzCount, len(names), names, n, config.KeyAzCount, len(names))
-	}
-	return names[:n], nil
 }
 
 // created records the resources a component creates, in order. Dependents that must

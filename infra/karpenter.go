@@ -22,9 +22,11 @@ type KarpenterAWSArgs struct {
 	// PodIdentityAgent is the eks-pod-identity-agent add-on; the association is useless
 	// without it.
 	PodIdentityAgent pulumi.Resource
-	// CreateSpotServiceLinkedRole creates the account-wide AWSServiceRoleForEC2Spot role.
-	// Most accounts have it already, and creating it twice fails.
+	// CreateSpotServiceLinkedRole makes sure the account has the AWSServiceRoleForEC2Spot role
+	// Karpenter needs to launch spot capacity; ExistingSpotRoleArn is that role when the
+	// account already has it (creating it twice fails, so it is adopted instead).
 	CreateSpotServiceLinkedRole bool
+	ExistingSpotRoleArn         string
 	Tags                        map[string]string
 }
 
@@ -121,10 +123,12 @@ func (b *karpenterBuilder) parent() pulumi.ResourceOption { return pulumi.Parent
 
 // interruptionQueue creates the SQS queue Karpenter reads spot interruptions, rebalance
 // recommendations, health and state-change events from, its policy, and the EventBridge
-// rules that feed it. Karpenter's CloudFormation names the queue after the cluster.
+// rules that feed it.
 func (b *karpenterBuilder) interruptionQueue() (*sqs.Queue, error) {
+	// A name prefix, not a fixed name: SQS refuses a deleted queue's name for 60 s, which
+	// would fail a destroy followed at once by an up. Karpenter takes the name as an output.
 	queue, err := sqs.NewQueue(b.ctx, b.name+"-interruption", &sqs.QueueArgs{
-		Name:                    pulumi.String(b.args.ClusterName),
+		NamePrefix:              pulumi.String(b.args.ClusterName + "-"),
 		MessageRetentionSeconds: pulumi.Int(300),
 		SqsManagedSseEnabled:    pulumi.Bool(true),
 		Tags:                    b.tags,
@@ -185,7 +189,7 @@ func (b *karpenterBuilder) interruptionQueue() (*sqs.Queue, error) {
 // maps the role to system:node:{{EC2PrivateDNSName}} in system:nodes.
 func (b *karpenterBuilder) nodeRole() (*iam.Role, error) {
 	role, attachments, err := newRole(b.ctx, b.component, b.name+"-node", roleSpec{
-		Name:        "KarpenterNodeRole-" + b.args.ClusterName,
+		Name:        NodeRoleName(b.args.ClusterName),
 		Description: "Nodes Karpenter launches for " + b.args.ClusterName,
 		Trust:       serviceTrust("ec2.amazonaws.com", "sts:AssumeRole"),
 		Managed:     managedPolicyARNs(b.args.Partition, karpenterNodePolicies),
@@ -214,7 +218,7 @@ func (b *karpenterBuilder) nodeRole() (*iam.Role, error) {
 func (b *karpenterBuilder) controllerRole(nodeRole *iam.Role, queue *sqs.Queue) (*iam.Role, error) {
 	cluster := b.args.ClusterName
 	role, _, err := newRole(b.ctx, b.component, b.name+"-controller", roleSpec{
-		Name:        "KarpenterController-" + cluster,
+		Name:        cluster + "-karpenter",
 		Description: "Karpenter controller of " + cluster,
 		Trust:       serviceTrust("pods.eks.amazonaws.com", "sts:AssumeRole", "sts:TagSession"),
 		Tags:        b.tags,
@@ -260,14 +264,22 @@ func (b *karpenterBuilder) controllerRole(nodeRole *iam.Role, queue *sqs.Queue) 
 	return role, nil
 }
 
-// spotServiceLinkedRole creates the account-wide EC2 Spot service-linked role. It is shared
-// with anything else using spot in the account, so it is kept on destroy.
+// spotServiceLinkedRole makes sure the account has the EC2 Spot service-linked role: it is
+// created if absent and adopted (imported) if the account already has it, since creating it
+// twice fails. It is shared with anything else using spot in the account, so it is kept on
+// destroy; an import is ignored once the role is in the stack's state.
 func (b *karpenterBuilder) spotServiceLinkedRole() error {
+	opts := []pulumi.ResourceOption{b.parent(), pulumi.RetainOnDelete(true)}
+	if arn := b.args.ExistingSpotRoleArn; arn != "" {
+		opts = append(opts, pulumi.Import(pulumi.ID(arn)))
+	}
 	if _, err := iam.NewServiceLinkedRole(b.ctx, b.name+"-spot", &iam.ServiceLinkedRoleArgs{
 		AwsServiceName: pulumi.String("spot.amazonaws.com"),
-		Description:    pulumi.String("EC2 Spot, created by lux-gpu-ci for Karpenter"),
-	}, b.parent(), pulumi.RetainOnDelete(true)); err != nil {
+	}, opts...); err != nil {
 		return fmt.Errorf("creating spot service-linked role: %w", err)
 	}
 	return nil
 }
+
+// NodeRoleName is the role of the nodes Karpenter launches for a cluster.
+func NodeRoleName(cluster string) string { return cluster + "-karpenter-node" }

@@ -111,7 +111,7 @@ func TestDevicePluginChartSchedulesOnGPUNodesOnly(t *testing.T) {
 	np, err := k8s.NodePoolFor(config.DefaultPool())
 	require.NoError(t, err)
 	gpuNode := &corev1.Node{ObjectMeta: v1.ObjectMeta{Labels: map[string]string{
-		"kubernetes.io/os": "linux", "node.kubernetes.io/instance-type": "g4dn.xlarge", "karpenter.sh/nodepool": "gpu-t4",
+		"kubernetes.io/os": "linux", "node.kubernetes.io/instance-type": "g4dn.xlarge", "karpenter.sh/nodepool": "gpu-spot",
 	}}, Spec: corev1.NodeSpec{Taints: np.Spec.Template.Spec.Taints}}
 	for k, v := range np.Spec.Template.Labels {
 		gpuNode.Labels[k] = v

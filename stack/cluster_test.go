@@ -45,7 +45,8 @@ func TestClusterDev(t *testing.T) {
 	assert.Equal(t, []any{"network-private-0_id", "network-private-1_id"}, mng.Inputs["subnetIds"])
 	assert.NotContains(t, mng.Inputs, "kubeletExtraArgs", "pulumi-eks v2 renders AL2 user data for these")
 	assert.NotContains(t, mng.Inputs, "bootstrapExtraArgs")
-	assert.Equal(t, true, mng.Inputs["enableIMDSv2"])
+	assert.NotContains(t, mng.Inputs, "enableIMDSv2", "our launch template sets IMDSv2 (the two exclude each other)")
+	assert.Equal(t, map[string]any{"id": "cluster-system_id", "version": "1"}, mng.Inputs["launchTemplate"])
 	for _, dep := range []string{"aws:eks/addon:Addon::cluster-vpc-cni", "aws:eks/addon:Addon::cluster-kube-proxy", "aws:eks/addon:Addon::cluster-eks-pod-identity-agent"} {
 		assert.Contains(t, mng.Deps(), dep, "nodes wait for the add-ons they need to become Ready")
 	}
@@ -123,6 +124,33 @@ func TestOptionalFeatures(t *testing.T) {
 
 // The kubeconfig is a secret, and passes --region so it works without AWS_REGION set.
 func TestKubeconfigIsSecretAndRegional(t *testing.T) {
+	exec := kubeconfigExec(t, testkit.StackConfig(t, "dev"))
+	assert.Equal(t, "aws", exec.Command)
+	assert.Equal(t, []string{"eks", "get-token", "--cluster-name", "lux-gpu-ci", "--region", "us-west-2", "--output", "json"}, exec.Args)
+}
+
+// With credentials from stack config (a named profile, an assumed role), the kubeconfig
+// mints its token as the same identity the AWS provider used: the one that created the
+// cluster, and so the one EKS made its admin.
+func TestKubeconfigAuthenticatesAsTheStacksIdentity(t *testing.T) {
+	cfg := testkit.With(testkit.StackConfig(t, "dev"),
+		"aws:profile", "platform-ci",
+		"aws:assumeRole", `{"roleArn": "arn:aws:iam::123456789012:role/deployer", "sessionName": "pulumi"}`)
+	exec := kubeconfigExec(t, cfg)
+	assert.Equal(t, []string{"eks", "get-token", "--cluster-name", "lux-gpu-ci", "--region", "us-west-2",
+		"--profile", "platform-ci", "--role-arn", "arn:aws:iam::123456789012:role/deployer", "--output", "json"}, exec.Args)
+
+	m := newMocks()
+	err := m.run(testkit.With(testkit.StackConfig(t, "dev"), "aws:assumeRole", `{"roleArn": "deployer"}`))
+	assert.ErrorContains(t, err, `aws:assumeRole: roleArn "deployer" is not an IAM role ARN`)
+	assert.Empty(t, names(m.programResources()))
+}
+
+// kubeconfigExec runs the AWS layer with cfg and returns the kubeconfig's exec credential
+// plugin, checking the kubeconfig is a secret and points at the cluster.
+func kubeconfigExec(t *testing.T, cfg map[string]string) *clientcmdapi.ExecConfig {
+	t.Helper()
+	var exec *clientcmdapi.ExecConfig
 	m := newMocks()
 	err := m.Run(func(ctx *pulumi.Context) error {
 		cfg, err := config.Load(ctx)
@@ -145,11 +173,27 @@ func TestKubeconfigIsSecretAndRegional(t *testing.T) {
 		assert.Equal(t, testEndpoint, kc.Clusters[0].Cluster.Server)
 		assert.Contains(t, string(kc.Clusters[0].Cluster.CertificateAuthorityData), "BEGIN CERTIFICATE")
 		require.Len(t, kc.AuthInfos, 1)
-		exec := kc.AuthInfos[0].AuthInfo.Exec
-		require.NotNil(t, exec)
-		assert.Equal(t, "aws", exec.Command)
-		assert.Equal(t, []string{"eks", "get-token", "--cluster-name", "lux-gpu-ci", "--region", "us-west-2", "--output", "json"}, exec.Args)
+		exec = kc.AuthInfos[0].AuthInfo.Exec
 		return nil
-	}, testkit.StackConfig(t, "dev"), testkit.SecretKeys)
+	}, cfg, testkit.SecretKeys)
 	require.NoError(t, err)
+	require.NotNil(t, exec)
+	return exec
+}
+
+// The stack's tags reach the system nodes' instances and volumes, through the node group's
+// launch template (a managed node group's default template tags neither).
+func TestSystemNodesCarryTheStackTags(t *testing.T) {
+	m := runDev(t)
+	lt := m.one(t, "aws:ec2/launchTemplate:LaunchTemplate")
+	specs := lt.Inputs["tagSpecifications"].([]any)
+	require.Len(t, specs, 2)
+	var kinds []string
+	for _, s := range specs {
+		s := s.(map[string]any)
+		kinds = append(kinds, s["resourceType"].(string))
+		assert.Equal(t, map[string]any{"env": "dev", "team": "platform", "Name": "lux-gpu-ci-system"}, s["tags"], s["resourceType"])
+	}
+	assert.ElementsMatch(t, []string{"instance", "volume"}, kinds)
+	assert.Equal(t, map[string]any{"httpEndpoint": "enabled", "httpTokens": "required", "httpPutResponseHopLimit": 2.0}, lt.Inputs["metadataOptions"])
 }

@@ -20,10 +20,11 @@ func TestKarpenterAWSDev(t *testing.T) {
 	m := runDev(t)
 
 	q := m.one(t, "aws:sqs/queue:Queue")
-	assert.Equal(t, "lux-gpu-ci", q.Inputs["name"], "upstream names the queue after the cluster")
+	assert.Equal(t, "lux-gpu-ci-", q.Inputs["namePrefix"], "named after the cluster, autonamed: SQS refuses a deleted queue's name for 60 s")
+	assert.NotContains(t, q.Inputs, "name")
 	assert.Equal(t, 300.0, q.Inputs["messageRetentionSeconds"])
 	assert.Equal(t, true, q.Inputs["sqsManagedSseEnabled"])
-	queueArn := "arn:aws:sqs:us-west-2:" + testAccount + ":lux-gpu-ci"
+	queueArn := "arn:aws:sqs:us-west-2:" + testAccount + ":" + testQueue
 
 	qp := policyOf(t, m.one(t, "aws:sqs/queuePolicy:QueuePolicy"), "policy")
 	assert.Equal(t, "EC2InterruptionPolicy", qp.ID)
@@ -60,16 +61,16 @@ func TestKarpenterAWSDev(t *testing.T) {
 	}
 
 	controller := m.get(t, "aws:iam/role:Role", "karpenter-controller-role")
-	assert.Equal(t, "KarpenterController-lux-gpu-ci", controller.Inputs["name"])
+	assert.Equal(t, "lux-gpu-ci-karpenter", controller.Inputs["name"])
 	assertTrust(t, controller, "pods.eks.amazonaws.com", "sts:AssumeRole", "sts:TagSession")
 	node := m.get(t, "aws:iam/role:Role", "karpenter-node-role")
-	assert.Equal(t, "KarpenterNodeRole-lux-gpu-ci", node.Inputs["name"])
+	assert.Equal(t, "lux-gpu-ci-karpenter-node", node.Inputs["name"])
 	assertTrust(t, node, "ec2.amazonaws.com", "sts:AssumeRole")
-	nodeArn := "arn:aws:iam::" + testAccount + ":role/KarpenterNodeRole-lux-gpu-ci"
+	nodeArn := "arn:aws:iam::" + testAccount + ":role/lux-gpu-ci-karpenter-node"
 
 	var nodePolicies []string
 	for _, a := range m.all("aws:iam/rolePolicyAttachment:RolePolicyAttachment") {
-		if a.Inputs["role"] == "KarpenterNodeRole-lux-gpu-ci" {
+		if a.Inputs["role"] == "lux-gpu-ci-karpenter-node" {
 			nodePolicies = append(nodePolicies, a.Inputs["policyArn"].(string))
 		}
 	}
@@ -89,13 +90,13 @@ func TestKarpenterAWSDev(t *testing.T) {
 	pia := m.one(t, "aws:eks/podIdentityAssociation:PodIdentityAssociation")
 	assert.Equal(t, "kube-system", pia.Inputs["namespace"])
 	assert.Equal(t, "karpenter", pia.Inputs["serviceAccount"])
-	assert.Equal(t, "arn:aws:iam::"+testAccount+":role/KarpenterController-lux-gpu-ci", pia.Inputs["roleArn"])
+	assert.Equal(t, "arn:aws:iam::"+testAccount+":role/lux-gpu-ci-karpenter", pia.Inputs["roleArn"])
 	assert.Contains(t, pia.Deps(), "aws:eks/addon:Addon::cluster-eks-pod-identity-agent")
 
 	// The six controller policies, all attached to the controller role.
 	attached := map[string]bool{}
 	for _, a := range m.all("aws:iam/rolePolicyAttachment:RolePolicyAttachment") {
-		if a.Inputs["role"] == "KarpenterController-lux-gpu-ci" {
+		if a.Inputs["role"] == "lux-gpu-ci-karpenter" {
 			attached[a.Inputs["policyArn"].(string)] = true
 		}
 	}
@@ -106,7 +107,8 @@ func TestKarpenterAWSDev(t *testing.T) {
 }
 
 // upstreamActions is the complete action list of Karpenter v1.14's controller policies
-// (../shared/reference/upstream.md §1.2), written out by hand.
+// (aws/karpenter-provider-aws, website/content/en/v1.14/getting-started/
+// getting-started-with-karpenter/cloudformation.yaml), written out by hand.
 var upstreamActions = []string{
 	"ec2:RunInstances", "ec2:CreateFleet", "ec2:CreateLaunchTemplate", "ec2:CreateTags", "ec2:TerminateInstances",
 	"ec2:DeleteLaunchTemplate", "ec2:DescribeCapacityReservations", "ec2:DescribeImages", "ec2:DescribeInstances",
@@ -127,8 +129,8 @@ func TestKarpenterControllerPoliciesMatchUpstream(t *testing.T) {
 	require.NoError(t, err)
 	subst := strings.NewReplacer(
 		"${P}", "aws", "${R}", "us-west-2", "${A}", testAccount, "${C}", "lux-gpu-ci",
-		"${NodeRoleArn}", "arn:aws:iam::"+testAccount+":role/KarpenterNodeRole-lux-gpu-ci",
-		"${QueueArn}", "arn:aws:sqs:us-west-2:"+testAccount+":lux-gpu-ci",
+		"${NodeRoleArn}", "arn:aws:iam::"+testAccount+":role/lux-gpu-ci-karpenter-node",
+		"${QueueArn}", "arn:aws:sqs:us-west-2:"+testAccount+":"+testQueue,
 	)
 	var reference map[string]json.RawMessage
 	require.NoError(t, json.Unmarshal([]byte(subst.Replace(string(raw))), &reference))

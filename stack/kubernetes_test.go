@@ -61,7 +61,7 @@ func TestKarpenterValues(t *testing.T) {
 	m := runDev(t)
 	v := releaseNamed(t, m, "karpenter").Inputs["values"]
 	assert.Equal(t, "lux-gpu-ci", path(v, "settings", "clusterName"))
-	assert.Equal(t, "lux-gpu-ci", path(v, "settings", "interruptionQueue"), "the queue's name, not its URL or ARN")
+	assert.Equal(t, testQueue, path(v, "settings", "interruptionQueue"), "the queue's name, not its URL or ARN")
 	assert.Equal(t, "karpenter", path(v, "serviceAccount", "name"), "matches the Pod Identity association")
 	assert.Equal(t, 1.0, path(v, "replicas"), "the chart's 2 cannot both fit one system node")
 	assert.Equal(t, "250m", path(v, "controller", "resources", "requests", "cpu"))
@@ -99,7 +99,7 @@ func TestRunnerScaleSetValues(t *testing.T) {
 
 	tmpl := path(v, "template")
 	assert.Equal(t, "true", path(tmpl, "metadata", "annotations", "karpenter.sh/do-not-disrupt"))
-	assert.Equal(t, map[string]any{"karpenter.sh/nodepool": "gpu-t4"}, path(tmpl, "spec", "nodeSelector"))
+	assert.Equal(t, map[string]any{"karpenter.sh/nodepool": "gpu-spot"}, path(tmpl, "spec", "nodeSelector"))
 	assert.Equal(t, []any{map[string]any{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}}, path(tmpl, "spec", "tolerations"))
 	containers := path(tmpl, "spec", "containers").([]any)
 	require.Len(t, containers, 1)
@@ -169,9 +169,9 @@ func TestNodePoolAndNodeClassDev(t *testing.T) {
 	m := runDev(t)
 	np := m.one(t, "kubernetes:karpenter.sh/v1:NodePool")
 	assert.Equal(t, "karpenter.sh/v1", np.Inputs["apiVersion"])
-	assert.Equal(t, "gpu-t4", path(np.Inputs, "metadata", "name"))
+	assert.Equal(t, "gpu-spot", path(np.Inputs, "metadata", "name"))
 	spec := np.Inputs["spec"]
-	assert.Equal(t, map[string]any{"nvidia.com/gpu.present": "true", "workload": "gpu-ci", "lux-gpu-ci.luxfi.com/pool": "gpu-t4"}, path(spec, "template", "metadata", "labels"))
+	assert.Equal(t, map[string]any{"nvidia.com/gpu.present": "true", "workload": "gpu-ci", "lux-gpu-ci.luxfi.com/pool": "gpu-spot"}, path(spec, "template", "metadata", "labels"))
 	assert.ElementsMatch(t, []any{
 		map[string]any{"key": "karpenter.sh/capacity-type", "operator": "In", "values": []any{"spot"}},
 		map[string]any{"key": "node.kubernetes.io/instance-type", "operator": "In", "values": []any{"g4dn.xlarge", "g5.xlarge"}},
@@ -179,7 +179,7 @@ func TestNodePoolAndNodeClassDev(t *testing.T) {
 		map[string]any{"key": "kubernetes.io/os", "operator": "In", "values": []any{"linux"}},
 	}, path(spec, "template", "spec", "requirements"))
 	assert.Equal(t, []any{map[string]any{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}}, path(spec, "template", "spec", "taints"))
-	assert.Equal(t, map[string]any{"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "gpu-t4"}, path(spec, "template", "spec", "nodeClassRef"))
+	assert.Equal(t, map[string]any{"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "gpu-spot"}, path(spec, "template", "spec", "nodeClassRef"))
 	assert.Equal(t, "24h0m0s", path(spec, "template", "spec", "expireAfter"))
 	assert.Equal(t, "6h0m0s", path(spec, "template", "spec", "terminationGracePeriod"))
 	assert.Equal(t, "WhenEmpty", path(spec, "disruption", "consolidationPolicy"))
@@ -188,7 +188,7 @@ func TestNodePoolAndNodeClassDev(t *testing.T) {
 
 	nc := m.one(t, "kubernetes:karpenter.k8s.aws/v1:EC2NodeClass")
 	ncs := nc.Inputs["spec"]
-	assert.Equal(t, "KarpenterNodeRole-lux-gpu-ci", path(ncs, "role"))
+	assert.Equal(t, "lux-gpu-ci-karpenter-node", path(ncs, "role"))
 	assert.Equal(t, []any{map[string]any{"alias": "al2023@v20260714"}}, path(ncs, "amiSelectorTerms"))
 	discovery := []any{map[string]any{"tags": map[string]any{"karpenter.sh/discovery": "lux-gpu-ci"}}}
 	assert.Equal(t, discovery, path(ncs, "subnetSelectorTerms"))
@@ -206,7 +206,7 @@ func TestNodePoolAndNodeClassDev(t *testing.T) {
 
 func TestSeveralPools(t *testing.T) {
 	m := runDev(t, "gpuPools", `[
-		{"name": "gpu-t4", "instanceTypes": ["g4dn.xlarge"], "runnerScaleSetName": "lux-gpu-t4"},
+		{"name": "gpu-spot", "instanceTypes": ["g4dn.xlarge"], "runnerScaleSetName": "lux-gpu-t4"},
 		{"name": "gpu-l4x4", "instanceTypes": ["g6.12xlarge"], "capacityTypes": ["spot", "on-demand"], "gpuLimit": 8, "maxRunners": 8}
 	]`)
 	assert.Len(t, m.all("kubernetes:karpenter.sh/v1:NodePool"), 2)

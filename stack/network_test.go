@@ -80,7 +80,7 @@ func TestLeanProfileHasNoNATAndPublicNodes(t *testing.T) {
 
 func TestTooFewAvailabilityZonesIsAConfigError(t *testing.T) {
 	m := newMocks()
-	m.azs = []fakeaws.AZ{{Name: "us-west-2a", ID: "usw2-az1"}, {Name: "us-west-2b", ID: "usw2-az2"}}
+	m.Cloud.AZs = []fakeaws.AZ{{Name: "us-west-2a", ID: "usw2-az1"}, {Name: "us-west-2b", ID: "usw2-az2"}}
 	err := m.run(testkit.With(testkit.StackConfig(t, "dev"), "azCount", "3"))
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "lux-gpu-ci:azCount")

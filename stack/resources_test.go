@@ -36,7 +36,8 @@ func TestDevStackResourceCounts(t *testing.T) {
 		"aws:iam/rolePolicyAttachment:RolePolicyAttachment":     4 + 4 + 6,
 		"aws:eks/accessEntry:AccessEntry":                       1,
 		"aws:eks/podIdentityAssociation:PodIdentityAssociation": 1,
-		"aws:iam/serviceLinkedRole:ServiceLinkedRole":           0,
+		"aws:iam/serviceLinkedRole:ServiceLinkedRole":           1, // the account has none yet: created
+		"aws:ec2/launchTemplate:LaunchTemplate":                 1, // the system nodes
 		"lux-gpu-ci:infra:Budget":                               0,
 		"aws:budgets/budget:Budget":                             0,
 

@@ -46,6 +46,11 @@ func Program(ctx *pulumi.Context) error {
 	ctx.Export("clusterName", pulumi.String(aws.ClusterName))
 	ctx.Export("clusterEndpoint", aws.Endpoint)
 	ctx.Export("kubeconfig", aws.Kubeconfig)
+	var zones []string
+	for _, z := range aws.Zones {
+		zones = append(zones, z.String())
+	}
+	ctx.Export("availabilityZones", pulumi.ToStringArray(zones))
 	ctx.Export("vpcId", aws.VpcID)
 	ctx.Export("privateSubnetIds", aws.PrivateSubnetIDs)
 	ctx.Export("publicSubnetIds", aws.PublicSubnetIDs)

@@ -23,6 +23,8 @@ import (
 const (
 	testAccount   = fakeaws.Account
 	testClusterSG = fakeaws.ClusterSG
+	// testQueue is the dev stack's interruption queue: its name prefix plus the autoname.
+	testQueue = "lux-gpu-ci-" + fakeaws.AutonameSuffix
 )
 
 var testEndpoint = fakeaws.FakeEndpoint("us-west-2")
@@ -31,18 +33,19 @@ type registered = mockstack.Registration
 
 type mocks struct {
 	*mockstack.Mocks
-	// azs overrides the region's availability zones; secretKeys the secret config keys.
-	azs        []fakeaws.AZ
+	// secretKeys are the config keys stored as secrets.
 	secretKeys []string
 }
 
-func newMocks() *mocks {
-	return &mocks{Mocks: mockstack.New(config.Project, "dev"), secretKeys: testkit.SecretKeys}
+func newMocks() *mocks { return newStackMocks("dev") }
+
+// newStackMocks runs the program as the given stack.
+func newStackMocks(stack string) *mocks {
+	return &mocks{Mocks: mockstack.New(config.Project, stack), secretKeys: testkit.SecretKeys}
 }
 
 // run executes the real program (stack.Program) under mocks with the given config.
 func (m *mocks) run(cfg map[string]string) error {
-	m.AZs = m.azs
 	return m.Run(stack.Program, cfg, m.secretKeys)
 }
 

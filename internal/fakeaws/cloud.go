@@ -27,6 +27,10 @@ const (
 	CallerArn = "arn:aws:iam::" + Account + ":user/ci"
 )
 
+// AutonameSuffix is what the fake appends to a namePrefix (the provider appends a timestamp
+// and a counter, 26 characters).
+const AutonameSuffix = "20261203000000000000000001"
+
 // FakeCA is the stand-in certificate authority data of an EKS cluster (base64, as EKS
 // gives it).
 var FakeCA = base64.StdEncoding.EncodeToString([]byte("-----BEGIN CERTIFICATE-----\nfake\n-----END CERTIFICATE-----\n"))
@@ -52,6 +56,19 @@ type Cloud struct {
 	// local kube-apiserver. Default: FakeEndpoint and FakeCA.
 	EKSEndpoint string `json:"eksEndpoint,omitempty"`
 	EKSCA       string `json:"eksCA,omitempty"`
+	// CallerArn is who runs `pulumi up` (getCallerIdentity). Default: CallerArn.
+	CallerArn string `json:"callerArn,omitempty"`
+	// Offerings are the instance types each zone offers, by zone name; a zone not listed
+	// offers every type (nil: every zone offers every type).
+	Offerings map[string][]string `json:"offerings,omitempty"`
+	// SpotRoleExists: the account already has the EC2 Spot service-linked role, so creating
+	// it again fails, as in AWS.
+	SpotRoleExists bool `json:"spotRoleExists,omitempty"`
+	// StateDir keeps what AWS remembers between plugin processes (recently deleted queue
+	// names, the spot role); "" keeps it in memory.
+	StateDir string `json:"stateDir,omitempty"`
+
+	memory *accountState
 }
 
 func (c *Cloud) region() string {
@@ -102,12 +119,15 @@ func (r res) str(key string) string {
 	return ""
 }
 
-// physical is the resource's physical name: the name it was given, else its logical name.
-// (The real provider autonames with a random suffix; the logical name is stable, which is
-// what a second `up` with no changes needs.)
+// physical is the resource's physical name: the name it was given, else its prefix plus a
+// suffix, else its logical name. (The real provider autonames with a random suffix; a stable
+// one is what a second `up` with no changes needs.)
 func (r res) physical(key string) string {
 	if s := r.str(key); s != "" {
 		return s
+	}
+	if prefix := r.str("namePrefix"); prefix != "" {
+		return prefix + AutonameSuffix
 	}
 	return r.name
 }
@@ -215,7 +235,7 @@ var types = map[string]outputs{
 		return map[string]resource.PropertyValue{"name": resource.NewProperty(r.physical("name")), "arn": r.arn("iam", "instance-profile/"+r.physical("name"))}
 	},
 	"aws:iam/serviceLinkedRole:ServiceLinkedRole": func(r res) map[string]resource.PropertyValue {
-		return map[string]resource.PropertyValue{"name": r.computed("AWSServiceRoleForEC2Spot"), "arn": r.arn("iam", "role/aws-service-role/"+r.str("awsServiceName")+"/AWSServiceRoleForEC2Spot")}
+		return map[string]resource.PropertyValue{"name": r.computed(SpotRoleName), "arn": r.computed(SpotRoleArn), "path": r.computed(SpotRolePath)}
 	},
 
 	"aws:sqs/queue:Queue": func(r res) map[string]resource.PropertyValue {
@@ -273,7 +293,16 @@ func (c *Cloud) Create(typ, name string, inputs resource.PropertyMap, preview bo
 		id = ""
 	}
 	outs, err := c.outputs(typ, name, id, inputs, preview)
-	return id, outs, err
+	if err == nil {
+		err = c.refuse(typ, res{cloud: c, typ: typ, name: name, in: inputs}, preview)
+	}
+	if err == nil && !preview {
+		err = c.created(typ)
+	}
+	if err != nil {
+		return "", nil, err
+	}
+	return id, outs, nil
 }
 
 // Update returns the outputs of an updated resource: the new inputs plus what AWS computes.

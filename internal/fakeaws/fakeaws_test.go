@@ -76,3 +76,21 @@ func TestProviderDiff(t *testing.T) {
 	assert.Equal(t, pulumirpc.DiffResponse_DIFF_SOME, changed.GetChanges())
 	assert.Equal(t, []string{"x"}, changed.GetDiffs())
 }
+
+// SQS refuses a deleted queue's name for a minute, and an account has one EC2 Spot
+// service-linked role: the fake does too, so the e2e shows when the stack trips on either.
+func TestTheAccountRemembersWhatAWSDoes(t *testing.T) {
+	c := &fakeaws.Cloud{}
+	q := resource.PropertyMap{"name": resource.NewProperty("lux-gpu-ci")}
+	_, outs, err := c.Create("aws:sqs/queue:Queue", "q", q, false)
+	require.NoError(t, err)
+	require.NoError(t, c.Delete("aws:sqs/queue:Queue", outs))
+	_, _, err = c.Create("aws:sqs/queue:Queue", "q", q, false)
+	assert.ErrorContains(t, err, "QueueDeletedRecently")
+
+	slr := resource.PropertyMap{"awsServiceName": resource.NewProperty("spot.amazonaws.com")}
+	_, _, err = c.Create("aws:iam/serviceLinkedRole:ServiceLinkedRole", "spot", slr, false)
+	require.NoError(t, err)
+	_, _, err = c.Create("aws:iam/serviceLinkedRole:ServiceLinkedRole", "spot", slr, false)
+	assert.ErrorContains(t, err, "has been taken in this account")
+}

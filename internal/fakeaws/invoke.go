@@ -25,7 +25,50 @@ var invokes = map[string]func(c *Cloud, args resource.PropertyMap) (map[string]a
 		return map[string]any{"partition": "aws", "dnsSuffix": "amazonaws.com", "reverseDnsPrefix": "com.amazonaws", "id": "aws"}, nil
 	},
 	"aws:index/getCallerIdentity:getCallerIdentity": func(c *Cloud, _ resource.PropertyMap) (map[string]any, error) {
-		return map[string]any{"accountId": Account, "arn": CallerArn, "userId": "AIDAEXAMPLE", "id": Account}, nil
+		return map[string]any{"accountId": Account, "arn": c.caller(), "userId": "AIDAEXAMPLE", "id": Account}, nil
+	},
+	// The IAM identity behind a session: an assumed role's role ARN, or the ARN itself.
+	"aws:iam/getSessionContext:getSessionContext": func(c *Cloud, args resource.PropertyMap) (map[string]any, error) {
+		arn := str(args["arn"])
+		out := map[string]any{"arn": arn, "issuerArn": arn, "id": arn}
+		if _, rest, ok := strings.Cut(arn, ":assumed-role/"); ok {
+			role, session, _ := strings.Cut(rest, "/")
+			out["issuerArn"] = "arn:aws:iam::" + Account + ":role/" + role
+			out["issuerName"], out["sessionName"] = role, session
+		}
+		return out, nil
+	},
+	// Which zones offer which instance types (location type availability-zone).
+	"aws:ec2/getInstanceTypeOfferings:getInstanceTypeOfferings": func(c *Cloud, args resource.PropertyMap) (map[string]any, error) {
+		if lt := str(args["locationType"]); lt != "availability-zone" {
+			return nil, fmt.Errorf("the fake answers for locationType availability-zone only, not %q", lt)
+		}
+		var wanted []string
+		for _, f := range args["filters"].ArrayValue() {
+			if str(f.ObjectValue()["name"]) == "instance-type" {
+				wanted = append(wanted, stringList(f.ObjectValue()["values"])...)
+			}
+		}
+		var typesOut, locations, locationTypes []any
+		for _, az := range c.azs() {
+			offered, listed := c.Offerings[az.Name]
+			for _, t := range wanted {
+				if !listed || slices.Contains(offered, t) {
+					typesOut, locations, locationTypes = append(typesOut, t), append(locations, az.Name), append(locationTypes, "availability-zone")
+				}
+			}
+		}
+		return map[string]any{"instanceTypes": typesOut, "locations": locations, "locationTypes": locationTypes, "locationType": "availability-zone", "id": c.region()}, nil
+	},
+	// IAM roles by path prefix and name pattern; the account's only role the fake knows is
+	// the EC2 Spot service-linked role, when it exists.
+	"aws:iam/getRoles:getRoles": func(c *Cloud, args resource.PropertyMap) (map[string]any, error) {
+		out := map[string]any{"names": []any{}, "arns": []any{}, "id": "roles"}
+		if c.spotRoleExists() && strings.HasPrefix(SpotRolePath, str(args["pathPrefix"])) {
+			out["names"] = []any{SpotRoleName}
+			out["arns"] = []any{SpotRoleArn}
+		}
+		return out, nil
 	},
 	"aws:index/getRegion:getRegion": func(c *Cloud, _ resource.PropertyMap) (map[string]any, error) {
 		return map[string]any{"name": c.region(), "id": c.region(), "endpoint": "ec2." + c.region() + ".amazonaws.com", "description": c.region()}, nil
@@ -41,6 +84,20 @@ var invokes = map[string]func(c *Cloud, args resource.PropertyMap) (map[string]a
 		name := str(args["addonName"])
 		return map[string]any{"addonName": name, "kubernetesVersion": str(args["kubernetesVersion"]), "version": DefaultAddonVersion(name), "id": name}, nil
 	},
+}
+
+// The EC2 Spot service-linked role, as IAM names it.
+const (
+	SpotRoleName = "AWSServiceRoleForEC2Spot"
+	SpotRolePath = "/aws-service-role/spot.amazonaws.com/"
+	SpotRoleArn  = "arn:aws:iam::" + Account + ":role" + SpotRolePath + SpotRoleName
+)
+
+func (c *Cloud) caller() string {
+	if c.CallerArn != "" {
+		return c.CallerArn
+	}
+	return CallerArn
 }
 
 // DefaultAddonVersion is the version EKS reports as an add-on's default.

@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"os"
 	"sort"
+	"strings"
 	"sync"
+	"time"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource/plugin"
@@ -154,18 +156,37 @@ func (p *Provider) Invoke(_ context.Context, req *pulumirpc.InvokeRequest) (*pul
 	return &pulumirpc.InvokeResponse{Return: s}, err
 }
 
-// Check passes the inputs through, refusing types the fake does not know.
+// Check passes the inputs through, refusing types the fake does not know. Like the real
+// provider, it names a resource given only a namePrefix: once, keeping the name on later
+// checks, and differently each time it is created anew.
 func (p *Provider) Check(_ context.Context, req *pulumirpc.CheckRequest) (*pulumirpc.CheckResponse, error) {
 	typ, name := urnParts(req.GetUrn())
 	var err error
 	if !Knows(typ) {
 		_, _, err = p.cloud.Create(typ, name, nil, true)
 	}
+	news, olds := resource.PropertyMap{}, resource.PropertyMap{}
+	if err == nil {
+		news, err = unmarshal(req.GetNews())
+	}
+	if err == nil {
+		olds, err = unmarshal(req.GetOlds())
+	}
 	p.record(Call{Method: "Check", Type: typ, Name: name, URN: req.GetUrn()}, err)
 	if err != nil {
 		return nil, err
 	}
-	return &pulumirpc.CheckResponse{Inputs: req.GetNews()}, nil
+	if prefix := str(news["namePrefix"]); prefix != "" && str(news["name"]) == "" {
+		if old := str(olds["name"]); strings.HasPrefix(old, prefix) {
+			news["name"] = resource.NewProperty(old)
+		} else {
+			// A timestamp and a counter, 26 characters, as the provider's.
+			stamp := strings.ReplaceAll(time.Now().UTC().Format("20060102150405.000000"), ".", "")
+			news["name"] = resource.NewProperty(prefix + stamp + "000001")
+		}
+	}
+	inputs, err := marshal(news)
+	return &pulumirpc.CheckResponse{Inputs: inputs}, err
 }
 
 // Diff reports which top-level inputs changed; every change is an in-place update.
@@ -229,17 +250,46 @@ func (p *Provider) Update(_ context.Context, req *pulumirpc.UpdateRequest) (*pul
 	return &pulumirpc.UpdateResponse{Properties: s}, err
 }
 
-// Read returns the resource as the state has it (a refresh changes nothing).
+// Read returns the resource as the state has it (a refresh changes nothing); for an import
+// (no state yet) it reads what the account holds: only the EC2 Spot service-linked role,
+// which the program adopts when the account has it.
 func (p *Provider) Read(_ context.Context, req *pulumirpc.ReadRequest) (*pulumirpc.ReadResponse, error) {
 	typ, name := urnParts(req.GetUrn())
-	p.record(Call{Method: "Read", Type: typ, Name: name, URN: req.GetUrn()}, nil)
-	return &pulumirpc.ReadResponse{Id: req.GetId(), Properties: req.GetProperties(), Inputs: req.GetInputs()}, nil
+	resp := &pulumirpc.ReadResponse{Id: req.GetId(), Properties: req.GetProperties(), Inputs: req.GetInputs()}
+	var err error
+	if len(req.GetProperties().GetFields()) == 0 {
+		resp, err = p.importRead(typ, req.GetId())
+	}
+	p.record(Call{Method: "Read", Type: typ, Name: name, URN: req.GetUrn()}, err)
+	return resp, err
 }
 
-// Delete forgets the resource.
+func (p *Provider) importRead(typ, id string) (*pulumirpc.ReadResponse, error) {
+	if typ != "aws:iam/serviceLinkedRole:ServiceLinkedRole" || id != SpotRoleArn || !p.cloud.spotRoleExists() {
+		return nil, fmt.Errorf("fakeaws: cannot import %s %s: the fake account holds only the EC2 Spot service-linked role", typ, id)
+	}
+	in := resource.PropertyMap{"awsServiceName": resource.NewProperty("spot.amazonaws.com")}
+	outs := in.Copy()
+	outs["name"], outs["arn"], outs["path"] = resource.NewProperty(SpotRoleName), resource.NewProperty(SpotRoleArn), resource.NewProperty(SpotRolePath)
+	props, err := marshal(outs)
+	if err != nil {
+		return nil, err
+	}
+	inputs, err := marshal(in)
+	return &pulumirpc.ReadResponse{Id: id, Properties: props, Inputs: inputs}, err
+}
+
+// Delete forgets the resource (and remembers what AWS would: a deleted queue's name).
 func (p *Provider) Delete(_ context.Context, req *pulumirpc.DeleteRequest) (*emptypb.Empty, error) {
 	typ, name := urnParts(req.GetUrn())
-	p.record(Call{Method: "Delete", Type: typ, Name: name, URN: req.GetUrn()}, nil)
+	props, err := unmarshal(req.GetProperties())
+	if err == nil {
+		err = p.cloud.Delete(typ, props)
+	}
+	p.record(Call{Method: "Delete", Type: typ, Name: name, URN: req.GetUrn()}, err)
+	if err != nil {
+		return nil, err
+	}
 	return &emptypb.Empty{}, nil
 }
 

@@ -16,11 +16,11 @@ import (
 func TestGPUNodesAreThePoolsNodes(t *testing.T) {
 	c := fakecluster.Healthy()
 	c.Objects = append(c.Objects,
-		fakecluster.Node("gpu-1", map[string]string{"karpenter.sh/nodepool": "gpu-t4"}, true, 1),
+		fakecluster.Node("gpu-1", map[string]string{"karpenter.sh/nodepool": "gpu-spot"}, true, 1),
 		fakecluster.Node("other-1", map[string]string{"karpenter.sh/nodepool": "someone-elses"}, true, 1),
 	)
 	kube, _ := c.Clients()
-	nodes, err := live.GPUNodes(context.Background(), kube, []config.GPUPool{{Name: "gpu-t4"}, {Name: "gpu-l4"}})
+	nodes, err := live.GPUNodes(context.Background(), kube, []config.GPUPool{{Name: "gpu-spot"}, {Name: "gpu-l4"}})
 	require.NoError(t, err)
 	require.Len(t, nodes, 1)
 	assert.Equal(t, "gpu-1", nodes[0].Name)

@@ -72,8 +72,8 @@ func URNKey(urn string) string {
 
 // Mocks records registrations and answers invokes.
 type Mocks struct {
-	// AZs are what getAvailabilityZones returns (default: fakeaws's a, d, c, b of the region).
-	AZs []fakeaws.AZ
+	// Cloud is the fake AWS account the program runs in; its region is the stack's.
+	Cloud fakeaws.Cloud
 
 	project, stack string
 	ctx            *pulumi.Context
@@ -127,11 +127,11 @@ func (m *Mocks) All(typ string) []Registration {
 
 // cloud is the fake AWS account, in the stack's region.
 func (m *Mocks) cloud() *fakeaws.Cloud {
-	c := &fakeaws.Cloud{AZs: m.AZs}
+	c := m.Cloud
 	if r, ok := m.ctx.GetConfig("aws:region"); ok && r != "" {
 		c.Region = r
 	}
-	return c
+	return &c
 }
 
 // NewResource implements pulumi.MockResourceMonitor.
@@ -150,6 +150,13 @@ func (m *Mocks) NewResource(args pulumi.MockResourceArgs) (string, resource.Prop
 		outs["eksCluster"] = ref
 		outs["kubeconfigJson"] = resource.NewProperty(`{"note":"pulumi-eks kubeconfig, unused"}`)
 		id = ""
+	case strings.HasPrefix(args.TypeToken, "aws:") && args.ID != "":
+		// An import: the resource exists in the account.
+		var err error
+		id = args.ID
+		if outs, err = m.cloud().Update(args.TypeToken, args.Name, id, args.Inputs); err != nil {
+			return "", nil, err
+		}
 	case strings.HasPrefix(args.TypeToken, "aws:"):
 		var err error
 		if id, outs, err = m.cloud().Create(args.TypeToken, args.Name, args.Inputs, m.ctx.DryRun()); err != nil {

@@ -88,7 +88,7 @@ func TestRenderWritesEveryResource(t *testing.T) {
 		case "kubernetes:core/v1:Secret":
 			assert.Equal(t, "[secret]", e.Inputs["stringData"], "secrets are redacted")
 		case "kubernetes:karpenter.sh/v1:NodePool":
-			assert.Contains(t, e.DependsOn, "urn:pulumi:dev::lux-gpu-ci::lux-gpu-ci:k8s:GPUCI$lux-gpu-ci:k8s:GPUPool$kubernetes:karpenter.k8s.aws/v1:EC2NodeClass::gpu-ci-gpu-t4-nodeclass")
+			assert.Contains(t, e.DependsOn, "urn:pulumi:dev::lux-gpu-ci::lux-gpu-ci:k8s:GPUCI$lux-gpu-ci:k8s:GPUPool$kubernetes:karpenter.k8s.aws/v1:EC2NodeClass::gpu-ci-gpu-spot-nodeclass")
 		}
 	}
 	for name, content := range readTree(t, out) {
@@ -102,7 +102,7 @@ func TestRenderedKubernetesObjects(t *testing.T) {
 	v, err := crdvalidation.Karpenter()
 	require.NoError(t, err)
 	files := readTree(t, filepath.Join(out, "k8s"))
-	for _, want := range []string{"nodepool-gpu-t4.yaml", "ec2nodeclass-gpu-t4.yaml", "namespace-arc-systems.yaml",
+	for _, want := range []string{"nodepool-gpu-spot.yaml", "ec2nodeclass-gpu-spot.yaml", "namespace-arc-systems.yaml",
 		"secret-arc-runners-arc-github-credentials.yaml", "release-karpenter.yaml", "release-lux-gpu-t4.yaml"} {
 		assert.Contains(t, files, want)
 	}

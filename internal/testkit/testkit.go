@@ -105,10 +105,10 @@ func With(cfg map[string]string, kv ...string) map[string]string {
 	return out
 }
 
-// Parse validates a config as the program does, without the secret check.
-func Parse(t testing.TB, cfg map[string]string) *config.Config {
+// Parse validates a stack's config as the program does, without the secret check.
+func Parse(t testing.TB, stack string, cfg map[string]string) *config.Config {
 	t.Helper()
-	c, err := config.Parse(func(k string) (string, bool) {
+	c, err := config.Parse(stack, func(k string) (string, bool) {
 		v, ok := cfg[k]
 		return v, ok
 	}, nil)
@@ -119,5 +119,5 @@ func Parse(t testing.TB, cfg map[string]string) *config.Config {
 // DevConfig is the dev stack's validated configuration, with overrides as for With.
 func DevConfig(t testing.TB, kv ...string) *config.Config {
 	t.Helper()
-	return Parse(t, With(StackConfig(t, "dev"), kv...))
+	return Parse(t, "dev", With(StackConfig(t, "dev"), kv...))
 }

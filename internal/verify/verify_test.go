@@ -49,10 +49,10 @@ func TestVerifyHealthyIdleCluster(t *testing.T) {
 
 func TestVerifyShowsGPUNodesAtWork(t *testing.T) {
 	c := fakecluster.Healthy()
-	c.Objects = append(c.Objects, fakecluster.Node("ip-10-0-2-2", map[string]string{"karpenter.sh/nodepool": "gpu-t4", "node.kubernetes.io/instance-type": "g4dn.xlarge"}, true, 1))
+	c.Objects = append(c.Objects, fakecluster.Node("ip-10-0-2-2", map[string]string{"karpenter.sh/nodepool": "gpu-spot", "node.kubernetes.io/instance-type": "g4dn.xlarge"}, true, 1))
 	checks, out := verifyCluster(t, c)
 	assert.True(t, verify.AllOK(checks), out)
-	assert.Contains(t, out, "GPU nodes up (0 when idle) — 1: ip-10-0-2-2 (gpu-t4, g4dn.xlarge, 1 GPU allocatable)")
+	assert.Contains(t, out, "GPU nodes up (0 when idle) — 1: ip-10-0-2-2 (gpu-spot, g4dn.xlarge, 1 GPU allocatable)")
 }
 
 func TestVerifyFailures(t *testing.T) {
@@ -67,8 +67,8 @@ func TestVerifyFailures(t *testing.T) {
 		}, "Karpenter controller running", "kube-system/karpenter-abc Pending"},
 		"NodePool not ready": {func(c *fakecluster.Cluster) {
 			c.Custom[0].(*unstructured.Unstructured).Object["status"] = map[string]any{"conditions": []any{map[string]any{"type": "Ready", "status": "False", "reason": "NodeClassNotReady"}}}
-		}, "NodePool gpu-t4 Ready", "Ready=False NodeClassNotReady"},
-		"NodePool missing":       {func(c *fakecluster.Cluster) { c.Custom = c.Custom[1:] }, "NodePool gpu-t4 Ready", "not found"},
+		}, "NodePool gpu-spot Ready", "Ready=False NodeClassNotReady"},
+		"NodePool missing":       {func(c *fakecluster.Cluster) { c.Custom = c.Custom[1:] }, "NodePool gpu-spot Ready", "not found"},
 		"ARC controller missing": {func(c *fakecluster.Cluster) { c.Objects = c.Objects[:2] }, "ARC controller running", "none"},
 		"scale set labels drifted": {func(c *fakecluster.Cluster) {
 			c.Custom[1].(*unstructured.Unstructured).Object["spec"] = map[string]any{"runnerScaleSetLabels": []any{"gpu"}}

@@ -63,7 +63,7 @@ func Custom(gvk schema.GroupVersionKind, ns, name string, fields map[string]any)
 }
 
 // Healthy is an idle, healthy dev cluster: one Ready system node, Karpenter and the ARC
-// controller Running, the gpu-t4 NodePool Ready, the lux-gpu-t4 scale set with its labels
+// controller Running, the gpu-spot NodePool Ready, the lux-gpu-t4 scale set with its labels
 // and no runners.
 func Healthy() Cluster {
 	return Cluster{
@@ -73,7 +73,7 @@ func Healthy() Cluster {
 			Pod("arc-systems", "arc-gha-rs-controller-xyz", map[string]string{"app.kubernetes.io/part-of": "gha-rs-controller"}, corev1.PodRunning),
 		},
 		Custom: []runtime.Object{
-			Custom(schema.GroupVersionKind{Group: "karpenter.sh", Version: "v1", Kind: "NodePool"}, "", "gpu-t4", map[string]any{
+			Custom(schema.GroupVersionKind{Group: "karpenter.sh", Version: "v1", Kind: "NodePool"}, "", "gpu-spot", map[string]any{
 				"status": map[string]any{"conditions": []any{map[string]any{"type": "Ready", "status": "True", "reason": "Ready"}}},
 			}),
 			Custom(schema.GroupVersionKind{Group: "actions.github.com", Version: "v1alpha1", Kind: "AutoscalingRunnerSet"}, "arc-runners", "lux-gpu-t4", map[string]any{

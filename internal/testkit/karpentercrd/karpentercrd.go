@@ -27,7 +27,7 @@ func Objects(t testing.TB, pool config.GPUPool, publicIP bool, tags map[string]s
 	t.Helper()
 	nodePool, err := k8s.NodePoolObject(pool)
 	require.NoError(t, err)
-	nodeClass, err = k8s.EC2NodeClassObject(pool, "lux-gpu-ci", "KarpenterNodeRole-lux-gpu-ci", publicIP, tags)
+	nodeClass, err = k8s.EC2NodeClassObject(pool, "lux-gpu-ci", "lux-gpu-ci-karpenter-node", publicIP, tags)
 	require.NoError(t, err)
 	return nodePool, nodeClass
 }

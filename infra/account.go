@@ -1,0 +1,138 @@
+package infra
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/pulumi/pulumi-aws/sdk/v6/go/aws"
+	"github.com/pulumi/pulumi-aws/sdk/v6/go/aws/ec2"
+	"github.com/pulumi/pulumi-aws/sdk/v6/go/aws/iam"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+
+	"github.com/luxfi/lux-gpu-ci/config"
+)
+
+// What the AWS layer looks up in the account before it creates anything, so that a stack
+// the account cannot hold fails with a config error and changes nothing.
+
+// eksUnsupportedZoneIDs are the zones EKS refuses for a cluster's subnets (EKS user guide,
+// "Subnet requirements for clusters"). They are IDs, not names: names map to different
+// physical zones in each account.
+var eksUnsupportedZoneIDs = []string{"use1-az3", "usw1-az2", "cac1-az3"}
+
+// Zone is an availability zone the network uses.
+type Zone struct{ Name, ID string }
+
+func (z Zone) String() string { return z.Name + " (" + z.ID + ")" }
+
+// chooseZones picks n zones, by name, among those EKS accepts that offer at least one
+// instance type of every GPU pool (EC2's instance type offerings): a pool can then launch
+// in every zone its nodes' subnets are in. It logs which zones it chose and why it skipped
+// the others.
+func chooseZones(ctx *pulumi.Context, n int, pools []config.GPUPool) ([]Zone, error) {
+	state := "available"
+	azs, err := aws.GetAvailabilityZones(ctx, &aws.GetAvailabilityZonesArgs{
+		State:          &state,
+		ExcludeZoneIds: eksUnsupportedZoneIDs,
+		Filters:        []aws.GetAvailabilityZonesFilter{{Name: "opt-in-status", Values: []string{"opt-in-not-required"}}},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("looking up availability zones: %w", err)
+	}
+	var types []string
+	for _, p := range pools {
+		types = append(types, p.InstanceTypes...)
+	}
+	slices.Sort(types)
+	types = slices.Compact(types)
+	locationType := "availability-zone"
+	offers, err := ec2.GetInstanceTypeOfferings(ctx, &ec2.GetInstanceTypeOfferingsArgs{
+		LocationType: &locationType,
+		Filters:      []ec2.GetInstanceTypeOfferingsFilter{{Name: "instance-type", Values: types}},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("looking up where the GPU instance types are offered: %w", err)
+	}
+	offered := map[string]map[string]bool{}
+	for i, zone := range offers.Locations {
+		if offered[zone] == nil {
+			offered[zone] = map[string]bool{}
+		}
+		offered[zone][offers.InstanceTypes[i]] = true
+	}
+
+	var all []Zone
+	for i, name := range azs.Names {
+		all = append(all, Zone{Name: name, ID: azs.ZoneIds[i]})
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i].Name < all[j].Name })
+	var eligible []Zone
+	var skipped []string
+	for _, z := range all {
+		var lacking []string
+		for _, p := range pools {
+			if !slices.ContainsFunc(p.InstanceTypes, func(t string) bool { return offered[z.Name][t] }) {
+				lacking = append(lacking, fmt.Sprintf("none of pool %s's %s", p.Name, strings.Join(p.InstanceTypes, ", ")))
+			}
+		}
+		if len(lacking) > 0 {
+			skipped = append(skipped, fmt.Sprintf("%s offers %s", z, strings.Join(lacking, "; ")))
+			continue
+		}
+		eligible = append(eligible, z)
+	}
+	if len(eligible) < n {
+		return nil, fmt.Errorf("%s:%s: the region has %d availability zones EKS accepts that offer every pool's GPU types (%v), fewer than the %d asked for%s (fix: pulumi config set %s %d, or add instance types to the pools)",
+			config.Project, config.KeyAzCount, len(eligible), eligible, n, skippedNote(skipped), config.KeyAzCount, max(len(eligible), 2))
+	}
+	chosen := eligible[:n]
+	why := fmt.Sprintf("availability zones %v: EKS accepts them and each offers a GPU type of every pool", chosen)
+	if len(skipped) > 0 {
+		why += skippedNote(skipped)
+	}
+	if err := ctx.Log.Info(why, nil); err != nil {
+		return nil, err
+	}
+	return chosen, nil
+}
+
+func skippedNote(skipped []string) string {
+	if len(skipped) == 0 {
+		return ""
+	}
+	return "; skipped: " + strings.Join(skipped, "; ")
+}
+
+// checkAdmins refuses an admin principal that is the identity running `pulumi up`: EKS makes
+// the identity that creates the cluster an admin itself (pulumi-eks sets
+// bootstrapClusterCreatorAdminPermissions), and a second access entry for the same principal
+// fails the update with ResourceInUseException.
+func checkAdmins(ctx *pulumi.Context, admins []string, callerArn string) error {
+	if len(admins) == 0 {
+		return nil
+	}
+	session, err := iam.GetSessionContext(ctx, &iam.GetSessionContextArgs{Arn: callerArn})
+	if err != nil {
+		return fmt.Errorf("looking up who runs this update: %w", err)
+	}
+	if slices.Contains(admins, session.IssuerArn) {
+		return fmt.Errorf("%s:%s: %q is the identity running this update; EKS makes the identity that creates the cluster an admin itself, and a second access entry for it fails with ResourceInUseException (fix: remove it from %s:%s in Pulumi.<stack>.yaml; list only other principals)",
+			config.Project, config.KeyAdminPrincipals, session.IssuerArn, config.Project, config.KeyAdminPrincipals)
+	}
+	return nil
+}
+
+// spotRoleArn is the ARN of the account's EC2 Spot service-linked role, or "" if it has none.
+func spotRoleArn(ctx *pulumi.Context) (string, error) {
+	prefix, pattern := "/aws-service-role/spot.amazonaws.com/", "^AWSServiceRoleForEC2Spot$"
+	roles, err := iam.GetRoles(ctx, &iam.GetRolesArgs{PathPrefix: &prefix, NameRegex: &pattern})
+	if err != nil {
+		return "", fmt.Errorf("looking up the EC2 Spot service-linked role: %w", err)
+	}
+	if len(roles.Arns) == 0 {
+		return "", nil
+	}
+	return roles.Arns[0], nil
+}

@@ -1,0 +1,105 @@
+package stack_test
+
+// What the AWS layer checks in the account before it creates anything: the zones it can use,
+// the identity running the update, the spot service-linked role; and names of its own per
+// stack, so two stacks share an account.
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/luxfi/lux-gpu-ci/internal/fakeaws"
+	"github.com/luxfi/lux-gpu-ci/internal/testkit"
+)
+
+// Zones are chosen by ID among those EKS accepts, and only where every pool's GPU types are
+// offered.
+func TestZonesAreOnesEKSAcceptsThatOfferTheGPUs(t *testing.T) {
+	m := newMocks()
+	m.Cloud.AZs = []fakeaws.AZ{{Name: "us-west-2a", ID: "usw2-az1"}, {Name: "us-west-2b", ID: "usw2-az2"}, {Name: "us-west-2c", ID: "usw2-az3"}, {Name: "us-west-2d", ID: "usw2-az4"}}
+	m.Cloud.Offerings = map[string][]string{"us-west-2a": {"t3.medium"}, "us-west-2b": {"g5.xlarge"}}
+	require.NoError(t, m.run(testkit.StackConfig(t, "dev")))
+	var zones []any
+	for _, s := range m.all("aws:ec2/subnet:Subnet") {
+		if s.Name == "network-private-0" || s.Name == "network-private-1" {
+			zones = append(zones, s.Inputs["availabilityZone"])
+		}
+	}
+	assert.Equal(t, []any{"us-west-2b", "us-west-2c"}, zones, "us-west-2a offers neither g4dn.xlarge nor g5.xlarge")
+
+	// In us-east-1, EKS refuses use1-az3, whatever its name in this account.
+	m = newMocks()
+	m.Cloud.AZs = []fakeaws.AZ{{Name: "us-east-1a", ID: "use1-az3"}, {Name: "us-east-1b", ID: "use1-az1"}, {Name: "us-east-1c", ID: "use1-az2"}}
+	require.NoError(t, m.run(testkit.With(testkit.StackConfig(t, "dev"), "aws:region", "us-east-1")))
+	for _, s := range m.all("aws:ec2/subnet:Subnet") {
+		assert.NotEqual(t, "us-east-1a", s.Inputs["availabilityZone"], "%s is in a zone EKS refuses", s.Name)
+	}
+
+	m = newMocks()
+	m.Cloud.Offerings = map[string][]string{"us-west-2a": {}, "us-west-2b": {}, "us-west-2c": {}}
+	err := m.run(testkit.StackConfig(t, "dev"))
+	assert.ErrorContains(t, err, "lux-gpu-ci:azCount: the region has 1 availability zones EKS accepts that offer every pool's GPU types")
+	assert.ErrorContains(t, err, "us-west-2a (usw2-az1) offers none of pool gpu-spot's g4dn.xlarge, g5.xlarge")
+	assert.Empty(t, names(m.programResources()), "nothing may be registered")
+}
+
+// EKS makes the identity that creates the cluster an admin; listing it again fails the
+// update with ResourceInUseException, so it is refused before anything is created.
+func TestTheCallerIsNoAdminPrincipal(t *testing.T) {
+	m := newMocks()
+	m.Cloud.CallerArn = "arn:aws:sts::123456789012:assumed-role/platform-ci/gha-1234"
+	err := m.run(testkit.With(testkit.StackConfig(t, "dev"), "adminPrincipals", `["arn:aws:iam::123456789012:role/platform-ci"]`))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `lux-gpu-ci:adminPrincipals: "arn:aws:iam::123456789012:role/platform-ci" is the identity running this update`)
+	assert.Contains(t, err.Error(), "ResourceInUseException")
+	assert.Empty(t, names(m.programResources()))
+
+	m = newMocks()
+	m.Cloud.CallerArn = "arn:aws:sts::123456789012:assumed-role/platform-ci/gha-1234"
+	require.NoError(t, m.run(testkit.With(testkit.StackConfig(t, "dev"), "adminPrincipals", `["arn:aws:iam::123456789012:role/humans"]`)))
+}
+
+// Karpenter cannot launch spot capacity in an account without the EC2 Spot service-linked
+// role, and creating it where it exists fails: it is created if absent, adopted if present,
+// kept on destroy; false leaves it alone.
+func TestSpotServiceLinkedRoleOnlyIfAbsent(t *testing.T) {
+	m := runDev(t)
+	slr := m.one(t, "aws:iam/serviceLinkedRole:ServiceLinkedRole")
+	assert.Equal(t, "spot.amazonaws.com", slr.Inputs["awsServiceName"])
+	assert.Empty(t, slr.Raw.RegisterRPC.GetImportId(), "a fresh account: created")
+	assert.True(t, slr.Raw.RegisterRPC.GetRetainOnDelete(), "account-wide: kept on destroy")
+
+	m = newMocks()
+	m.Cloud.SpotRoleExists = true
+	require.NoError(t, m.run(testkit.StackConfig(t, "dev")))
+	slr = m.one(t, "aws:iam/serviceLinkedRole:ServiceLinkedRole")
+	assert.Equal(t, fakeaws.SpotRoleArn, slr.Raw.RegisterRPC.GetImportId(), "the account has it: adopted, not created twice")
+
+	m = runDev(t, "createSpotServiceLinkedRole", "false")
+	assert.Empty(t, m.all("aws:iam/serviceLinkedRole:ServiceLinkedRole"))
+}
+
+// A stack that names no cluster gets names of its own, so a second stack in the account does
+// not collide with dev's IAM roles, queue and budget.
+func TestAStackWithoutAClusterNameGetsItsOwnNames(t *testing.T) {
+	cfg := testkit.With(testkit.StackConfig(t, "dev"), "clusterName", testkit.Unset)
+	m := newStackMocks("staging")
+	require.NoError(t, m.run(cfg))
+	assert.Equal(t, "lux-gpu-ci-staging", m.one(t, "eks:index:Cluster").Inputs["name"])
+	assert.Equal(t, "lux-gpu-ci-staging-karpenter-node", m.get(t, "aws:iam/role:Role", "karpenter-node-role").Inputs["name"])
+	assert.Equal(t, "lux-gpu-ci-staging-karpenter", m.get(t, "aws:iam/role:Role", "karpenter-controller-role").Inputs["name"])
+	assert.Equal(t, "lux-gpu-ci-staging-", m.one(t, "aws:sqs/queue:Queue").Inputs["namePrefix"])
+}
+
+// The dev stack keeps the names the seed's runbook uses, so its commands work as written.
+func TestDevStackUsesTheRunbooksNames(t *testing.T) {
+	m := runDev(t)
+	assert.Equal(t, "lux-gpu-ci", m.one(t, "eks:index:Cluster").Inputs["name"])
+	assert.Equal(t, "gpu-spot", path(m.one(t, "kubernetes:karpenter.sh/v1:NodePool").Inputs, "metadata", "name"))
+	assert.Equal(t, "lux-gpu-ci-karpenter-node", m.get(t, "aws:iam/role:Role", "karpenter-node-role").Inputs["name"])
+	assert.Equal(t, "gpu-ci", path(m.one(t, "kubernetes:karpenter.sh/v1:NodePool").Inputs["spec"], "template", "metadata", "labels", "workload"))
+	assert.Equal(t, "lux-gpu-ci", m.one(t, "aws:ec2/tag:Tag").Inputs["value"], "karpenter.sh/discovery=lux-gpu-ci")
+	assert.Equal(t, "lux-gpu-t4", path(releaseNamed(t, m, "lux-gpu-t4").Inputs["values"], "runnerScaleSetName"))
+}
