@@ -57,6 +57,10 @@ cost: ## Price STACK: idle, per build, per month (ARGS="--builds-per-day 30 --mi
 bootstrap: ## One command from an AWS account to a running STACK (needs AWS_REGION, GITHUB_ORG, GITHUB_PAT or the App vars)
 	hack/bootstrap.sh
 
+.PHONY: preflight
+preflight: ## make bootstrap's checks only: prerequisites, AWS credentials, spot role, GPU quotas of STACK
+	hack/bootstrap.sh --preflight
+
 .PHONY: preview
 preview: ## pulumi preview of STACK (default dev); needs AWS credentials
 	pulumi preview --stack $(STACK) --diff

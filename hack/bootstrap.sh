@@ -3,36 +3,87 @@
 #
 #   export AWS_REGION=us-west-2 GITHUB_ORG=luxfi GITHUB_PAT=ghp_...      # or, for a GitHub App:
 #   export GITHUB_APP_ID=123 GITHUB_APP_INSTALLATION_ID=456 GITHUB_APP_PRIVATE_KEY_FILE=app.pem
-#   make bootstrap STACK=dev
+#   make bootstrap STACK=dev          # make preflight STACK=dev: the checks only
 #
-# It checks the prerequisites, logs in to the local file backend unless a backend is already
-# configured, creates or selects the stack, sets the config (credentials as secrets) and
-# runs `pulumi up`. Set YES=1 to skip the confirmation prompt.
+# Preflight, before anything is changed: the prerequisites, working AWS credentials, the EC2 Spot
+# service-linked role, and the account's G and VT vCPU quotas against what the stack's pools
+# need (spot and on-demand are separate quotas; new accounts usually have 0) — a short quota
+# stops here with the exact request command. Then it logs in to the local file backend unless a
+# backend is configured, creates or selects the stack, sets the config (credentials as
+# secrets), checks the quotas of the configured pools, and runs `pulumi up`. YES=1 skips the
+# confirmation prompt.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 stack=${STACK:-dev}
+preflight_only=false
+[[ ${1:-} == --preflight ]] && preflight_only=true
 problems=()
 need() { command -v "$1" >/dev/null 2>&1 || problems+=("$1 is not installed: $2"); }
+stop_if_problems() {
+	if ((${#problems[@]})); then
+		printf 'bootstrap cannot start:\n' >&2
+		printf '  - %s\n' "${problems[@]}" >&2
+		exit 1
+	fi
+}
 
 need pulumi "https://www.pulumi.com/docs/install/ (CLI >= 3.181)"
 need go "Go 1.26.8+ builds the program"
 need aws "AWS CLI v2: the kubeconfig authenticates with 'aws eks get-token'"
 need kubectl "pulumi-eks v2 checks for kubectl at deploy time"
 [[ -n ${AWS_REGION:-} ]] || problems+=("AWS_REGION is not set: export AWS_REGION=us-west-2")
-[[ -n ${GITHUB_ORG:-} ]] || problems+=("GITHUB_ORG is not set: the organization runners register with")
-if [[ -z ${GITHUB_PAT:-} && -z ${GITHUB_APP_ID:-} ]]; then
-	problems+=("neither GITHUB_PAT nor GITHUB_APP_ID is set: runners need credentials")
+if ! $preflight_only; then
+	[[ -n ${GITHUB_ORG:-} ]] || problems+=("GITHUB_ORG is not set: the organization runners register with")
+	if [[ -z ${GITHUB_PAT:-} && -z ${GITHUB_APP_ID:-} ]]; then
+		problems+=("neither GITHUB_PAT nor GITHUB_APP_ID is set: runners need credentials")
+	fi
+	if [[ -n ${GITHUB_APP_ID:-} && (-z ${GITHUB_APP_INSTALLATION_ID:-} || ! -r ${GITHUB_APP_PRIVATE_KEY_FILE:-/nonexistent}) ]]; then
+		problems+=("GitHub App auth needs GITHUB_APP_INSTALLATION_ID and a readable GITHUB_APP_PRIVATE_KEY_FILE")
+	fi
 fi
-if [[ -n ${GITHUB_APP_ID:-} && ( -z ${GITHUB_APP_INSTALLATION_ID:-} || ! -r ${GITHUB_APP_PRIVATE_KEY_FILE:-/nonexistent} ) ]]; then
-	problems+=("GitHub App auth needs GITHUB_APP_INSTALLATION_ID and a readable GITHUB_APP_PRIVATE_KEY_FILE")
+if command -v aws >/dev/null 2>&1; then
+	if identity=$(aws sts get-caller-identity --query Arn --output text 2>/dev/null); then
+		echo "AWS credentials: $identity"
+	else
+		problems+=("AWS credentials do not work: 'aws sts get-caller-identity' failed (aws configure / aws sso login)")
+	fi
 fi
-if command -v aws >/dev/null 2>&1 && ! aws sts get-caller-identity >/dev/null 2>&1; then
-	problems+=("AWS credentials do not work: 'aws sts get-caller-identity' failed (aws configure / aws sso login)")
+stop_if_problems
+
+# Karpenter needs the account's EC2 Spot service-linked role to launch spot capacity; the stack
+# creates it if absent (createSpotServiceLinkedRole, on by default) and adopts it otherwise.
+if aws iam get-role --role-name AWSServiceRoleForEC2Spot >/dev/null 2>&1; then
+	echo "EC2 Spot service-linked role: present (the stack adopts it)"
+else
+	echo "EC2 Spot service-linked role: absent (the stack creates it; set createSpotServiceLinkedRole=false to leave it alone)"
 fi
-if ((${#problems[@]})); then
-	printf 'bootstrap cannot start:\n' >&2
-	printf '  - %s\n' "${problems[@]}" >&2
-	exit 1
+
+# The G and VT vCPU quotas the stack's pools need (gpuci quota), against the account's.
+check_quotas() {
+	local capacity code want pools have
+	while IFS=$'\t' read -r capacity code want pools; do
+		if ! have=$(aws service-quotas get-service-quota --service-code ec2 --quota-code "$code" --region "$AWS_REGION" --query Quota.Value --output text 2>/dev/null); then
+			problems+=("cannot read the $capacity G and VT vCPU quota ($code); check it: aws service-quotas get-service-quota --service-code ec2 --quota-code $code --region $AWS_REGION")
+			continue
+		fi
+		have=${have%.*}
+		if ((have < want)); then
+			problems+=("the $capacity G and VT vCPU quota ($code) is $have in $AWS_REGION; pools $pools need $want. Request it (approval can take a day): aws service-quotas request-service-quota-increase --service-code ec2 --quota-code $code --desired-value $want --region $AWS_REGION")
+		else
+			echo "$capacity G and VT vCPU quota ($code): $have, pools $pools need $want"
+		fi
+	done < <(go run ./cmd/gpuci quota --stack "$stack")
+	stop_if_problems
+}
+
+if $preflight_only; then
+	if [[ -f Pulumi.$stack.yaml ]]; then
+		check_quotas
+	else
+		echo "no Pulumi.$stack.yaml yet: make bootstrap checks the quotas once the stack is configured"
+	fi
+	echo "preflight: ok"
+	exit 0
 fi
 
 if ! pulumi whoami >/dev/null 2>&1; then
@@ -53,6 +104,7 @@ else
 	pulumi config set githubAppInstallationId "$GITHUB_APP_INSTALLATION_ID"
 	pulumi config set --secret githubAppPrivateKey <"$GITHUB_APP_PRIVATE_KEY_FILE"
 fi
+check_quotas
 
 pulumi install
 yes=()

@@ -3,7 +3,9 @@ package hack_test
 // hack/bootstrap.sh, run as `make bootstrap` runs it.
 
 import (
+	"os"
 	"os/exec"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -20,4 +22,68 @@ func TestBootstrapNamesMissingPrerequisites(t *testing.T) {
 		"AWS_REGION is not set", "GITHUB_ORG is not set", "neither GITHUB_PAT nor GITHUB_APP_ID is set"} {
 		assert.Contains(t, string(out), want)
 	}
+}
+
+// standIns writes stand-ins for the CLIs bootstrap calls into a directory and returns a PATH
+// with it first: `aws` answers from the environment (FAKE_STS=fail, FAKE_SPOT_ROLE=present,
+// FAKE_QUOTA_<code>=<vCPUs>); `pulumi` and `kubectl` only exist. Go is the real one.
+func standIns(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	scripts := map[string]string{
+		"aws": `#!/usr/bin/env bash
+case "$1 $2" in
+"sts get-caller-identity") [[ ${FAKE_STS:-} == fail ]] && exit 255; echo "arn:aws:iam::123456789012:user/ci" ;;
+"iam get-role") [[ ${FAKE_SPOT_ROLE:-} == present ]] || exit 254; echo AWSServiceRoleForEC2Spot ;;
+"service-quotas get-service-quota")
+	code=$(sed -n 's/.*--quota-code \([^ ]*\).*/\1/p' <<<"$*")
+	var="FAKE_QUOTA_${code//-/_}"; [[ -n ${!var:-} ]] || exit 254; echo "${!var}" ;;
+*) echo "stand-in aws: $* is not faked" >&2; exit 2 ;;
+esac
+`,
+		"pulumi":  "#!/usr/bin/env bash\necho \"stand-in pulumi $*\" >&2\n",
+		"kubectl": "#!/usr/bin/env bash\nexit 0\n",
+	}
+	for name, body := range scripts {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(body), 0o755))
+	}
+	goBin, err := exec.LookPath("go")
+	require.NoError(t, err)
+	return dir + ":" + filepath.Dir(goBin) + ":/usr/bin:/bin"
+}
+
+// preflight runs `make preflight` for the dev stack with the stand-ins and extra env.
+func preflight(t *testing.T, env ...string) (string, error) {
+	t.Helper()
+	cmd := exec.Command("bash", "bootstrap.sh", "--preflight")
+	cmd.Env = append(os.Environ(), append([]string{"PATH=" + standIns(t), "AWS_REGION=us-west-2", "STACK=dev"}, env...)...)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// Preflight compares the account's G and VT vCPU quotas with what the dev stack's pools need
+// (4 spot vCPUs) and stops with the exact request command when one is short.
+func TestPreflightStopsOnAShortGPUQuota(t *testing.T) {
+	out, err := preflight(t, "FAKE_QUOTA_L_3819A6DF=0.0")
+	require.Error(t, err, out)
+	assert.Contains(t, out, "the spot G and VT vCPU quota (L-3819A6DF) is 0 in us-west-2; pools gpu-spot need 4")
+	assert.Contains(t, out, "aws service-quotas request-service-quota-increase --service-code ec2 --quota-code L-3819A6DF --desired-value 4 --region us-west-2")
+	assert.NotContains(t, out, "stand-in pulumi", "nothing is changed")
+
+	out, err = preflight(t, "FAKE_QUOTA_L_3819A6DF=8.0", "FAKE_SPOT_ROLE=present")
+	require.NoError(t, err, out)
+	assert.Contains(t, out, "spot G and VT vCPU quota (L-3819A6DF): 8, pools gpu-spot need 4")
+	assert.Contains(t, out, "EC2 Spot service-linked role: present (the stack adopts it)")
+	assert.Contains(t, out, "preflight: ok")
+}
+
+func TestPreflightChecksCredentialsAndTheSpotRole(t *testing.T) {
+	out, err := preflight(t, "FAKE_STS=fail")
+	require.Error(t, err, out)
+	assert.Contains(t, out, "AWS credentials do not work")
+
+	out, err = preflight(t, "FAKE_QUOTA_L_3819A6DF=4")
+	require.NoError(t, err, out)
+	assert.Contains(t, out, "EC2 Spot service-linked role: absent (the stack creates it")
+	assert.Contains(t, out, "AWS credentials: arn:aws:iam::123456789012:user/ci")
 }

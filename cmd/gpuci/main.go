@@ -30,6 +30,7 @@ commands:
   cost     what a stack costs idle, per build and per month: gpuci cost --stack dev [--builds-per-day N --minutes M]
   verify   check a live cluster against its stack: gpuci verify --stack dev [--kubeconfig PATH] [--json]
   doctor   troubleshoot a live cluster: symptom, evidence, fix: gpuci doctor --stack dev [--fix] [--json]
+  quota    the EC2 G and VT vCPU quotas a stack's pools need: gpuci quota --stack dev [--json]
 
 gpuci <command> -h lists a command's flags.
 `
@@ -49,6 +50,8 @@ func main() {
 		err = runVerify(os.Args[2:])
 	case "doctor":
 		err = runDoctor(os.Args[2:])
+	case "quota":
+		err = runQuota(os.Args[2:])
 	case "-h", "--help", "help":
 		fmt.Print(usage)
 		return

@@ -21,6 +21,7 @@ import (
 
 	"github.com/luxfi/lux-gpu-ci/config"
 	"github.com/luxfi/lux-gpu-ci/internal/live"
+	"github.com/luxfi/lux-gpu-ci/internal/quota"
 	"github.com/luxfi/lux-gpu-ci/internal/wellknown"
 )
 
@@ -59,6 +60,7 @@ func (d Doctor) Examine(ctx context.Context) []Finding {
 		d.runnerPending(ctx, claims),
 		d.gpuNotDetected(ctx, gpuNodes),
 		d.spotCapacity(claims),
+		d.gpuQuota(claims),
 		d.costSpike(ctx, gpuNodes),
 		d.stuckTeardown(ctx, claims),
 	}
@@ -93,7 +95,7 @@ func Problems(findings []Finding) int {
 }
 
 func (d Doctor) jobQueued(ctx context.Context) Finding {
-	f := Finding{Symptom: "Job stuck in Queued", Fix: "use a runs-on that matches the scale set (stack output runsOn); labels are fixed when a scale set is created, so recreate it (rename runnerScaleSetName) after changing them; check the credentials Secret"}
+	f := Finding{Symptom: "Job stuck in Queued", Fix: "use a runs-on that matches the scale set (stack output runsOn); labels are fixed when a scale set is created, so recreate it (rename runnerScaleSetName) after changing them; check the credentials Secret. The listener runs in " + wellknown.ARCNamespace + " with ARC 0.14, not in " + wellknown.RunnersNamespace + ": kubectl -n " + wellknown.ARCNamespace + " logs -l " + wellknown.ScaleSetLabel + "=<scale set>"}
 	for _, pool := range d.Cfg.GPUPools {
 		rs, err := live.GetScaleSet(ctx, d.Dyn, pool.RunnerScaleSetName)
 		if err != nil {
@@ -191,6 +193,32 @@ func (d Doctor) spotCapacity(claims *unstructured.UnstructuredList) Finding {
 	if !f.Problem {
 		f.Evidence = append(f.Evidence, "no NodeClaim reports InsufficientCapacity")
 	}
+	return f
+}
+
+// gpuQuota finds NodeClaims that failed to launch because the account's G and VT vCPU
+// quota is too small (new accounts have 0; spot and on-demand are separate quotas).
+func (d Doctor) gpuQuota(claims *unstructured.UnstructuredList) Finding {
+	f := Finding{Symptom: "GPU vCPU quota"}
+	var fixes []string
+	for _, c := range claims.Items {
+		s := live.Conditions(&c)
+		if need, ok := quota.Shortfall(d.Cfg, s); ok {
+			f.Problem = true
+			f.Evidence = append(f.Evidence, "NodeClaim "+c.GetName()+": "+s)
+			if need.VCPUs > 0 {
+				fixes = append(fixes, need.RequestCommand(d.Cfg.Region))
+			} else {
+				fixes = append(fixes, fmt.Sprintf("aws service-quotas get-service-quota --service-code ec2 --quota-code %s --region %s", need.QuotaCode, d.Cfg.Region))
+			}
+		}
+	}
+	if !f.Problem {
+		f.Evidence = append(f.Evidence, "no NodeClaim failed for a vCPU quota")
+		return f
+	}
+	slices.Sort(fixes)
+	f.Fix = "the account's G and VT vCPU quota is too small for the pools (gpuci quota shows what they need); request it: " + strings.Join(slices.Compact(fixes), "; ")
 	return f
 }
 

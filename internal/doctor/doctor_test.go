@@ -68,14 +68,14 @@ func problem(findings []doctor.Finding) []string {
 
 func TestDoctorHealthyCluster(t *testing.T) {
 	_, findings, out := examine(t, doctorCluster())
-	assert.Len(t, findings, 6)
+	assert.Len(t, findings, 7)
 	assert.Empty(t, problem(findings), out)
 	assert.Contains(t, out, "listener lux-gpu-t4-listener Running; last log lines: fake logs")
 }
 
 func TestDoctorFindsEachSymptom(t *testing.T) {
 	gpuNode := func(gpus int64, age time.Duration) *corev1.Node {
-		n := fakecluster.Node("ip-10-0-2-2", map[string]string{"karpenter.sh/nodepool": "gpu-t4", "node.kubernetes.io/instance-type": "g4dn.xlarge", "nvidia.com/gpu.present": "true"}, true, gpus)
+		n := fakecluster.Node("ip-10-0-2-2", map[string]string{"karpenter.sh/nodepool": "gpu-spot", "node.kubernetes.io/instance-type": "g4dn.xlarge", "nvidia.com/gpu.present": "true"}, true, gpus)
 		n.CreationTimestamp = metav1.NewTime(doctorNow.Add(-age))
 		return n
 	}
@@ -91,17 +91,20 @@ func TestDoctorFindsEachSymptom(t *testing.T) {
 		"job queued: no listener": {func(c *fakecluster.Cluster) { c.Objects = append(c.Objects[:3], c.Objects[4:]...) }, "Job stuck in Queued", "no listener pod for lux-gpu-t4"},
 		"runner pending": {func(c *fakecluster.Cluster) {
 			c.Objects = append(c.Objects, fakecluster.Pod("arc-runners", "lux-gpu-t4-runner-abc", nil, corev1.PodPending))
-			c.Custom = append(c.Custom, nodeClaim("gpu-t4-x1", []any{map[string]any{"type": "Launched", "status": "False", "reason": "LaunchFailed", "message": "no subnets found"}}, nil))
-		}, "Runner pod Pending with no node", "NodeClaim gpu-t4-x1: Launched=False LaunchFailed no subnets found"},
+			c.Custom = append(c.Custom, nodeClaim("gpu-spot-x1", []any{map[string]any{"type": "Launched", "status": "False", "reason": "LaunchFailed", "message": "no subnets found"}}, nil))
+		}, "Runner pod Pending with no node", "NodeClaim gpu-spot-x1: Launched=False LaunchFailed no subnets found"},
 		"GPU not detected": {func(c *fakecluster.Cluster) {
 			c.Objects = append(c.Objects, gpuNode(0, time.Minute), fakecluster.Pod("arc-runners", "r", nil, corev1.PodRunning))
 		}, "GPU not detected on a GPU node", "nvidia.com/gpu allocatable 0"},
 		"spot capacity": {func(c *fakecluster.Cluster) {
-			c.Custom = append(c.Custom, nodeClaim("gpu-t4-x2", []any{map[string]any{"type": "Launched", "status": "False", "reason": "InsufficientCapacity", "message": "spot capacity"}}, nil))
+			c.Custom = append(c.Custom, nodeClaim("gpu-spot-x2", []any{map[string]any{"type": "Launched", "status": "False", "reason": "InsufficientCapacity", "message": "spot capacity"}}, nil))
 		}, "Spot capacity", "InsufficientCapacity"},
 		"cost spike": {func(c *fakecluster.Cluster) { c.Objects = append(c.Objects, gpuNode(1, 3*time.Hour)) }, "Cost spike: GPU nodes up without a job", "has no runner pod, up 3h0m0s"},
+		"spot quota": {func(c *fakecluster.Cluster) {
+			c.Custom = append(c.Custom, nodeClaim("gpu-spot-x4", []any{map[string]any{"type": "Launched", "status": "False", "reason": "LaunchFailed", "message": "creating instance, MaxSpotInstanceCountExceeded: Max spot instance count exceeded"}}, nil))
+		}, "GPU vCPU quota", "aws service-quotas request-service-quota-increase --service-code ec2 --quota-code L-3819A6DF --desired-value 4 --region us-west-2"},
 		"stuck teardown": {func(c *fakecluster.Cluster) {
-			c.Custom = append(c.Custom, nodeClaim("gpu-t4-x3", nil, &longAgo))
+			c.Custom = append(c.Custom, nodeClaim("gpu-spot-x3", nil, &longAgo))
 		}, "GPU nodes stuck at teardown", "deleting for 1h0m0s"},
 	}
 	for name, tc := range cases {
@@ -120,7 +123,7 @@ func TestDoctorFixDeletesTheNodePools(t *testing.T) {
 	d, _, _ := examine(t, doctorCluster())
 	deleted, err := d.Fix(context.Background())
 	require.NoError(t, err)
-	assert.Equal(t, []string{"gpu-t4"}, deleted)
-	_, err = d.Dyn.Resource(wellknown.NodePools).Get(context.Background(), "gpu-t4", metav1.GetOptions{})
+	assert.Equal(t, []string{"gpu-spot"}, deleted)
+	_, err = d.Dyn.Resource(wellknown.NodePools).Get(context.Background(), "gpu-spot", metav1.GetOptions{})
 	assert.Error(t, err, "the NodePool is gone")
 }

@@ -1,0 +1,35 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/luxfi/lux-gpu-ci/config"
+	"github.com/luxfi/lux-gpu-ci/internal/quota"
+)
+
+// runQuota prints, per capacity type, the EC2 G and VT vCPU quota the stack's pools need:
+// "capacity-type<TAB>quota-code<TAB>vcpus<TAB>pools" (make bootstrap reads it), or JSON.
+func runQuota(args []string) error {
+	fs := flag.NewFlagSet("quota", flag.ExitOnError)
+	stack := fs.String("stack", "dev", "stack whose pools need the quota")
+	dir := fs.String("project", ".", "directory holding the stack files")
+	asJSON := fs.Bool("json", false, "print JSON")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	cfg, err := config.ParseStackFileOffline(*dir + "/Pulumi." + *stack + ".yaml")
+	if err != nil {
+		return err
+	}
+	needs := quota.Needs(cfg)
+	if *asJSON {
+		return printJSON(needs)
+	}
+	for _, n := range needs {
+		fmt.Fprintf(os.Stdout, "%s\t%s\t%d\t%s\n", n.CapacityType, n.QuotaCode, n.VCPUs, strings.Join(n.Pools, ","))
+	}
+	return nil
+}
