@@ -16,8 +16,9 @@ import (
 // HoursPerMonth is AWS's billing month.
 const HoursPerMonth = 730
 
-// Prices are USD list prices. The defaults are us-west-2 figures collected in
-// ../shared/reference/upstream.md §5; replace them with --prices for another region or date.
+// Prices are USD list prices. The defaults are us-west-2 figures from the public pages
+// DefaultPrices cites, with their dates; replace them with --prices for another region or
+// date, or --live for current AWS prices.
 type Prices struct {
 	Source string `json:"source"`
 	// Hourly prices.
@@ -36,7 +37,12 @@ type Prices struct {
 // DefaultPrices are the table's built-in prices.
 func DefaultPrices() Prices {
 	return Prices{
-		Source:          "../shared/reference/upstream.md §5 (us-west-2; EKS/NAT/EBS list prices, spot averages of 2025-11-30, GitHub pricing from 2026-01-01)",
+		Source: "us-west-2 list prices: EKS https://aws.amazon.com/eks/pricing/ (standard support); " +
+			"EC2 on-demand https://aws.amazon.com/ec2/pricing/on-demand/; spot: averages of 2025-11-30 " +
+			"(https://aws.amazon.com/ec2/spot/pricing/, as collected by https://instances.vantage.sh); " +
+			"NAT gateway and public IPv4 (charged since 2024-02-01) https://aws.amazon.com/vpc/pricing/; " +
+			"EBS gp3 https://aws.amazon.com/ebs/pricing/; GitHub-hosted Linux 4-core GPU runner from 2026-01-01 " +
+			"https://docs.github.com/en/billing/reference/actions-runner-pricing. Check them before you rely on them.",
 		EKSControlPlane: 0.10,
 		NATGateway:      0.045,
 		PublicIPv4:      0.005,
@@ -128,6 +134,9 @@ func Estimate(cfg *config.Config, p Prices, u Usage) (Report, error) {
 	nat := cfg.Network.NatMode == config.NatSingle
 	if nat {
 		r.Idle = append(r.Idle, Item{"NAT gateway hours and its public IPv4", (p.NATGateway + p.PublicIPv4) * HoursPerMonth})
+	} else {
+		// The lean profile has no NAT: every node has a public IPv4 address instead.
+		r.Idle = append(r.Idle, Item{fmt.Sprintf("%d × public IPv4 of the system nodes (no NAT)", cfg.SystemNodes.Count), n * p.PublicIPv4 * HoursPerMonth})
 	}
 	for _, it := range r.Idle {
 		r.IdleUSD += it.USD
@@ -179,6 +188,9 @@ func estimatePool(pool config.GPUPool, p Prices, u Usage, nat bool) (PoolEstimat
 	}
 	if nat && u.ImageGB > 0 {
 		e.PerBuild = append(e.PerBuild, Item{fmt.Sprintf("%.1f GB image pull through the NAT", u.ImageGB*u.ColdStarts), u.ImageGB * u.ColdStarts * p.NATPerGB})
+	}
+	if !nat {
+		e.PerBuild = append(e.PerBuild, Item{"the GPU node's public IPv4 (no NAT)", hours * p.PublicIPv4})
 	}
 	for _, it := range e.PerBuild {
 		e.BuildUSD += it.USD

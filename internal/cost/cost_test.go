@@ -57,12 +57,19 @@ func TestCostOfTheDefaultStack(t *testing.T) {
 	var out bytes.Buffer
 	require.NoError(t, r.WriteTable(&out))
 	assert.Contains(t, out.String(), "Break-even")
-	assert.Contains(t, out.String(), "upstream.md")
+	for _, source := range []string{"https://aws.amazon.com/eks/pricing/", "https://aws.amazon.com/vpc/pricing/", "https://docs.github.com/en/billing/reference/actions-runner-pricing"} {
+		assert.Contains(t, out.String(), source, "prices cite public sources")
+	}
+	assert.NotContains(t, out.String(), "upstream.md", "no source outside the repository a user cannot open")
 
 	lean, err := cost.Estimate(testkit.DevConfig(t, "natMode", "none"), cost.DefaultPrices(), cost.Usage{BuildsPerDay: 30, MinutesPerBuild: 10, ImageGB: 8, ColdStarts: 1})
 	require.NoError(t, err)
-	near(t, r.IdleUSD-36.5, lean.IdleUSD, "lean idle has no NAT")
-	assert.Len(t, lean.Pools[0].PerBuild, 2, "no NAT data charge without a NAT")
+	near(t, r.IdleUSD-36.5+3.65, lean.IdleUSD, "lean idle has no NAT, but the system node's public IPv4 ($0.005/h)")
+	assert.Contains(t, lean.Idle, cost.Item{What: "1 × public IPv4 of the system nodes (no NAT)", USD: 0.005 * 730})
+	require.Len(t, lean.Pools[0].PerBuild, 3, "no NAT data charge without a NAT")
+	ipv4 := lean.Pools[0].PerBuild[2]
+	assert.Equal(t, "the GPU node's public IPv4 (no NAT)", ipv4.What)
+	near(t, lean.Pools[0].NodeMinutes/60*0.005, ipv4.USD, "the GPU node's IPv4 for its life")
 }
 
 func TestCostNamesAMissingPrice(t *testing.T) {
@@ -87,7 +94,7 @@ func TestLivePricesReplaceTheTable(t *testing.T) {
 	p, err := cost.LivePrices(context.Background(), cost.DefaultPrices(), src, "us-west-2", []string{"t3.medium", "g4dn.xlarge"}, []string{"g4dn.xlarge"})
 	require.NoError(t, err)
 	assert.Contains(t, p.Source, "AWS Pricing API")
-	r, err := cost.Estimate(testkit.DevConfig(t, "gpuPools", `[{"name": "gpu-t4", "instanceTypes": ["g4dn.xlarge"]}]`), p, cost.Usage{BuildsPerDay: 1, MinutesPerBuild: 60})
+	r, err := cost.Estimate(testkit.DevConfig(t, "gpuPools", `[{"name": "gpu-spot", "instanceTypes": ["g4dn.xlarge"]}]`), p, cost.Usage{BuildsPerDay: 1, MinutesPerBuild: 60})
 	require.NoError(t, err)
 	near(t, 0.05*730, r.Idle[1].USD, "the system node at the live price")
 	near(t, 0.2, r.Pools[0].PerBuild[0].USD, "an hour of spot g4dn at the live price (30 s warm window aside)")
