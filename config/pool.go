@@ -36,6 +36,10 @@ type GPUPool struct {
 	// RunnerLabels are registered when the scale set is first created (ARC ≥ 0.14) and
 	// cannot be changed afterwards without recreating it.
 	RunnerLabels []string `json:"runnerLabels"`
+	// RunnerGroup is the GitHub runner group the scale set registers in; "" is the
+	// organization's default group. ARC finds an existing scale set by name within its
+	// group and reuses it, so the group is part of a scale set's identity.
+	RunnerGroup string `json:"runnerGroup,omitempty"`
 	// MaxRunners caps concurrent jobs; each runner takes one GPU.
 	MaxRunners int `json:"maxRunners"`
 	// RunnerImage is the runner container image (pinned; the CUDA toolkit is the job's).
@@ -179,6 +183,9 @@ func (pool GPUPool) problems() []fieldProblem {
 
 	if sn := pool.RunnerScaleSetName; len(sn) > 45 || !dnsLabelRE.MatchString(sn) {
 		bad("runnerScaleSetName", fmt.Sprintf("%q must be lower-case letters, digits and '-', at most 45 characters (ARC's limit)", sn))
+	}
+	if g := pool.RunnerGroup; g != strings.TrimSpace(g) || strings.ContainsAny(g, "\n\t") || len(g) > 100 {
+		bad("runnerGroup", fmt.Sprintf("%q must be a runner group's name as GitHub shows it (no surrounding spaces)", g))
 	}
 	if len(pool.RunnerLabels) == 0 {
 		bad("runnerLabels", "is empty; give at least one label for runs-on")

@@ -131,3 +131,34 @@ func TestStacksDoNotShareClusterNames(t *testing.T) {
 		owner[c.ClusterName] = filepath.Base(f)
 	}
 }
+
+// Stacks that register runners in the same organization and runner group never share a scale
+// set or a label set (ARC would hand one scale set to two clusters).
+func TestStacksDoNotShareScaleSets(t *testing.T) {
+	load := func(files ...string) []*config.Config {
+		var out []*config.Config
+		for _, f := range files {
+			c, err := config.ParseStackFileOffline(f)
+			require.NoError(t, err, f)
+			out = append(out, c)
+		}
+		return out
+	}
+	root := testkit.RepoRoot(t)
+	files, _ := filepath.Glob(filepath.Join(root, "Pulumi.*.yaml"))
+	require.GreaterOrEqual(t, len(files), 2)
+	assert.Empty(t, config.ScaleSetClashes(load(files...)), "the repository's stack files")
+
+	// The prod file as it was: its T4 pool copied dev's scale set name and labels.
+	clashes := config.ScaleSetClashes(load(filepath.Join(root, "Pulumi.dev.yaml"), filepath.Join("testdata", "shared-scale-set", "Pulumi.prod.yaml")))
+	require.Len(t, clashes, 2, "%q", clashes)
+	assert.Contains(t, clashes[0], `stacks dev (pool gpu-spot) and prod (pool gpu-t4), organization luxfi, runner group "Default": both register scale set "lux-gpu-t4"`)
+	assert.Contains(t, clashes[1], "both register labels [amd64,cuda,gpu,linux,self-hosted,t4]")
+
+	// A runner group of its own separates them; so do distinct names and labels.
+	sep := load(filepath.Join(root, "Pulumi.dev.yaml"), filepath.Join("testdata", "shared-scale-set", "Pulumi.prod.yaml"))
+	sep[1].GPUPools[0].RunnerGroup = "production"
+	assert.Empty(t, config.ScaleSetClashes(sep))
+	sep[1].GPUPools[0].RunnerGroup = "default" // GitHub's names ignore case
+	assert.Len(t, config.ScaleSetClashes(sep), 2)
+}

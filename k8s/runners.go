@@ -103,7 +103,7 @@ func ScaleSetValues(pool config.GPUPool, gh config.GitHub) (map[string]any, erro
 	for i, l := range pool.RunnerLabels {
 		labels[i] = l
 	}
-	return map[string]any{
+	values := map[string]any{
 		"githubConfigUrl":    gh.ConfigURL,
 		"githubConfigSecret": wellknown.GitHubSecretName,
 		// Defaults to the release name otherwise; it is also the runs-on label.
@@ -118,7 +118,12 @@ func ScaleSetValues(pool config.GPUPool, gh config.GitHub) (map[string]any, erro
 			"name":      wellknown.ARCServiceAccount,
 		},
 		"template": t,
-	}, nil
+	}
+	if pool.RunnerGroup != "" {
+		// Looked up by name at the org; the group must exist and allow the repositories.
+		values["runnerGroup"] = pool.RunnerGroup
+	}
+	return values, nil
 }
 
 // RunsOn returns the two `runs-on:` forms that reach a pool's scale set.

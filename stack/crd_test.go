@@ -102,6 +102,7 @@ func TestWrongPoolConfigs(t *testing.T) {
 		{name: "more runners than GPUs", pool: `{"name": "gpu", "instanceTypes": ["g4dn.xlarge"], "gpuLimit": 1, "maxRunners": 3}`, wantCfg: "maxRunners: must be 1–gpuLimit (1)"},
 		{name: "zero GPU limit", pool: `{"name": "gpu", "instanceTypes": ["g4dn.xlarge"], "gpuLimit": 0, "maxRunners": 0}`, wantCfg: "gpuLimit: must be 1–64"},
 		{name: "upper-case runner label", pool: `{"name": "gpu", "instanceTypes": ["g4dn.xlarge"], "runnerLabels": ["GPU"]}`, wantCfg: "runnerLabels: \"GPU\""},
+		{name: "runner group with spaces around it", pool: `{"name": "gpu", "instanceTypes": ["g4dn.xlarge"], "runnerGroup": " prod "}`, wantCfg: "runnerGroup"},
 		{name: "scale set name too long", pool: `{"name": "gpu", "instanceTypes": ["g4dn.xlarge"], "runnerScaleSetName": "` + strings.Repeat("x", 46) + `"}`, wantCfg: "runnerScaleSetName"},
 		{name: "unpinned runner image", pool: `{"name": "gpu", "instanceTypes": ["g4dn.xlarge"], "runnerImage": "ghcr.io/actions/actions-runner:latest"}`, wantCfg: "runnerImage"},
 		{name: "misspelt field", pool: `{"name": "gpu", "instanceTypes": ["g4dn.xlarge"], "gpuLimt": 2}`, wantCfg: "unknown field \"gpuLimt\""},

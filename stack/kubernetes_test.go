@@ -96,6 +96,7 @@ func TestRunnerScaleSetValues(t *testing.T) {
 	assert.Equal(t, 0.0, path(v, "minRunners"), "scale to zero")
 	assert.Equal(t, 1.0, path(v, "maxRunners"))
 	assert.Equal(t, map[string]any{"namespace": "arc-systems", "name": "arc-gha-rs-controller"}, path(v, "controllerServiceAccount"))
+	assert.NotContains(t, v, "runnerGroup", "no group: the organization's default")
 
 	tmpl := path(v, "template")
 	assert.Equal(t, "true", path(tmpl, "metadata", "annotations", "karpenter.sh/do-not-disrupt"))
@@ -207,7 +208,7 @@ func TestNodePoolAndNodeClassDev(t *testing.T) {
 func TestSeveralPools(t *testing.T) {
 	m := runDev(t, "gpuPools", `[
 		{"name": "gpu-spot", "instanceTypes": ["g4dn.xlarge"], "runnerScaleSetName": "lux-gpu-t4"},
-		{"name": "gpu-l4x4", "instanceTypes": ["g6.12xlarge"], "capacityTypes": ["spot", "on-demand"], "gpuLimit": 8, "maxRunners": 8}
+		{"name": "gpu-l4x4", "instanceTypes": ["g6.12xlarge"], "capacityTypes": ["spot", "on-demand"], "gpuLimit": 8, "maxRunners": 8, "runnerGroup": "gpu-ci-large"}
 	]`)
 	assert.Len(t, m.all("kubernetes:karpenter.sh/v1:NodePool"), 2)
 	assert.Len(t, m.all("kubernetes:karpenter.k8s.aws/v1:EC2NodeClass"), 2)
@@ -215,6 +216,7 @@ func TestSeveralPools(t *testing.T) {
 	v := big.Inputs["values"]
 	assert.Equal(t, []any{"self-hosted", "linux", "amd64", "cuda", "gpu", "gpu-l4x4"}, path(v, "scaleSetLabels"), "labels derive from the pool name")
 	assert.Equal(t, 8.0, path(v, "maxRunners"))
+	assert.Equal(t, "gpu-ci-large", path(v, "runnerGroup"))
 	// g6.12xlarge: 48 vCPU, 192 GiB, 4 GPUs → per GPU 12 vCPU, 48 GiB → 75%.
 	runner := path(v, "template", "spec", "containers").([]any)[0]
 	assert.Equal(t, map[string]any{"cpu": "9", "memory": "36Gi", "nvidia.com/gpu": "1"}, path(runner, "resources", "requests"))
