@@ -42,9 +42,14 @@ type GPUPool struct {
 	RunnerGroup string `json:"runnerGroup,omitempty"`
 	// MaxRunners caps concurrent jobs; each runner takes one GPU.
 	MaxRunners int `json:"maxRunners"`
-	// RunnerImage is the runner container image (pinned; the CUDA toolkit is the job's).
+	// RunnerImage is the runner container image: by default the current release, pulled on
+	// each start (versions.RunnerImage); set it to pin one by tag or digest.
 	RunnerImage string `json:"runnerImage"`
 }
+
+// FollowsRunnerReleases reports whether the pool runs the current runner release rather than
+// a pinned image.
+func (p GPUPool) FollowsRunnerReleases() bool { return p.RunnerImage == versions.RunnerImage }
 
 // DefaultPool is the pool a stack gets when it configures none: one T4-class spot GPU.
 func DefaultPool() GPUPool {
@@ -201,8 +206,8 @@ func (pool GPUPool) problems() []fieldProblem {
 	if pool.MaxRunners < 1 || pool.MaxRunners > pool.GPULimit {
 		bad("maxRunners", fmt.Sprintf("must be 1–gpuLimit (%d): each runner takes one GPU, got %d", pool.GPULimit, pool.MaxRunners))
 	}
-	if img := pool.RunnerImage; img == "" || strings.HasSuffix(img, ":latest") || !strings.ContainsAny(img, ":@") {
-		bad("runnerImage", fmt.Sprintf("%q must be pinned to a tag or digest", img))
+	if img := pool.RunnerImage; img != versions.RunnerImage && (img == "" || strings.HasSuffix(img, ":latest") || !strings.ContainsAny(img, ":@")) {
+		bad("runnerImage", fmt.Sprintf("%q must be pinned to a tag or digest (or leave runnerImage out to follow the current runner, %s)", img, versions.RunnerImage))
 	}
 	return out
 }

@@ -80,13 +80,23 @@ func RunnerTemplate(pool config.GPUPool) (k8scorev1.PodTemplateSpec, error) {
 			Tolerations:  []k8scorev1.Toleration{{Key: wellknown.GPUTaintKey, Operator: k8scorev1.TolerationOpExists, Effect: k8scorev1.TaintEffectNoSchedule}},
 			Containers: []k8scorev1.Container{{
 				// ARC requires the runner container to be called "runner".
-				Name:      "runner",
-				Image:     pool.RunnerImage,
-				Command:   []string{"/home/runner/run.sh"},
-				Resources: res,
+				Name:            "runner",
+				Image:           pool.RunnerImage,
+				ImagePullPolicy: runnerPullPolicy(pool),
+				Command:         []string{"/home/runner/run.sh"},
+				Resources:       res,
 			}},
 		},
 	}, nil
+}
+
+// runnerPullPolicy pulls the followed image on every start (a node may hold an older
+// :latest); a pinned image never changes, so the node's copy is good.
+func runnerPullPolicy(pool config.GPUPool) k8scorev1.PullPolicy {
+	if pool.FollowsRunnerReleases() {
+		return k8scorev1.PullAlways
+	}
+	return k8scorev1.PullIfNotPresent
 }
 
 // ScaleSetValues are the gha-runner-scale-set values for a pool.

@@ -104,7 +104,7 @@ func TestWrongPoolConfigs(t *testing.T) {
 		{name: "upper-case runner label", pool: `{"name": "gpu", "instanceTypes": ["g4dn.xlarge"], "runnerLabels": ["GPU"]}`, wantCfg: "runnerLabels: \"GPU\""},
 		{name: "runner group with spaces around it", pool: `{"name": "gpu", "instanceTypes": ["g4dn.xlarge"], "runnerGroup": " prod "}`, wantCfg: "runnerGroup"},
 		{name: "scale set name too long", pool: `{"name": "gpu", "instanceTypes": ["g4dn.xlarge"], "runnerScaleSetName": "` + strings.Repeat("x", 46) + `"}`, wantCfg: "runnerScaleSetName"},
-		{name: "unpinned runner image", pool: `{"name": "gpu", "instanceTypes": ["g4dn.xlarge"], "runnerImage": "ghcr.io/actions/actions-runner:latest"}`, wantCfg: "runnerImage"},
+		{name: "unpinned runner image", pool: `{"name": "gpu", "instanceTypes": ["g4dn.xlarge"], "runnerImage": "ghcr.io/luxfi/cuda-runner:latest"}`, wantCfg: "runnerImage"},
 		{name: "misspelt field", pool: `{"name": "gpu", "instanceTypes": ["g4dn.xlarge"], "gpuLimt": 2}`, wantCfg: "unknown field \"gpuLimt\""},
 	}
 	for _, tc := range cases {

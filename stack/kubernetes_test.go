@@ -106,7 +106,8 @@ func TestRunnerScaleSetValues(t *testing.T) {
 	require.Len(t, containers, 1)
 	runner := containers[0]
 	assert.Equal(t, "runner", path(runner, "name"), "ARC requires the container name runner")
-	assert.Equal(t, "ghcr.io/actions/actions-runner:2.334.0", path(runner, "image"))
+	assert.Equal(t, "ghcr.io/actions/actions-runner:latest", path(runner, "image"), "ARC's default: the current runner release")
+	assert.Equal(t, "Always", path(runner, "imagePullPolicy"), "a node may hold an older :latest")
 	assert.Equal(t, []any{"/home/runner/run.sh"}, path(runner, "command"))
 	// Fits g4dn.xlarge and g5.xlarge (4 vCPU, 16 GiB; 3920m / 14481Mi allocatable on g4dn).
 	assert.Equal(t, map[string]any{"cpu": "3", "memory": "12Gi", "nvidia.com/gpu": "1"}, path(runner, "resources", "requests"))
@@ -208,7 +209,7 @@ func TestNodePoolAndNodeClassDev(t *testing.T) {
 func TestSeveralPools(t *testing.T) {
 	m := runDev(t, "gpuPools", `[
 		{"name": "gpu-spot", "instanceTypes": ["g4dn.xlarge"], "runnerScaleSetName": "lux-gpu-t4"},
-		{"name": "gpu-l4x4", "instanceTypes": ["g6.12xlarge"], "capacityTypes": ["spot", "on-demand"], "gpuLimit": 8, "maxRunners": 8, "runnerGroup": "gpu-ci-large"}
+		{"name": "gpu-l4x4", "instanceTypes": ["g6.12xlarge"], "capacityTypes": ["spot", "on-demand"], "gpuLimit": 8, "maxRunners": 8, "runnerGroup": "gpu-ci-large", "runnerImage": "ghcr.io/luxfi/cuda-runner:2.334.0-cuda12.9"}
 	]`)
 	assert.Len(t, m.all("kubernetes:karpenter.sh/v1:NodePool"), 2)
 	assert.Len(t, m.all("kubernetes:karpenter.k8s.aws/v1:EC2NodeClass"), 2)
@@ -220,6 +221,8 @@ func TestSeveralPools(t *testing.T) {
 	// g6.12xlarge: 48 vCPU, 192 GiB, 4 GPUs → per GPU 12 vCPU, 48 GiB → 75%.
 	runner := path(v, "template", "spec", "containers").([]any)[0]
 	assert.Equal(t, map[string]any{"cpu": "9", "memory": "36Gi", "nvidia.com/gpu": "1"}, path(runner, "resources", "requests"))
+	assert.Equal(t, "ghcr.io/luxfi/cuda-runner:2.334.0-cuda12.9", path(runner, "image"))
+	assert.Equal(t, "IfNotPresent", path(runner, "imagePullPolicy"), "a pinned image never changes")
 	edgeFound := false
 	for _, d := range big.Deps() {
 		edgeFound = edgeFound || d == "kubernetes:karpenter.sh/v1:NodePool::gpu-ci-gpu-l4x4-nodepool"

@@ -86,10 +86,14 @@ func ChartNames() []string {
 	return names
 }
 
-// RunnerImage is the default runner container (ARC 0.14.2 ships runner 2.334.0). It has no
-// CUDA toolkit: jobs bring theirs (a CUDA container image or a setup step); the driver comes
-// from the node's AL2023 NVIDIA AMI.
-const RunnerImage = "ghcr.io/actions/actions-runner:2.334.0"
+// RunnerImage is the default runner container: ARC's own default, the current runner
+// release, pulled on every start. It is the one image deliberately not pinned: ARC registers
+// runners with self-update disabled, and GitHub stops sending jobs to a runner version some
+// 30 days after a newer one is released, so a pinned runner left alone for months stops
+// getting jobs (a stack must keep working untouched). A pool may still pin one (runnerImage);
+// gpuci doctor then names the pin when runners are refused as deprecated. It has no CUDA
+// toolkit: jobs bring theirs; the driver comes from the node's AL2023 NVIDIA AMI.
+const RunnerImage = "ghcr.io/actions/actions-runner:latest"
 
 // GPUNodeAMIAlias pins the EKS-optimized AL2023 release for GPU nodes; Karpenter picks its
 // NVIDIA variant for GPU instance types. "latest" would drift every AMI release.

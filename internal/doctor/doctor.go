@@ -43,6 +43,9 @@ type Doctor struct {
 	Cfg  *config.Config
 	// Now is the clock (tests fix it).
 	Now func() time.Time
+	// Logs reads a pod's last lines; nil reads them from the API server (tests replace it:
+	// client-go's fake answers every log request with the same text).
+	Logs func(ctx context.Context, p corev1.Pod, lines int64) ([]byte, error)
 }
 
 // Examine runs every check.
@@ -57,6 +60,7 @@ func (d Doctor) Examine(ctx context.Context) []Finding {
 	gpuNodes, _ := live.GPUNodes(ctx, d.Kube, d.Cfg.GPUPools)
 	return []Finding{
 		d.jobQueued(ctx),
+		d.staleRunner(ctx),
 		d.runnerPending(ctx, claims),
 		d.gpuNotDetected(ctx, gpuNodes),
 		d.spotCapacity(claims),
@@ -119,6 +123,46 @@ func (d Doctor) jobQueued(ctx context.Context) Finding {
 				f.Problem = true
 			}
 		}
+	}
+	return f
+}
+
+// deprecatedRunner is what the runner prints when GitHub refuses its version (actions/runner).
+const deprecatedRunner = "is deprecated and cannot receive messages"
+
+// staleRunner finds runners GitHub refuses as too old: ARC registers them with updates
+// disabled, so a pinned image stops getting jobs some 30 days after a newer runner release.
+func (d Doctor) staleRunner(ctx context.Context) Finding {
+	f := Finding{Symptom: "Job stuck in Queued: runner too old for GitHub", Fix: "a pool that pins runnerImage: remove it (the current runner, pulled on each start) or bump the pin to the current actions/runner release, then pulumi up; a pool that follows the current release: GitHub answered 403, which the runner reports as deprecation (a GitHub incident, or broker.actions.githubusercontent.com blocked by a proxy)"}
+	for _, pool := range d.Cfg.GPUPools {
+		if !pool.FollowsRunnerReleases() {
+			f.Evidence = append(f.Evidence, fmt.Sprintf("pool %s pins runnerImage %s: it will stop getting jobs once GitHub deprecates that runner version", pool.Name, pool.RunnerImage))
+		}
+	}
+	pods, err := d.Kube.CoreV1().Pods(wellknown.RunnersNamespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		f.Evidence = append(f.Evidence, err.Error())
+		return f
+	}
+	for _, p := range pods.Items {
+		raw, err := d.logs(ctx, p, 50)
+		if err != nil {
+			continue // a pod without logs yet says nothing about its version
+		}
+		for _, line := range strings.Split(string(raw), "\n") {
+			if strings.Contains(line, deprecatedRunner) {
+				f.Problem = true
+				image := ""
+				if len(p.Spec.Containers) > 0 {
+					image = p.Spec.Containers[0].Image
+				}
+				f.Evidence = append(f.Evidence, fmt.Sprintf("runner pod %s (%s): %s", p.Name, image, strings.TrimSpace(line)))
+				break
+			}
+		}
+	}
+	if !f.Problem {
+		f.Evidence = append(f.Evidence, "no runner pod reports a deprecated version")
 	}
 	return f
 }
@@ -273,10 +317,16 @@ func (d Doctor) Fix(ctx context.Context) ([]string, error) {
 }
 
 func (d Doctor) logTail(ctx context.Context, p corev1.Pod) string {
-	lines := int64(5)
-	raw, err := d.Kube.CoreV1().Pods(p.Namespace).GetLogs(p.Name, &corev1.PodLogOptions{TailLines: &lines}).DoRaw(ctx)
+	raw, err := d.logs(ctx, p, 5)
 	if err != nil {
 		return "(" + err.Error() + ")"
 	}
 	return strings.Join(strings.Fields(string(bytes.TrimSpace(raw))), " ")
+}
+
+func (d Doctor) logs(ctx context.Context, p corev1.Pod, lines int64) ([]byte, error) {
+	if d.Logs != nil {
+		return d.Logs(ctx, p, lines)
+	}
+	return d.Kube.CoreV1().Pods(p.Namespace).GetLogs(p.Name, &corev1.PodLogOptions{TailLines: &lines}).DoRaw(ctx)
 }

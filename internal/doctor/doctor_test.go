@@ -68,7 +68,7 @@ func problem(findings []doctor.Finding) []string {
 
 func TestDoctorHealthyCluster(t *testing.T) {
 	_, findings, out := examine(t, doctorCluster())
-	assert.Len(t, findings, 7)
+	assert.Len(t, findings, 8)
 	assert.Empty(t, problem(findings), out)
 	assert.Contains(t, out, "listener lux-gpu-t4-listener Running; last log lines: fake logs")
 }
@@ -126,4 +126,34 @@ func TestDoctorFixDeletesTheNodePools(t *testing.T) {
 	assert.Equal(t, []string{"gpu-spot"}, deleted)
 	_, err = d.Dyn.Resource(wellknown.NodePools).Get(context.Background(), "gpu-spot", metav1.GetOptions{})
 	assert.Error(t, err, "the NodePool is gone")
+}
+
+// A runner GitHub refuses as too old is found in its log, and a pinned image is named.
+func TestDoctorNamesAStaleRunner(t *testing.T) {
+	c := doctorCluster()
+	runner := fakecluster.Pod("arc-runners", "lux-gpu-t4-runner-x1", nil, corev1.PodRunning)
+	runner.Spec.Containers = []corev1.Container{{Name: "runner", Image: "ghcr.io/actions/actions-runner:2.334.0"}}
+	c.Objects = append(c.Objects, runner)
+	kube, dyn := c.Clients()
+	cfg := testkit.DevConfig(t)
+	cfg.GPUPools[0].RunnerImage = "ghcr.io/actions/actions-runner:2.334.0"
+	d := doctor.Doctor{Kube: kube, Dyn: dyn, Cfg: cfg, Now: func() time.Time { return doctorNow },
+		Logs: func(_ context.Context, p corev1.Pod, _ int64) ([]byte, error) {
+			if p.Name != runner.Name {
+				return []byte("listening"), nil
+			}
+			return []byte("√ Connected to GitHub\nCurrent runner version: '2.334.0'\nAn error occured: Runner version v2.334.0 is deprecated and cannot receive messages.\nRunner listener exit with terminated error\n"), nil
+		}}
+	findings := d.Examine(context.Background())
+	var out bytes.Buffer
+	doctor.Write(&out, findings)
+	assert.Equal(t, []string{"Job stuck in Queued: runner too old for GitHub"}, problem(findings), out.String())
+	assert.Contains(t, out.String(), "runner pod lux-gpu-t4-runner-x1 (ghcr.io/actions/actions-runner:2.334.0): An error occured: Runner version v2.334.0 is deprecated and cannot receive messages.")
+	assert.Contains(t, out.String(), "pool gpu-spot pins runnerImage ghcr.io/actions/actions-runner:2.334.0")
+	assert.Contains(t, out.String(), "remove it (the current runner, pulled on each start)")
+
+	// The default image follows the releases: nothing pinned to name, no problem.
+	_, findings, text := examine(t, c)
+	assert.Empty(t, problem(findings), text)
+	assert.NotContains(t, text, "pins runnerImage")
 }
