@@ -15,6 +15,9 @@
 // doctor examines the symptoms of the README's troubleshooting table and prints evidence
 // and the fix for each; --fix deletes the GPU NodePools (after confirmation) so Karpenter
 // drains stuck GPU nodes before a destroy.
+//
+// retry re-runs a completed workflow run's failed jobs once, when every one of them failed
+// because one of the stack's runners was lost (a spot interruption).
 package main
 
 import (
@@ -31,6 +34,7 @@ commands:
   verify   check a live cluster against its stack: gpuci verify --stack dev [--kubeconfig PATH] [--json]
   doctor   troubleshoot a live cluster: symptom, evidence, fix: gpuci doctor --stack dev [--fix] [--json]
   quota    the EC2 G and VT vCPU quotas a stack's pools need: gpuci quota --stack dev [--json]
+  retry    re-run a run's jobs once if they lost the stack's runners: gpuci retry --stack dev --repo O/R --run-id N [--dry-run] [--json]
 
 gpuci <command> -h lists a command's flags.
 `
@@ -52,6 +56,8 @@ func main() {
 		err = runDoctor(os.Args[2:])
 	case "quota":
 		err = runQuota(os.Args[2:])
+	case "retry":
+		err = runRetry(os.Args[2:])
 	case "-h", "--help", "help":
 		fmt.Print(usage)
 		return

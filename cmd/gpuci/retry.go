@@ -1,0 +1,78 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/google/go-github/v93/github"
+
+	"github.com/luxfi/lux-gpu-ci/config"
+	"github.com/luxfi/lux-gpu-ci/internal/retry"
+)
+
+// runRetry re-runs a completed workflow run's failed jobs once when every one of them lost
+// one of the stack's runners (see internal/retry). The token is GITHUB_TOKEN (a workflow's
+// own, with actions: write); GITHUB_API_URL points at GitHub Enterprise Server when set.
+func runRetry(args []string) error {
+	fs := flag.NewFlagSet("retry", flag.ExitOnError)
+	stack := fs.String("stack", "dev", "stack whose scale sets' runners count as ours")
+	scaleSets := fs.String("scale-sets", "", "comma-separated scale set names instead of --stack's (where no stack file is at hand)")
+	dir := fs.String("project", ".", "directory holding the stack files")
+	repo := fs.String("repo", os.Getenv("GITHUB_REPOSITORY"), "owner/name of the repository (default $GITHUB_REPOSITORY)")
+	runID := fs.Int64("run-id", 0, "the completed workflow run's ID (github.event.workflow_run.id)")
+	dryRun := fs.Bool("dry-run", false, "decide and print, re-run nothing")
+	asJSON := fs.Bool("json", false, "print the decision as JSON")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	owner, name, ok := strings.Cut(*repo, "/")
+	if !ok || owner == "" || name == "" || *runID <= 0 {
+		return fmt.Errorf("--repo owner/name and --run-id are required (got %q, %d)", *repo, *runID)
+	}
+	token := os.Getenv("GITHUB_TOKEN")
+	if token == "" {
+		return fmt.Errorf("GITHUB_TOKEN is not set: in a workflow, pass ${{ github.token }} with permissions actions: write")
+	}
+	names := strings.Split(*scaleSets, ",")
+	if *scaleSets == "" {
+		cfg, err := config.ParseStackFileOffline(*dir + "/Pulumi." + *stack + ".yaml")
+		if err != nil {
+			return err
+		}
+		names = nil
+		for _, p := range cfg.GPUPools {
+			names = append(names, p.RunnerScaleSetName)
+		}
+	}
+	opts := []github.ClientOptionsFunc{github.WithAuthToken(token)}
+	if api := os.Getenv("GITHUB_API_URL"); api != "" && api != "https://api.github.com" {
+		opts = append(opts, github.WithEnterpriseURLs(api, api))
+	}
+	client, err := github.NewClient(opts...)
+	if err != nil {
+		return err
+	}
+	r := retry.Retrier{Client: client, Owner: owner, Repo: name, ScaleSets: names}
+	ctx := context.Background()
+	d, err := r.Decide(ctx, *runID)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		if err := printJSON(d); err != nil {
+			return err
+		}
+	} else {
+		for _, j := range d.Failed {
+			fmt.Printf("job %d %q on %s: interrupted=%t (%s)\n", j.ID, j.Name, j.Runner, j.Interrupted, j.Evidence)
+		}
+		fmt.Printf("run %d attempt %d: %s\n", d.RunID, d.Attempt, d.Reason)
+	}
+	if *dryRun || !d.Rerun {
+		return nil
+	}
+	return r.Apply(ctx, d)
+}

@@ -1,0 +1,162 @@
+package retry_test
+
+// The retry decision against a fake GitHub REST API (httptest) answering with payloads shaped
+// like GitHub's: a run, its jobs of one attempt, a job's annotations, the re-run endpoint.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/google/go-github/v93/github"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/luxfi/lux-gpu-ci/internal/retry"
+)
+
+const runID = 9001
+
+type fakeJob struct {
+	id          int64
+	name        string
+	conclusion  string
+	runner      string
+	annotations []string
+}
+
+// fakeGitHub serves one run of luxfi/app; it counts re-run requests.
+type fakeGitHub struct {
+	status, conclusion string
+	attempt            int
+	jobs               []fakeJob
+	rerunStatus        int // answer to rerun-failed-jobs (0: 201)
+	reruns             int
+}
+
+func (f *fakeGitHub) serve(t *testing.T) *github.Client {
+	mux := http.NewServeMux()
+	write := func(w http.ResponseWriter, v any) {
+		w.Header().Set("Content-Type", "application/json")
+		require.NoError(t, json.NewEncoder(w).Encode(v))
+	}
+	mux.HandleFunc("GET /repos/luxfi/app/actions/runs/{run}", func(w http.ResponseWriter, r *http.Request) {
+		write(w, map[string]any{"id": runID, "name": "CUDA", "status": f.status, "conclusion": f.conclusion, "run_attempt": f.attempt, "event": "push"})
+	})
+	mux.HandleFunc("GET /repos/luxfi/app/actions/runs/{run}/attempts/{attempt}/jobs", func(w http.ResponseWriter, r *http.Request) {
+		assert.Equal(t, fmt.Sprint(f.attempt), r.PathValue("attempt"), "the latest attempt's jobs")
+		var jobs []map[string]any
+		for _, j := range f.jobs {
+			jobs = append(jobs, map[string]any{"id": j.id, "run_id": runID, "run_attempt": f.attempt, "name": j.name, "status": "completed", "conclusion": j.conclusion,
+				"labels": []string{"lux-gpu-t4"}, "runner_name": j.runner, "runner_group_name": "Default"})
+		}
+		write(w, map[string]any{"total_count": len(jobs), "jobs": jobs})
+	})
+	mux.HandleFunc("GET /repos/luxfi/app/check-runs/{job}/annotations", func(w http.ResponseWriter, r *http.Request) {
+		var out []map[string]any
+		for _, j := range f.jobs {
+			if fmt.Sprint(j.id) == r.PathValue("job") {
+				for _, a := range j.annotations {
+					out = append(out, map[string]any{"path": ".github", "start_line": 1, "end_line": 1, "annotation_level": "failure", "message": a})
+				}
+			}
+		}
+		write(w, out)
+	})
+	mux.HandleFunc("POST /repos/luxfi/app/actions/runs/{run}/rerun-failed-jobs", func(w http.ResponseWriter, r *http.Request) {
+		f.reruns++
+		if f.rerunStatus != 0 {
+			w.WriteHeader(f.rerunStatus)
+			write(w, map[string]any{"message": "This workflow is already running", "documentation_url": "https://docs.github.com/rest"})
+			return
+		}
+		w.WriteHeader(http.StatusCreated)
+		write(w, map[string]any{})
+	})
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	base := srv.URL + "/"
+	c, err := github.NewClient(github.WithURLs(&base, &base), github.WithAuthToken("ghs_test"))
+	require.NoError(t, err)
+	return c
+}
+
+const (
+	shutdown = "The runner has received a shutdown signal. This can happen when the runner service is stopped, or a manually started runner is canceled."
+	lost     = "The self-hosted runner: lux-gpu-t4-7xk2p-runner-abcde lost communication with the server. Verify the machine is running and has a healthy network connection."
+	ourA     = "lux-gpu-t4-7xk2p-runner-abcde"
+	ourB     = "lux-gpu-t4-7xk2p-runner-fghij"
+)
+
+func decideAndApply(t *testing.T, f *fakeGitHub) (retry.Decision, error) {
+	t.Helper()
+	r := retry.Retrier{Client: f.serve(t), Owner: "luxfi", Repo: "app", ScaleSets: []string{"lux-gpu-t4"}}
+	d, err := r.Decide(context.Background(), runID)
+	if err != nil {
+		return d, err
+	}
+	return d, r.Apply(context.Background(), d)
+}
+
+func TestInterruptedJobsAreRerunOnce(t *testing.T) {
+	f := &fakeGitHub{status: "completed", conclusion: "failure", attempt: 1, jobs: []fakeJob{
+		{1, "lint", "success", "GitHub Actions 2", nil},
+		{2, "cuda (12.9)", "failure", ourA, []string{shutdown}},
+		{3, "cuda (13.0)", "failure", ourB, []string{lost}},
+	}}
+	d, err := decideAndApply(t, f)
+	require.NoError(t, err)
+	assert.True(t, d.Rerun, d.Reason)
+	assert.Equal(t, 1, f.reruns, "one re-run of the failed jobs")
+	require.Len(t, d.Failed, 2)
+	assert.Equal(t, "GitHub annotation: "+shutdown, d.Failed[0].Evidence, "says which evidence decided")
+	assert.Contains(t, d.Reason, "re-run failed jobs (attempt 2)")
+
+	// The same event again, after the re-run started: attempt 2 is running.
+	f.status, f.conclusion, f.attempt = "in_progress", "", 2
+	_, err = decideAndApply(t, f)
+	assert.ErrorIs(t, err, retry.ErrInProgress)
+	assert.Equal(t, 1, f.reruns, "idempotent")
+}
+
+func TestNothingIsRerun(t *testing.T) {
+	for name, f := range map[string]*fakeGitHub{
+		"a test step failed": {status: "completed", conclusion: "failure", attempt: 1, jobs: []fakeJob{
+			{2, "cuda", "failure", ourA, []string{"Process completed with exit code 1."}}}},
+		"second attempt": {status: "completed", conclusion: "failure", attempt: 2, jobs: []fakeJob{
+			{2, "cuda", "failure", ourA, []string{shutdown}}}},
+		"another runner's job": {status: "completed", conclusion: "failure", attempt: 1, jobs: []fakeJob{
+			{2, "cuda", "failure", "lux-prod-gpu-t4-7xk2p-runner-abcde", []string{shutdown}},
+			{3, "build", "failure", "ip-10-0-1-5", []string{lost}}}},
+		"one interrupted, one failed by itself": {status: "completed", conclusion: "failure", attempt: 1, jobs: []fakeJob{
+			{2, "cuda", "failure", ourA, []string{shutdown}},
+			{3, "unit", "failure", ourB, []string{"Process completed with exit code 2."}}}},
+		"run succeeded": {status: "completed", conclusion: "success", attempt: 1},
+	} {
+		t.Run(name, func(t *testing.T) {
+			d, err := decideAndApply(t, f)
+			require.NoError(t, err)
+			assert.False(t, d.Rerun, d.Reason)
+			assert.NotEmpty(t, d.Reason, "says why not")
+			assert.Zero(t, f.reruns)
+		})
+	}
+}
+
+func TestRunInProgress(t *testing.T) {
+	f := &fakeGitHub{status: "in_progress", attempt: 1}
+	_, err := decideAndApply(t, f)
+	require.ErrorIs(t, err, retry.ErrInProgress)
+	assert.Contains(t, err.Error(), "run 9001 is in_progress")
+	assert.Zero(t, f.reruns)
+
+	// Completed when read, running again by the time of the re-run: GitHub's 403.
+	f = &fakeGitHub{status: "completed", conclusion: "failure", attempt: 1, rerunStatus: http.StatusForbidden, jobs: []fakeJob{{2, "cuda", "failure", ourA, []string{shutdown}}}}
+	_, err = decideAndApply(t, f)
+	assert.True(t, errors.Is(err, retry.ErrInProgress), "%v", err)
+	assert.Equal(t, 1, f.reruns)
+}
