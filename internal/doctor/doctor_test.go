@@ -68,7 +68,7 @@ func problem(findings []doctor.Finding) []string {
 
 func TestDoctorHealthyCluster(t *testing.T) {
 	_, findings, out := examine(t, doctorCluster())
-	assert.Len(t, findings, 8)
+	assert.Len(t, findings, 9)
 	assert.Empty(t, problem(findings), out)
 	assert.Contains(t, out, "listener lux-gpu-t4-listener Running; last log lines: fake logs")
 }
@@ -99,6 +99,16 @@ func TestDoctorFindsEachSymptom(t *testing.T) {
 		"spot capacity": {func(c *fakecluster.Cluster) {
 			c.Custom = append(c.Custom, nodeClaim("gpu-spot-x2", []any{map[string]any{"type": "Launched", "status": "False", "reason": "InsufficientCapacity", "message": "spot capacity"}}, nil))
 		}, "Spot capacity", "InsufficientCapacity"},
+		"spot interruption": {func(c *fakecluster.Cluster) {
+			runner := fakecluster.Pod("arc-runners", "lux-gpu-t4-7xk2p-runner-abcde", nil, corev1.PodRunning)
+			runner.Spec.NodeName = "ip-10-0-2-2"
+			c.Objects = append(c.Objects, gpuNode(1, time.Minute), runner, &corev1.Event{
+				ObjectMeta:     metav1.ObjectMeta{Namespace: "default", Name: "ip-10-0-2-2.18a"},
+				InvolvedObject: corev1.ObjectReference{Kind: "Node", Name: "ip-10-0-2-2"},
+				Reason:         "SpotInterrupted", Message: "Spot interruption warning was triggered", Type: "Normal",
+				LastTimestamp: metav1.NewTime(doctorNow.Add(-10 * time.Minute)),
+			})
+		}, "Jobs failed by spot interruptions", "2026-12-03T11:50:00Z: node ip-10-0-2-2: Spot interruption warning was triggered; runner pods on it: lux-gpu-t4-7xk2p-runner-abcde"},
 		"cost spike": {func(c *fakecluster.Cluster) { c.Objects = append(c.Objects, gpuNode(1, 3*time.Hour)) }, "Cost spike: GPU nodes up without a job", "has no runner pod, up 3h0m0s"},
 		"spot quota": {func(c *fakecluster.Cluster) {
 			c.Custom = append(c.Custom, nodeClaim("gpu-spot-x4", []any{map[string]any{"type": "Launched", "status": "False", "reason": "LaunchFailed", "message": "creating instance, MaxSpotInstanceCountExceeded: Max spot instance count exceeded"}}, nil))
