@@ -23,8 +23,8 @@ var (
 	emailRE        = regexp.MustCompile(`^[^@\s]+@[^@\s]+\.[^@\s]+$`)
 )
 
-// MaxClusterNameLen keeps derived physical names within AWS limits: the longest is the IAM
-// role "KarpenterController-<cluster>" (64 characters at most) and the policy names.
+// MaxClusterNameLen keeps derived physical names within AWS limits: the longest are the IAM
+// role "<cluster>-karpenter-node" (64 characters at most) and the policy names.
 const MaxClusterNameLen = 40
 
 func (c *Config) validate(p *parser) {

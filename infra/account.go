@@ -8,6 +8,7 @@ import (
 
 	"github.com/pulumi/pulumi-aws/sdk/v6/go/aws"
 	"github.com/pulumi/pulumi-aws/sdk/v6/go/aws/ec2"
+	"github.com/pulumi/pulumi-aws/sdk/v6/go/aws/eks"
 	"github.com/pulumi/pulumi-aws/sdk/v6/go/aws/iam"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
@@ -105,12 +106,19 @@ func skippedNote(skipped []string) string {
 	return "; skipped: " + strings.Join(skipped, "; ")
 }
 
-// checkAdmins refuses an admin principal that is the identity running `pulumi up`: EKS makes
-// the identity that creates the cluster an admin itself (pulumi-eks sets
-// bootstrapClusterCreatorAdminPermissions), and a second access entry for the same principal
-// fails the update with ResourceInUseException.
-func checkAdmins(ctx *pulumi.Context, admins []string, callerArn string) error {
+// checkAdmins refuses an admin principal that is the identity creating the cluster: EKS makes
+// the creator an admin itself (pulumi-eks sets bootstrapClusterCreatorAdminPermissions), and a
+// second access entry for the same principal fails the update with ResourceInUseException.
+// Once the cluster exists, whoever runs `up` may be a listed admin.
+func checkAdmins(ctx *pulumi.Context, cluster string, admins []string, callerArn string) error {
 	if len(admins) == 0 {
+		return nil
+	}
+	existing, err := eks.GetClusters(ctx)
+	if err != nil {
+		return fmt.Errorf("looking up the region's EKS clusters: %w", err)
+	}
+	if slices.Contains(existing.Names, cluster) {
 		return nil
 	}
 	session, err := iam.GetSessionContext(ctx, &iam.GetSessionContextArgs{Arn: callerArn})
@@ -118,8 +126,8 @@ func checkAdmins(ctx *pulumi.Context, admins []string, callerArn string) error {
 		return fmt.Errorf("looking up who runs this update: %w", err)
 	}
 	if slices.Contains(admins, session.IssuerArn) {
-		return fmt.Errorf("%s:%s: %q is the identity running this update; EKS makes the identity that creates the cluster an admin itself, and a second access entry for it fails with ResourceInUseException (fix: remove it from %s:%s in Pulumi.<stack>.yaml; list only other principals)",
-			config.Project, config.KeyAdminPrincipals, session.IssuerArn, config.Project, config.KeyAdminPrincipals)
+		return fmt.Errorf("%s:%s: %q is the identity creating cluster %s; EKS makes the identity that creates the cluster an admin itself, and a second access entry for it fails with ResourceInUseException (fix: remove it from %s:%s in Pulumi.<stack>.yaml; list only other principals)",
+			config.Project, config.KeyAdminPrincipals, session.IssuerArn, cluster, config.Project, config.KeyAdminPrincipals)
 	}
 	return nil
 }

@@ -20,7 +20,7 @@ type Outputs struct {
 	ClusterName string
 	// NodesPublic is true in the lean profile: nodes need a public IP for egress.
 	NodesPublic bool
-	// Zones are the availability zones the network spans, and why (see chooseZones).
+	// Zones are the availability zones the network spans (chooseZones logs why).
 	Zones []Zone
 
 	VpcID            pulumi.StringOutput
@@ -62,7 +62,7 @@ func New(ctx *pulumi.Context, cfg *config.Config) (*Outputs, error) {
 	if err != nil {
 		return nil, fmt.Errorf("looking up the AWS account (are credentials set?): %w", err)
 	}
-	if err := checkAdmins(ctx, cfg.AdminPrincipals, caller.Arn); err != nil {
+	if err := checkAdmins(ctx, cfg.ClusterName, cfg.AdminPrincipals, caller.Arn); err != nil {
 		return nil, err
 	}
 	var existingSpotRole string

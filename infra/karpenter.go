@@ -271,7 +271,9 @@ func (b *karpenterBuilder) controllerRole(nodeRole *iam.Role, queue *sqs.Queue) 
 func (b *karpenterBuilder) spotServiceLinkedRole() error {
 	opts := []pulumi.ResourceOption{b.parent(), pulumi.RetainOnDelete(true)}
 	if arn := b.args.ExistingSpotRoleArn; arn != "" {
-		opts = append(opts, pulumi.Import(pulumi.ID(arn)))
+		// An import fails when the declared inputs differ from the role's; whatever
+		// description or tags the account gave it are its own.
+		opts = append(opts, pulumi.Import(pulumi.ID(arn)), pulumi.IgnoreChanges([]string{"description", "tags"}))
 	}
 	if _, err := iam.NewServiceLinkedRole(b.ctx, b.name+"-spot", &iam.ServiceLinkedRoleArgs{
 		AwsServiceName: pulumi.String("spot.amazonaws.com"),

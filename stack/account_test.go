@@ -52,13 +52,19 @@ func TestTheCallerIsNoAdminPrincipal(t *testing.T) {
 	m.Cloud.CallerArn = "arn:aws:sts::123456789012:assumed-role/platform-ci/gha-1234"
 	err := m.run(testkit.With(testkit.StackConfig(t, "dev"), "adminPrincipals", `["arn:aws:iam::123456789012:role/platform-ci"]`))
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), `lux-gpu-ci:adminPrincipals: "arn:aws:iam::123456789012:role/platform-ci" is the identity running this update`)
+	assert.Contains(t, err.Error(), `lux-gpu-ci:adminPrincipals: "arn:aws:iam::123456789012:role/platform-ci" is the identity creating cluster lux-gpu-ci`)
 	assert.Contains(t, err.Error(), "ResourceInUseException")
 	assert.Empty(t, names(m.programResources()))
 
 	m = newMocks()
 	m.Cloud.CallerArn = "arn:aws:sts::123456789012:assumed-role/platform-ci/gha-1234"
 	require.NoError(t, m.run(testkit.With(testkit.StackConfig(t, "dev"), "adminPrincipals", `["arn:aws:iam::123456789012:role/humans"]`)))
+
+	// Once the cluster exists its creator's entry is settled: a listed admin may run up.
+	m = newMocks()
+	m.Cloud.CallerArn = "arn:aws:sts::123456789012:assumed-role/platform-ci/gha-1234"
+	m.Cloud.Clusters = []string{"other", "lux-gpu-ci"}
+	require.NoError(t, m.run(testkit.With(testkit.StackConfig(t, "dev"), "adminPrincipals", `["arn:aws:iam::123456789012:role/platform-ci"]`)))
 }
 
 // Karpenter cannot launch spot capacity in an account without the EC2 Spot service-linked

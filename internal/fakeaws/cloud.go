@@ -61,6 +61,8 @@ type Cloud struct {
 	// Offerings are the instance types each zone offers, by zone name; a zone not listed
 	// offers every type (nil: every zone offers every type).
 	Offerings map[string][]string `json:"offerings,omitempty"`
+	// Clusters are the EKS clusters the account already has (getClusters).
+	Clusters []string `json:"clusters,omitempty"`
 	// SpotRoleExists: the account already has the EC2 Spot service-linked role, so creating
 	// it again fails, as in AWS.
 	SpotRoleExists bool `json:"spotRoleExists,omitempty"`

@@ -70,6 +70,13 @@ var invokes = map[string]func(c *Cloud, args resource.PropertyMap) (map[string]a
 		}
 		return out, nil
 	},
+	"aws:eks/getClusters:getClusters": func(c *Cloud, _ resource.PropertyMap) (map[string]any, error) {
+		names := []any{}
+		for _, n := range c.Clusters {
+			names = append(names, n)
+		}
+		return map[string]any{"names": names, "id": c.region()}, nil
+	},
 	"aws:index/getRegion:getRegion": func(c *Cloud, _ resource.PropertyMap) (map[string]any, error) {
 		return map[string]any{"name": c.region(), "id": c.region(), "endpoint": "ec2." + c.region() + ".amazonaws.com", "description": c.region()}, nil
 	},
