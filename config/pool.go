@@ -190,7 +190,7 @@ func (pool GPUPool) problems() []fieldProblem {
 		bad("runnerScaleSetName", fmt.Sprintf("%q must be lower-case letters, digits and '-', at most 45 characters (ARC's limit)", sn))
 	}
 	if g := pool.RunnerGroup; g != strings.TrimSpace(g) || strings.ContainsAny(g, "\n\t") || len(g) > 100 {
-		bad("runnerGroup", fmt.Sprintf("%q must be a runner group's name as GitHub shows it (no surrounding spaces)", g))
+		bad("runnerGroup", fmt.Sprintf("%q must be a runner group's name as GitHub shows it (no surrounding spaces, at most 100 characters)", g))
 	}
 	if len(pool.RunnerLabels) == 0 {
 		bad("runnerLabels", "is empty; give at least one label for runs-on")

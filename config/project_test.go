@@ -153,7 +153,15 @@ func TestStacksDoNotShareScaleSets(t *testing.T) {
 	clashes := config.ScaleSetClashes(load(filepath.Join(root, "Pulumi.dev.yaml"), filepath.Join("testdata", "shared-scale-set", "Pulumi.prod.yaml")))
 	require.Len(t, clashes, 2, "%q", clashes)
 	assert.Contains(t, clashes[0], `stacks dev (pool gpu-spot) and prod (pool gpu-t4), organization luxfi, runner group "Default": both register scale set "lux-gpu-t4"`)
-	assert.Contains(t, clashes[1], "both register labels [amd64,cuda,gpu,linux,self-hosted,t4]")
+	assert.Contains(t, clashes[1], "a labels-form runs-on of [amd64,cuda,gpu,linux,self-hosted,t4] also matches [amd64,cuda,gpu,linux,self-hosted,t4]")
+
+	// A label added on one side only is not enough: dev's runs-on still reaches prod.
+	superset := load(filepath.Join(root, "Pulumi.dev.yaml"), filepath.Join("testdata", "shared-scale-set", "Pulumi.prod.yaml"))
+	superset[1].GPUPools[0].RunnerScaleSetName = "lux-prod-gpu-t4"
+	superset[1].GPUPools[0].RunnerLabels = append(superset[1].GPUPools[0].RunnerLabels, "prod")
+	clashes = config.ScaleSetClashes(superset)
+	require.Len(t, clashes, 1, "%q", clashes)
+	assert.Contains(t, clashes[0], "[amd64,cuda,gpu,linux,self-hosted,t4] also matches [amd64,cuda,gpu,linux,prod,self-hosted,t4]")
 
 	// A runner group of its own separates them; so do distinct names and labels.
 	sep := load(filepath.Join(root, "Pulumi.dev.yaml"), filepath.Join("testdata", "shared-scale-set", "Pulumi.prod.yaml"))
