@@ -60,8 +60,14 @@ fi
 
 # The G and VT vCPU quotas the stack's pools need (gpuci quota), against the account's.
 check_quotas() {
-	local capacity code want pools have
+	local capacity code want pools have needs
+	# Not a process substitution: its failure would go unnoticed and the check pass empty.
+	needs=$(go run ./cmd/gpuci quota --stack "$stack") || {
+		problems+=("cannot compute the quotas Pulumi.$stack.yaml needs: go run ./cmd/gpuci quota --stack $stack failed (above)")
+		stop_if_problems
+	}
 	while IFS=$'\t' read -r capacity code want pools; do
+		[[ -n $capacity ]] || continue
 		if ! have=$(aws service-quotas get-service-quota --service-code ec2 --quota-code "$code" --region "$AWS_REGION" --query Quota.Value --output text 2>/dev/null); then
 			problems+=("cannot read the $capacity G and VT vCPU quota ($code); check it: aws service-quotas get-service-quota --service-code ec2 --quota-code $code --region $AWS_REGION")
 			continue
@@ -72,7 +78,7 @@ check_quotas() {
 		else
 			echo "$capacity G and VT vCPU quota ($code): $have, pools $pools need $want"
 		fi
-	done < <(go run ./cmd/gpuci quota --stack "$stack")
+	done <<<"$needs"
 	stop_if_problems
 }
 

@@ -36,13 +36,17 @@ func runRetry(args []string) error {
 	if token == "" {
 		return fmt.Errorf("GITHUB_TOKEN is not set: in a workflow, pass ${{ github.token }} with permissions actions: write")
 	}
-	names := strings.Split(*scaleSets, ",")
-	if *scaleSets == "" {
+	var names []string
+	for _, n := range strings.Split(*scaleSets, ",") {
+		if n = strings.TrimSpace(n); n != "" {
+			names = append(names, n)
+		}
+	}
+	if len(names) == 0 {
 		cfg, err := config.ParseStackFileOffline(*dir + "/Pulumi." + *stack + ".yaml")
 		if err != nil {
 			return err
 		}
-		names = nil
 		for _, p := range cfg.GPUPools {
 			names = append(names, p.RunnerScaleSetName)
 		}

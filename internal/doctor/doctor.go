@@ -154,8 +154,10 @@ func (d Doctor) staleRunner(ctx context.Context) Finding {
 			if strings.Contains(line, deprecatedRunner) {
 				f.Problem = true
 				image := ""
-				if len(p.Spec.Containers) > 0 {
-					image = p.Spec.Containers[0].Image
+				for _, c := range p.Spec.Containers {
+					if c.Name == "runner" || image == "" {
+						image = c.Image
+					}
 				}
 				f.Evidence = append(f.Evidence, fmt.Sprintf("runner pod %s (%s): %s", p.Name, image, strings.TrimSpace(line)))
 				break
@@ -368,5 +370,14 @@ func (d Doctor) logs(ctx context.Context, p corev1.Pod, lines int64) ([]byte, er
 	if d.Logs != nil {
 		return d.Logs(ctx, p, lines)
 	}
-	return d.Kube.CoreV1().Pods(p.Namespace).GetLogs(p.Name, &corev1.PodLogOptions{TailLines: &lines}).DoRaw(ctx)
+	opts := &corev1.PodLogOptions{TailLines: &lines}
+	if len(p.Spec.Containers) > 1 {
+		opts.Container = p.Spec.Containers[0].Name // ARC's runner container comes first
+		for _, c := range p.Spec.Containers {
+			if c.Name == "runner" {
+				opts.Container = c.Name
+			}
+		}
+	}
+	return d.Kube.CoreV1().Pods(p.Namespace).GetLogs(p.Name, opts).DoRaw(ctx)
 }

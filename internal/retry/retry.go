@@ -74,6 +74,11 @@ func (r Retrier) Decide(ctx context.Context, runID int64) (Decision, error) {
 		return d, fmt.Errorf("reading run %d: %w", runID, err)
 	}
 	d.Attempt = run.GetRunAttempt()
+	if run.GetStatus() != "completed" && d.Attempt > 1 {
+		// Re-run already, by us or by hand: nothing to do, and no error (idempotent).
+		d.Reason = fmt.Sprintf("attempt %d is %s: already re-run", d.Attempt, run.GetStatus())
+		return d, nil
+	}
 	if run.GetStatus() != "completed" {
 		return d, fmt.Errorf("run %d is %s: %w; GitHub accepts a re-run only once it completes (call again on its workflow_run completed event)", runID, run.GetStatus(), ErrInProgress)
 	}
@@ -147,6 +152,7 @@ func (r Retrier) Apply(ctx context.Context, d Decision) error {
 	}
 	resp, err := r.Client.Actions.RerunFailedJobsByID(ctx, r.Owner, r.Repo, d.RunID)
 	if err != nil {
+		// GitHub's 403 for a run that is running again ("This workflow is already running").
 		if resp != nil && resp.StatusCode == http.StatusForbidden && strings.Contains(err.Error(), "already running") {
 			return fmt.Errorf("run %d: %w (re-run already started?): %v", d.RunID, ErrInProgress, err)
 		}

@@ -118,8 +118,10 @@ func TestInterruptedJobsAreRerunOnce(t *testing.T) {
 
 	// The same event again, after the re-run started: attempt 2 is running.
 	f.status, f.conclusion, f.attempt = "in_progress", "", 2
-	_, err = decideAndApply(t, f)
-	assert.ErrorIs(t, err, retry.ErrInProgress)
+	d, err = decideAndApply(t, f)
+	require.NoError(t, err, "idempotent: a second call is no error")
+	assert.False(t, d.Rerun)
+	assert.Equal(t, "attempt 2 is in_progress: already re-run", d.Reason)
 	assert.Equal(t, 1, f.reruns, "idempotent")
 }
 
