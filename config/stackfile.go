@@ -79,7 +79,12 @@ func ReadStackFileOffline(path string) (cfg map[string]string, secretKeys []stri
 	return cfg, append(secretKeys, qualify(KeyGitHubToken)), nil
 }
 
-// StackOf is the stack a Pulumi.<stack>.yaml belongs to.
+// StackFile is the path of a stack's Pulumi.<stack>.yaml in the project directory dir.
+func StackFile(dir, stack string) string {
+	return filepath.Join(dir, "Pulumi."+stack+".yaml")
+}
+
+// StackOf is the stack a Pulumi.<stack>.yaml belongs to (the inverse of StackFile).
 func StackOf(path string) string {
 	return strings.TrimSuffix(strings.TrimPrefix(filepath.Base(path), "Pulumi."), filepath.Ext(path))
 }

@@ -43,7 +43,7 @@ func (c clusterCommand) open(args []string) (*config.Config, kubernetes.Interfac
 	if err := c.fs.Parse(args); err != nil {
 		return nil, nil, nil, nil, err
 	}
-	cfg, err := config.ParseStackFileOffline(*c.dir + "/Pulumi." + *c.stack + ".yaml")
+	cfg, err := config.ParseStackFileOffline(config.StackFile(*c.dir, *c.stack))
 	if err != nil {
 		return nil, nil, nil, nil, err
 	}

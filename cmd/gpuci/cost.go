@@ -26,7 +26,7 @@ func runCost(args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	cfg, err := config.ParseStackFileOffline(*dir + "/Pulumi." + *stack + ".yaml")
+	cfg, err := config.ParseStackFileOffline(config.StackFile(*dir, *stack))
 	if err != nil {
 		return err
 	}

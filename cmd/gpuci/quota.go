@@ -20,7 +20,7 @@ func runQuota(args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	cfg, err := config.ParseStackFileOffline(*dir + "/Pulumi." + *stack + ".yaml")
+	cfg, err := config.ParseStackFileOffline(config.StackFile(*dir, *stack))
 	if err != nil {
 		return err
 	}

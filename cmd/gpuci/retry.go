@@ -43,7 +43,7 @@ func runRetry(args []string) error {
 		}
 	}
 	if len(names) == 0 {
-		cfg, err := config.ParseStackFileOffline(*dir + "/Pulumi." + *stack + ".yaml")
+		cfg, err := config.ParseStackFileOffline(config.StackFile(*dir, *stack))
 		if err != nil {
 			return err
 		}

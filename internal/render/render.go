@@ -44,7 +44,7 @@ type Options struct {
 
 // Run renders the stack into opts.Out.
 func Run(opts Options) error {
-	cfg, secretKeys, err := config.ReadStackFileOffline(filepath.Join(opts.ProjectDir, "Pulumi."+opts.Stack+".yaml"))
+	cfg, secretKeys, err := config.ReadStackFileOffline(config.StackFile(opts.ProjectDir, opts.Stack))
 	if err != nil {
 		return err
 	}

@@ -45,7 +45,7 @@ func RepoRoot(t testing.TB) string {
 
 // StackFile is the path of the repository's Pulumi.<stack>.yaml.
 func StackFile(t testing.TB, stack string) string {
-	return filepath.Join(RepoRoot(t), "Pulumi."+stack+".yaml")
+	return config.StackFile(RepoRoot(t), stack)
 }
 
 // StackConfig reads Pulumi.<stack>.yaml as the Pulumi CLI hands it to a program, plus the
