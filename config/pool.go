@@ -45,7 +45,20 @@ type GPUPool struct {
 	// RunnerImage is the runner container image: by default the current release, pulled on
 	// each start (versions.RunnerImage); set it to pin one by tag or digest.
 	RunnerImage string `json:"runnerImage"`
+	// JobForm is where a job's steps run, and so which pod holds the GPU: JobFormRunner or
+	// JobFormContainer.
+	JobForm string `json:"jobForm"`
 }
+
+const (
+	// JobFormRunner runs the steps in the runner container, which holds the GPU. Jobs
+	// without `container:`; no service containers or Docker actions (there is no Docker).
+	JobFormRunner = "runner"
+	// JobFormContainer is ARC's kubernetes-novolume container mode: every job declares
+	// `container:`, the runner (no GPU, on the system nodes) starts it as a pod of its own
+	// through the container hooks, and that job pod holds the GPU on the pool's nodes.
+	JobFormContainer = "container"
+)
 
 // FollowsRunnerReleases reports whether the pool runs the current runner release rather than
 // a pinned image.
@@ -66,6 +79,7 @@ func DefaultPool() GPUPool {
 		RunnerLabels:           []string{"self-hosted", "linux", "amd64", "cuda", "gpu", "t4"},
 		MaxRunners:             1,
 		RunnerImage:            versions.RunnerImage,
+		JobForm:                JobFormRunner,
 	}
 }
 
@@ -208,6 +222,9 @@ func (pool GPUPool) problems() []fieldProblem {
 	}
 	if img := pool.RunnerImage; img != versions.RunnerImage && (img == "" || strings.HasSuffix(img, ":latest") || !strings.ContainsAny(img, ":@")) {
 		bad("runnerImage", fmt.Sprintf("%q must be pinned to a tag or digest (or leave runnerImage out to follow the current runner, %s)", img, versions.RunnerImage))
+	}
+	if pool.JobForm != JobFormRunner && pool.JobForm != JobFormContainer {
+		bad("jobForm", fmt.Sprintf("%q is not %q (steps run in the runner, which holds the GPU) or %q (every job declares container:, and its pod gets the GPU)", pool.JobForm, JobFormRunner, JobFormContainer))
 	}
 	return out
 }

@@ -42,16 +42,19 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"gopkg.in/yaml.v3"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/luxfi/lux-gpu-ci/config"
 	"github.com/luxfi/lux-gpu-ci/internal/chartrender"
@@ -69,7 +72,8 @@ const (
 	token     = "ghp_E2ETOKEN_0123456789"
 	// arcModule is the newest ARC version the Go module proxy serves with the scale-set
 	// charts: v0.27.6 holds chart 0.6.1, not the 0.14.2 the product pins (0.14.x is in no
-	// module version). It still proves the controller/scale-set wiring, names and secret.
+	// module version). The e2e takes the controller chart and its CRDs from it; the scale
+	// sets use the pinned 0.14.2 chart copied into k8s/testdata/charts.
 	arcModule = "github.com/actions/actions-runner-controller@v0.27.6"
 )
 
@@ -115,11 +119,14 @@ func localCharts(t *testing.T) map[string]any {
 	out := map[string]any{}
 	for _, c := range versions.Charts {
 		var dir string
-		if c.Module != "" {
+		switch {
+		case c.Module != "":
 			var err error
 			dir, err = chartrender.Locate(c, t.TempDir())
 			require.NoError(t, err)
-		} else {
+		case c == versions.ARCScaleSetChart:
+			dir = filepath.Join(repoRoot(t), "k8s", "testdata", "charts", c.Name())
+		default:
 			arc, err := chartrender.ModuleDir(arcModule)
 			require.NoError(t, err)
 			dir = filepath.Join(arc, "charts", c.Name())
@@ -332,7 +339,7 @@ func TestWholeProgram(t *testing.T) {
 		require.NoError(t, err)
 		assert.Empty(t, g.Violations(destroyorder.Rules))
 	})
-	t.Run("the cluster holds the Kubernetes layer", func(t *testing.T) { assertCluster(t, ctx, kube) })
+	t.Run("the cluster holds the Kubernetes layer", func(t *testing.T) { assertCluster(t, ctx, restCfg, kube) })
 
 	done = phase(t, "gpuci verify against the API server")
 	verifyHealthyCluster(t, ctx, restCfg, kube)
@@ -492,7 +499,7 @@ func assertFakeCalls(t *testing.T, calls []fakeaws.Call) {
 }
 
 // assertCluster checks what the Kubernetes layer put into the API server.
-func assertCluster(t *testing.T, ctx context.Context, kube dynamic.Interface) {
+func assertCluster(t *testing.T, ctx context.Context, restCfg *rest.Config, kube dynamic.Interface) {
 	np, err := kube.Resource(nodePools).Get(ctx, "gpu-spot", metav1.GetOptions{})
 	require.NoError(t, err, "NodePool")
 	limit, _, _ := unstructured.NestedString(np.Object, "spec", "limits", "nvidia.com/gpu")
@@ -508,7 +515,7 @@ func assertCluster(t *testing.T, ctx context.Context, kube dynamic.Interface) {
 		"kube-system":          {"karpenter-crd", "karpenter"},
 		"nvidia-device-plugin": {"nvidia-device-plugin"},
 		"arc-systems":          {"arc"},
-		"arc-runners":          {"lux-gpu-t4"},
+		"arc-runners":          {"lux-gpu-t4", "lux-gpu-t4-container"},
 	} {
 		for _, rel := range releases {
 			list, err := kube.Resource(secrets).Namespace(ns).List(ctx, metav1.ListOptions{LabelSelector: "owner=helm,status=deployed,name=" + rel})
@@ -529,6 +536,57 @@ func assertCluster(t *testing.T, ctx context.Context, kube dynamic.Interface) {
 	assert.Equal(t, "arc-github-credentials", secretName)
 	_, err = kube.Resource(configMaps).Namespace("kube-system").Get(ctx, "aws-auth", metav1.GetOptions{})
 	assert.True(t, apierrors.IsNotFound(err), "no aws-auth ConfigMap (API authentication only): %v", err)
+	assertContainerForm(t, ctx, restCfg, kube)
+}
+
+// assertContainerForm checks the container-form pool as the API server holds it: the job pod
+// template the runner mounts, the runner's account, and what that account may do according
+// to the API server's own RBAC authorizer.
+func assertContainerForm(t *testing.T, ctx context.Context, restCfg *rest.Config, kube dynamic.Interface) {
+	set, err := kube.Resource(runnerSets).Namespace("arc-runners").Get(ctx, "lux-gpu-t4-container", metav1.GetOptions{})
+	require.NoError(t, err, "the container-form scale set")
+	var tmpl corev1.PodTemplateSpec
+	raw, _, _ := unstructured.NestedMap(set.Object, "spec", "template")
+	require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(raw, &tmpl))
+	assert.Equal(t, wellknown.ContainerHooksServiceAccount, tmpl.Spec.ServiceAccountName)
+	require.Len(t, tmpl.Spec.Volumes, 1)
+	cmName := tmpl.Spec.Volumes[0].ConfigMap.Name
+
+	cm, err := kube.Resource(configMaps).Namespace("arc-runners").Get(ctx, cmName, metav1.GetOptions{})
+	require.NoError(t, err, "the runner mounts ConfigMap %s: it must exist", cmName)
+	data, _, _ := unstructured.NestedStringMap(cm.Object, "data")
+	var job corev1.PodTemplateSpec
+	require.NoError(t, sigsyaml.UnmarshalStrict([]byte(data["job-pod.yaml"]), &job))
+	require.Len(t, job.Spec.Containers, 1)
+	assert.Equal(t, "1", job.Spec.Containers[0].Resources.Limits.Name(wellknown.GPUResource, "").String(), "the job pod gets the GPU")
+	assert.Equal(t, "gpu-spot-container", job.Spec.NodeSelector[wellknown.NodePoolLabel])
+
+	core, err := kubernetes.NewForConfig(restCfg)
+	require.NoError(t, err)
+	runner := "system:serviceaccount:arc-runners:" + wellknown.ContainerHooksServiceAccount
+	for _, c := range []struct {
+		ns, verb, resource, subresource, group string
+		allowed                                bool
+	}{
+		{"arc-runners", "create", "pods", "", "", true},
+		{"arc-runners", "delete", "pods", "", "", true},
+		{"arc-runners", "create", "pods", "exec", "", true},
+		{"arc-runners", "watch", "pods", "log", "", true},
+		{"arc-runners", "create", "secrets", "", "", true},
+		{"arc-runners", "patch", "pods", "", "", false},
+		{"arc-runners", "create", "jobs", "", "batch", false},
+		{"arc-runners", "create", "rolebindings", "", "rbac.authorization.k8s.io", false},
+		{"kube-system", "create", "pods", "", "", false},
+		{"kube-system", "get", "secrets", "", "", false},
+		{"", "list", "nodes", "", "", false},
+	} {
+		review, err := core.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+			User: runner, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:arc-runners", "system:authenticated"},
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: c.ns, Verb: c.verb, Group: c.group, Resource: c.resource, Subresource: c.subresource},
+		}}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		assert.Equal(t, c.allowed, review.Status.Allowed, "may the container-form runner %s %s/%s in %q?", c.verb, c.resource, c.subresource, c.ns)
+	}
 }
 
 // assertClusterEmpty checks that destroy left nothing of ours in the API server.
@@ -582,13 +640,15 @@ func verifyHealthyCluster(t *testing.T, ctx context.Context, restCfg *rest.Confi
 		}(p.ns, p.name)
 	}
 
-	np, err := kube.Resource(nodePools).Get(ctx, "gpu-spot", metav1.GetOptions{})
-	require.NoError(t, err)
-	require.NoError(t, unstructured.SetNestedSlice(np.Object, []any{map[string]any{
-		"type": "Ready", "status": "True", "reason": "Ready", "message": "", "lastTransitionTime": time.Now().UTC().Format(time.RFC3339),
-	}}, "status", "conditions"))
-	_, err = kube.Resource(nodePools).UpdateStatus(ctx, np, metav1.UpdateOptions{})
-	require.NoError(t, err)
+	for _, pool := range []string{"gpu-spot", "gpu-spot-container"} {
+		np, err := kube.Resource(nodePools).Get(ctx, pool, metav1.GetOptions{})
+		require.NoError(t, err)
+		require.NoError(t, unstructured.SetNestedSlice(np.Object, []any{map[string]any{
+			"type": "Ready", "status": "True", "reason": "Ready", "message": "", "lastTransitionTime": time.Now().UTC().Format(time.RFC3339),
+		}}, "status", "conditions"))
+		_, err = kube.Resource(nodePools).UpdateStatus(ctx, np, metav1.UpdateOptions{})
+		require.NoError(t, err)
+	}
 
 	cfg, err := config.ParseStackFileOffline(filepath.Join(repoRoot(t), "Pulumi."+stackName+".yaml"))
 	require.NoError(t, err)
@@ -598,8 +658,9 @@ func verifyHealthyCluster(t *testing.T, ctx context.Context, restCfg *rest.Confi
 	t.Logf("gpuci verify:\n%s", out.String())
 	for _, c := range checks {
 		if strings.HasPrefix(c.Name, "runner scale set ") {
-			// ARC chart 0.6.1 (the newest in a Go module) predates scaleSetLabels, so the
-			// labels cannot match here; the scale set itself must exist.
+			// The scale sets come from chart 0.14.2, but the CRDs from controller chart 0.6.1
+			// (the newest in a Go module), which predates runnerScaleSetLabels: the API
+			// server prunes them, so the labels cannot match here; the scale set must exist.
 			assert.Contains(t, c.Evidence, "runner(s); labels []")
 			continue
 		}

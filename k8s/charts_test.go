@@ -5,12 +5,14 @@ package k8s_test
 
 import (
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	awsapis "github.com/aws/karpenter-provider-aws/pkg/apis"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"helm.sh/helm/v3/pkg/chart/loader"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -141,6 +143,92 @@ func TestDevicePluginChartSchedulesOnGPUNodesOnly(t *testing.T) {
 	ok, err = nodeaffinity.GetRequiredNodeAffinity(runner).Match(gpuNode)
 	require.NoError(t, err)
 	assert.True(t, ok, "the runner's nodeSelector selects the pool's node")
+
+	// In the container form the job pod lands there instead, and the runner on the system node.
+	pool := config.DefaultPool()
+	pool.JobForm = config.JobFormContainer
+	job, err := k8s.JobPodTemplate(pool)
+	require.NoError(t, err)
+	gpuNode.Labels["karpenter.sh/nodepool"] = pool.Name
+	for _, taint := range gpuNode.Spec.Taints {
+		assert.True(t, corev1helpers.TolerationsTolerateTaint(klog.Background(), job.Spec.Tolerations, &taint, false), "the job pod tolerates %s", taint.ToString())
+	}
+	ok, err = nodeaffinity.GetRequiredNodeAffinity(&corev1.Pod{Spec: job.Spec}).Match(gpuNode)
+	require.NoError(t, err)
+	assert.True(t, ok, "the job pod selects the pool's node")
+	tmpl, err = k8s.RunnerTemplate(pool)
+	require.NoError(t, err)
+	for _, taint := range gpuNode.Spec.Taints {
+		assert.False(t, corev1helpers.TolerationsTolerateTaint(klog.Background(), tmpl.Spec.Tolerations, &taint, false), "a container-form runner keeps off GPU nodes")
+	}
+	ok, err = nodeaffinity.GetRequiredNodeAffinity(&corev1.Pod{Spec: tmpl.Spec}).Match(systemNode)
+	require.NoError(t, err)
+	assert.True(t, ok, "a container-form runner runs on the system node")
+}
+
+// Both job forms through ARC's own scale-set chart at the pinned version (k8s/testdata/charts:
+// it is in no Go module): what reaches the AutoscalingRunnerSet's pod template is what each
+// form needs, and the chart adds no permissions of its own.
+func TestScaleSetChartRendersBothJobForms(t *testing.T) {
+	dir := filepath.Join("testdata", "charts", "gha-runner-scale-set")
+	chrt, err := loader.Load(dir)
+	require.NoError(t, err)
+	require.Equal(t, versions.ARCScaleSetChart.Version, chrt.Metadata.Version, "the copy in %s is not the pinned chart: refresh it (see its README)", dir)
+
+	type runnerSet struct {
+		Spec struct {
+			RunnerScaleSetLabels []string               `json:"runnerScaleSetLabels"`
+			Template             corev1.PodTemplateSpec `json:"template"`
+		} `json:"spec"`
+	}
+	render := func(form string) (runnerSet, []chartrender.Object) {
+		pool := config.DefaultPool()
+		pool.JobForm = form
+		values, err := k8s.ScaleSetValues(pool, config.GitHub{ConfigURL: "https://github.com/luxfi"})
+		require.NoError(t, err)
+		objs := renderChart(t, dir, pool.RunnerScaleSetName, wellknown.RunnersNamespace, values)
+		var set runnerSet
+		find(t, objs, "AutoscalingRunnerSet", pool.RunnerScaleSetName, &set)
+		return set, objs
+	}
+	env := func(c corev1.Container) map[string]string {
+		out := map[string]string{}
+		for _, e := range c.Env {
+			out[e.Name] = e.Value
+		}
+		return out
+	}
+	gpu := corev1.ResourceName(wellknown.GPUResource)
+
+	set, objs := render(config.JobFormRunner)
+	assert.Equal(t, config.DefaultPool().RunnerLabels, set.Spec.RunnerScaleSetLabels)
+	pod := set.Spec.Template.Spec
+	assert.Equal(t, "lux-gpu-t4-gha-rs-no-permission", pod.ServiceAccountName, "the runner form needs no Kubernetes API")
+	require.Len(t, pod.Containers, 1)
+	assert.Equal(t, "1", pod.Containers[0].Resources.Limits.Name(gpu, "").String(), "the runner holds the GPU")
+	assert.Equal(t, map[string]string{wellknown.NodePoolLabel: "gpu-spot"}, pod.NodeSelector)
+	assert.Empty(t, env(pod.Containers[0]), "no container hooks")
+
+	set, objs = render(config.JobFormContainer)
+	pod = set.Spec.Template.Spec
+	assert.Equal(t, wellknown.ContainerHooksServiceAccount, pod.ServiceAccountName)
+	for _, o := range objs {
+		assert.False(t, o.Kind == "ServiceAccount" || strings.HasSuffix(o.Name, "-kube-mode"), "the chart adds %s/%s: our account replaces it", o.Kind, o.Name)
+	}
+	require.Len(t, pod.Containers, 1)
+	runner := pod.Containers[0]
+	assert.True(t, runner.Resources.Limits.Name(gpu, "").IsZero(), "the runner has no GPU: the job pod does")
+	assert.Empty(t, pod.Tolerations)
+	assert.Equal(t, map[string]string{wellknown.SystemNodeLabel: wellknown.SystemNodeValue}, pod.NodeSelector)
+	e := env(runner)
+	assert.Equal(t, "/home/runner/job-pod-template/job-pod.yaml", e["ACTIONS_RUNNER_CONTAINER_HOOK_TEMPLATE"], "our variable survives the chart's merge")
+	assert.Equal(t, "/home/runner/k8s-novolume/index.js", e["ACTIONS_RUNNER_CONTAINER_HOOKS"], "the chart sets the hooks")
+	assert.Equal(t, "true", e["ACTIONS_RUNNER_REQUIRE_JOB_CONTAINER"])
+	require.Len(t, runner.VolumeMounts, 1)
+	require.Len(t, pod.Volumes, 1)
+	assert.Equal(t, runner.VolumeMounts[0].Name, pod.Volumes[0].Name)
+	assert.Equal(t, "lux-gpu-t4-job-pod", pod.Volumes[0].ConfigMap.Name)
+	assert.Equal(t, "/home/runner/job-pod-template", runner.VolumeMounts[0].MountPath)
 }
 
 // The Karpenter chart version, the module the tests take its charts and CRDs from, and the

@@ -7,6 +7,7 @@ import (
 
 	corev1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/core/v1"
 	metav1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/meta/v1"
+	rbacv1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/rbac/v1"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	k8scorev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -63,9 +64,16 @@ func RunnerResources(pool config.GPUPool) (k8scorev1.ResourceRequirements, error
 	}, nil
 }
 
-// RunnerTemplate is the runner pod: one GPU, on its pool's nodes, never disrupted by
-// consolidation while a job runs.
+// gpuToleration lets a pod onto GPU nodes (the NodePools' taint).
+var gpuToleration = k8scorev1.Toleration{Key: wellknown.GPUTaintKey, Operator: k8scorev1.TolerationOpExists, Effect: k8scorev1.TaintEffectNoSchedule}
+
+// RunnerTemplate is a pool's runner pod. In the runner form it holds the GPU: one GPU, on
+// its pool's nodes, never disrupted by consolidation while a job runs. In the container form
+// the job pod holds it instead (JobPodTemplate).
 func RunnerTemplate(pool config.GPUPool) (k8scorev1.PodTemplateSpec, error) {
+	if pool.JobForm == config.JobFormContainer {
+		return containerFormRunnerTemplate(pool), nil
+	}
 	res, err := RunnerResources(pool)
 	if err != nil {
 		return k8scorev1.PodTemplateSpec{}, err
@@ -77,7 +85,7 @@ func RunnerTemplate(pool config.GPUPool) (k8scorev1.PodTemplateSpec, error) {
 		},
 		Spec: k8scorev1.PodSpec{
 			NodeSelector: map[string]string{wellknown.NodePoolLabel: pool.Name},
-			Tolerations:  []k8scorev1.Toleration{{Key: wellknown.GPUTaintKey, Operator: k8scorev1.TolerationOpExists, Effect: k8scorev1.TaintEffectNoSchedule}},
+			Tolerations:  []k8scorev1.Toleration{gpuToleration},
 			Containers: []k8scorev1.Container{{
 				// ARC requires the runner container to be called "runner".
 				Name:            "runner",
@@ -132,6 +140,11 @@ func ScaleSetValues(pool config.GPUPool, gh config.GitHub) (map[string]any, erro
 	if pool.RunnerGroup != "" {
 		// Looked up by name at the org; the group must exist and allow the repositories.
 		values["runnerGroup"] = pool.RunnerGroup
+	}
+	if pool.JobForm == config.JobFormContainer {
+		// ARC ≥ 0.13: job pods through the container hooks, no work volume (no PVC, so no
+		// EBS CSI driver or StorageClass).
+		values["containerMode"] = map[string]any{"type": "kubernetes-novolume"}
 	}
 	return values, nil
 }
@@ -194,6 +207,11 @@ func NewRunners(ctx *pulumi.Context, name string, args *RunnersArgs, opts ...pul
 		return nil, err
 	}
 
+	hooks, err := newContainerHooks(ctx, name, args.Pools, parent, pulumi.DependsOn([]pulumi.Resource{runnersNS}))
+	if err != nil {
+		return nil, err
+	}
+
 	runsOn := pulumi.StringMapMap{}
 	for _, pool := range args.Pools {
 		vals, err := ScaleSetValues(pool, args.GitHub)
@@ -204,6 +222,9 @@ func NewRunners(ctx *pulumi.Context, name string, args *RunnersArgs, opts ...pul
 		if np := args.NodePools[pool.Name]; np != nil {
 			deps = append(deps, np)
 		}
+		// A container-form scale set's runners need their account and job pod template
+		// until the last of them is gone.
+		deps = append(deps, hooks[pool.Name]...)
 		if _, err := newRelease(ctx, name+"-"+pool.RunnerScaleSetName, release{
 			Name: pool.RunnerScaleSetName, Namespace: wellknown.RunnersNamespace, Chart: args.ScaleSetChart,
 			Values: vals, SkipAwait: args.SkipAwait,
@@ -218,4 +239,70 @@ func NewRunners(ctx *pulumi.Context, name string, args *RunnersArgs, opts ...pul
 		return nil, err
 	}
 	return r, nil
+}
+
+// newContainerHooks creates what container-form pools' runners use: one ServiceAccount, Role
+// and RoleBinding (ContainerHooksRules) shared by them, and each pool's job pod template. It
+// returns, by pool name, the resources a pool's scale set depends on (none for runner-form
+// pools; nothing at all when no pool uses the container form).
+func newContainerHooks(ctx *pulumi.Context, name string, pools []config.GPUPool, opts ...pulumi.ResourceOption) (map[string][]pulumi.Resource, error) {
+	byPool := map[string][]pulumi.Resource{}
+	var rbac []pulumi.Resource
+	for _, pool := range pools {
+		if pool.JobForm != config.JobFormContainer {
+			continue
+		}
+		if rbac == nil {
+			var err error
+			if rbac, err = newContainerHooksRBAC(ctx, name, opts...); err != nil {
+				return nil, err
+			}
+		}
+		tmpl, err := JobPodTemplateYAML(pool)
+		if err != nil {
+			return nil, err
+		}
+		cm, err := corev1.NewConfigMap(ctx, name+"-"+HookTemplateConfigMapName(pool), &corev1.ConfigMapArgs{
+			Metadata: &metav1.ObjectMetaArgs{Name: pulumi.String(HookTemplateConfigMapName(pool)), Namespace: pulumi.String(wellknown.RunnersNamespace)},
+			Data:     pulumi.StringMap{hookTemplateKey: pulumi.String(tmpl)},
+		}, opts...)
+		if err != nil {
+			return nil, err
+		}
+		byPool[pool.Name] = append([]pulumi.Resource{cm}, rbac...)
+	}
+	return byPool, nil
+}
+
+func newContainerHooksRBAC(ctx *pulumi.Context, name string, opts ...pulumi.ResourceOption) ([]pulumi.Resource, error) {
+	meta := &metav1.ObjectMetaArgs{Name: pulumi.String(wellknown.ContainerHooksServiceAccount), Namespace: pulumi.String(wellknown.RunnersNamespace)}
+	sa, err := corev1.NewServiceAccount(ctx, name+"-container-hooks", &corev1.ServiceAccountArgs{Metadata: meta}, opts...)
+	if err != nil {
+		return nil, err
+	}
+	var rules rbacv1.PolicyRuleArray
+	for _, r := range ContainerHooksRules() {
+		rules = append(rules, rbacv1.PolicyRuleArgs{
+			ApiGroups: pulumi.ToStringArray(r.APIGroups),
+			Resources: pulumi.ToStringArray(r.Resources),
+			Verbs:     pulumi.ToStringArray(r.Verbs),
+		})
+	}
+	role, err := rbacv1.NewRole(ctx, name+"-container-hooks", &rbacv1.RoleArgs{Metadata: meta, Rules: rules}, opts...)
+	if err != nil {
+		return nil, err
+	}
+	binding, err := rbacv1.NewRoleBinding(ctx, name+"-container-hooks", &rbacv1.RoleBindingArgs{
+		Metadata: meta,
+		RoleRef: rbacv1.RoleRefArgs{
+			ApiGroup: pulumi.String("rbac.authorization.k8s.io"), Kind: pulumi.String("Role"), Name: pulumi.String(wellknown.ContainerHooksServiceAccount),
+		},
+		Subjects: rbacv1.SubjectArray{rbacv1.SubjectArgs{
+			Kind: pulumi.String("ServiceAccount"), Name: pulumi.String(wellknown.ContainerHooksServiceAccount), Namespace: pulumi.String(wellknown.RunnersNamespace),
+		}},
+	}, append(opts, pulumi.DependsOn([]pulumi.Resource{sa, role}))...)
+	if err != nil {
+		return nil, err
+	}
+	return []pulumi.Resource{sa, role, binding}, nil
 }

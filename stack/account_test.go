@@ -103,9 +103,9 @@ func TestAStackWithoutAClusterNameGetsItsOwnNames(t *testing.T) {
 func TestDevStackUsesTheRunbooksNames(t *testing.T) {
 	m := runDev(t)
 	assert.Equal(t, "lux-gpu-ci", m.one(t, "eks:index:Cluster").Inputs["name"])
-	assert.Equal(t, "gpu-spot", path(m.one(t, "kubernetes:karpenter.sh/v1:NodePool").Inputs, "metadata", "name"))
+	assert.Equal(t, "gpu-spot", path(m.get(t, "kubernetes:karpenter.sh/v1:NodePool", "gpu-ci-gpu-spot-nodepool").Inputs, "metadata", "name"))
 	assert.Equal(t, "lux-gpu-ci-karpenter-node", m.get(t, "aws:iam/role:Role", "karpenter-node-role").Inputs["name"])
-	assert.Equal(t, "gpu-ci", path(m.one(t, "kubernetes:karpenter.sh/v1:NodePool").Inputs["spec"], "template", "metadata", "labels", "workload"))
+	assert.Equal(t, "gpu-ci", path(m.get(t, "kubernetes:karpenter.sh/v1:NodePool", "gpu-ci-gpu-spot-nodepool").Inputs["spec"], "template", "metadata", "labels", "workload"))
 	assert.Equal(t, "lux-gpu-ci", m.one(t, "aws:ec2/tag:Tag").Inputs["value"], "karpenter.sh/discovery=lux-gpu-ci")
 	assert.Equal(t, "lux-gpu-t4", path(releaseNamed(t, m, "lux-gpu-t4").Inputs["values"], "runnerScaleSetName"))
 }

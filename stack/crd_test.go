@@ -19,10 +19,14 @@ import (
 func TestDevStackObjectsPassKarpenterCRDs(t *testing.T) {
 	v := karpentercrd.Validator(t)
 	m := runDev(t)
+	var objects []registered
 	for _, typ := range []string{"kubernetes:karpenter.sh/v1:NodePool", "kubernetes:karpenter.k8s.aws/v1:EC2NodeClass"} {
-		r := m.one(t, typ)
+		objects = append(objects, m.all(typ)...)
+	}
+	require.Len(t, objects, 4, "two pools")
+	for _, r := range objects {
 		obj := map[string]any{"apiVersion": r.Inputs["apiVersion"], "kind": r.Inputs["kind"], "metadata": r.Inputs["metadata"], "spec": r.Inputs["spec"]}
-		assert.Empty(t, v.Validate(obj), "%s as registered", typ)
+		assert.Empty(t, v.Validate(obj), "%s as registered", r.Key())
 	}
 }
 
@@ -105,6 +109,7 @@ func TestWrongPoolConfigs(t *testing.T) {
 		{name: "runner group with spaces around it", pool: `{"name": "gpu", "instanceTypes": ["g4dn.xlarge"], "runnerGroup": " prod "}`, wantCfg: "runnerGroup"},
 		{name: "scale set name too long", pool: `{"name": "gpu", "instanceTypes": ["g4dn.xlarge"], "runnerScaleSetName": "` + strings.Repeat("x", 46) + `"}`, wantCfg: "runnerScaleSetName"},
 		{name: "unpinned runner image", pool: `{"name": "gpu", "instanceTypes": ["g4dn.xlarge"], "runnerImage": "ghcr.io/luxfi/cuda-runner:latest"}`, wantCfg: "runnerImage"},
+		{name: "unknown job form", pool: `{"name": "gpu", "instanceTypes": ["g4dn.xlarge"], "jobForm": "dind"}`, wantCfg: `jobForm: "dind" is not "runner"`},
 		{name: "misspelt field", pool: `{"name": "gpu", "instanceTypes": ["g4dn.xlarge"], "gpuLimt": 2}`, wantCfg: "unknown field \"gpuLimt\""},
 	}
 	for _, tc := range cases {

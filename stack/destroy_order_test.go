@@ -32,23 +32,35 @@ func TestDestroyOrder(t *testing.T) {
 		edge(karpenter, "aws:iam/rolePolicyAttachment:RolePolicyAttachment::karpenter-"+p, "the controller keeps its permissions while it drains")
 	}
 
-	nodeClass := m.one(t, "kubernetes:karpenter.k8s.aws/v1:EC2NodeClass")
-	nodePool := m.one(t, "kubernetes:karpenter.sh/v1:NodePool")
-	edge(nodeClass, karpenter.Key(), "Karpenter terminates the instances when the class goes")
-	edge(nodeClass, "aws:iam/role:Role::karpenter-node-role", "the class names the node role")
-	edge(nodePool, nodeClass.Key(), "the pool references the class")
-	edge(nodePool, karpenter.Key(), "Karpenter drains the pool's nodes")
-	for _, cr := range []registered{nodeClass, nodePool} {
-		assert.Equal(t, "30m", cr.Raw.RegisterRPC.GetCustomTimeouts().GetDelete(), "%s gets time to drain", cr.Key())
-		assert.True(t, cr.Raw.RegisterRPC.GetDeleteBeforeReplace(), "%s is named: replace must delete first", cr.Key())
-		assert.False(t, cr.Raw.RegisterRPC.GetRetainOnDelete(), cr.Key())
-		assert.Empty(t, cr.Raw.RegisterRPC.GetDeletedWith(), "%s must really be deleted, or instances leak", cr.Key())
-	}
+	for _, pool := range []struct{ name, scaleSet string }{{"gpu-spot", "lux-gpu-t4"}, {"gpu-spot-container", "lux-gpu-t4-container"}} {
+		nodeClass := m.get(t, "kubernetes:karpenter.k8s.aws/v1:EC2NodeClass", "gpu-ci-"+pool.name+"-nodeclass")
+		nodePool := m.get(t, "kubernetes:karpenter.sh/v1:NodePool", "gpu-ci-"+pool.name+"-nodepool")
+		edge(nodeClass, karpenter.Key(), "Karpenter terminates the instances when the class goes")
+		edge(nodeClass, "aws:iam/role:Role::karpenter-node-role", "the class names the node role")
+		edge(nodePool, nodeClass.Key(), "the pool references the class")
+		edge(nodePool, karpenter.Key(), "Karpenter drains the pool's nodes")
+		for _, cr := range []registered{nodeClass, nodePool} {
+			assert.Equal(t, "30m", cr.Raw.RegisterRPC.GetCustomTimeouts().GetDelete(), "%s gets time to drain", cr.Key())
+			assert.True(t, cr.Raw.RegisterRPC.GetDeleteBeforeReplace(), "%s is named: replace must delete first", cr.Key())
+			assert.False(t, cr.Raw.RegisterRPC.GetRetainOnDelete(), cr.Key())
+			assert.Empty(t, cr.Raw.RegisterRPC.GetDeletedWith(), "%s must really be deleted, or instances leak", cr.Key())
+		}
 
-	scaleSet := releaseNamed(t, m, "lux-gpu-t4")
-	edge(scaleSet, nodePool.Key(), "runners go before their nodes")
-	edge(scaleSet, releaseNamed(t, m, "arc").Key(), "the controller cleans up its runners")
-	edge(scaleSet, "kubernetes:core/v1:Secret::gpu-ci-arc-github", "runners register with it")
+		scaleSet := releaseNamed(t, m, pool.scaleSet)
+		edge(scaleSet, nodePool.Key(), "runners go before their nodes")
+		edge(scaleSet, releaseNamed(t, m, "arc").Key(), "the controller cleans up its runners")
+		edge(scaleSet, "kubernetes:core/v1:Secret::gpu-ci-arc-github", "runners register with it")
+	}
+	// A container-form runner deletes its job pod with the hooks' account as it ends.
+	containerSet := releaseNamed(t, m, "lux-gpu-t4-container")
+	for _, dep := range []string{
+		"kubernetes:core/v1:ConfigMap::gpu-ci-arc-lux-gpu-t4-container-job-pod",
+		"kubernetes:core/v1:ServiceAccount::gpu-ci-arc-container-hooks",
+		"kubernetes:rbac.authorization.k8s.io/v1:Role::gpu-ci-arc-container-hooks",
+		"kubernetes:rbac.authorization.k8s.io/v1:RoleBinding::gpu-ci-arc-container-hooks",
+	} {
+		edge(containerSet, dep, "its runners and their job pods need it until they are gone")
+	}
 	runnersNS := m.get(t, "kubernetes:core/v1:Namespace", "gpu-ci-arc-runners")
 	edge(runnersNS, releaseNamed(t, m, "arc").Key(), "only the controller removes ARC's cleanup finalizers, so the namespace goes first")
 

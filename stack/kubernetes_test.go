@@ -9,6 +9,10 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
+	"k8s.io/klog/v2"
+	"sigs.k8s.io/yaml"
 
 	"github.com/luxfi/lux-gpu-ci/internal/testkit"
 )
@@ -21,6 +25,7 @@ func TestHelmReleasesArePinned(t *testing.T) {
 		{"nvidia-device-plugin", "nvidia-device-plugin", "nvidia-device-plugin", "https://nvidia.github.io/k8s-device-plugin", "0.19.3"},
 		{"arc", "arc-systems", "oci://ghcr.io/actions/actions-runner-controller-charts/gha-runner-scale-set-controller", "", "0.14.2"},
 		{"lux-gpu-t4", "arc-runners", "oci://ghcr.io/actions/actions-runner-controller-charts/gha-runner-scale-set", "", "0.14.2"},
+		{"lux-gpu-t4-container", "arc-runners", "oci://ghcr.io/actions/actions-runner-controller-charts/gha-runner-scale-set", "", "0.14.2"},
 	}
 	require.Len(t, m.all("kubernetes:helm.sh/v3:Release"), len(want))
 	for _, w := range want {
@@ -169,7 +174,7 @@ func TestGitHubAppCredentials(t *testing.T) {
 
 func TestNodePoolAndNodeClassDev(t *testing.T) {
 	m := runDev(t)
-	np := m.one(t, "kubernetes:karpenter.sh/v1:NodePool")
+	np := m.get(t, "kubernetes:karpenter.sh/v1:NodePool", "gpu-ci-gpu-spot-nodepool")
 	assert.Equal(t, "karpenter.sh/v1", np.Inputs["apiVersion"])
 	assert.Equal(t, "gpu-spot", path(np.Inputs, "metadata", "name"))
 	spec := np.Inputs["spec"]
@@ -188,7 +193,7 @@ func TestNodePoolAndNodeClassDev(t *testing.T) {
 	assert.Equal(t, "30s", path(spec, "disruption", "consolidateAfter"))
 	assert.Equal(t, map[string]any{"nvidia.com/gpu": "1"}, path(spec, "limits"))
 
-	nc := m.one(t, "kubernetes:karpenter.k8s.aws/v1:EC2NodeClass")
+	nc := m.get(t, "kubernetes:karpenter.k8s.aws/v1:EC2NodeClass", "gpu-ci-gpu-spot-nodeclass")
 	ncs := nc.Inputs["spec"]
 	assert.Equal(t, "lux-gpu-ci-karpenter-node", path(ncs, "role"))
 	assert.Equal(t, []any{map[string]any{"alias": "al2023@v20260714"}}, path(ncs, "amiSelectorTerms"))
@@ -203,7 +208,7 @@ func TestNodePoolAndNodeClassDev(t *testing.T) {
 	assert.Equal(t, map[string]any{"env": "dev", "team": "platform"}, path(ncs, "tags"))
 
 	lean := runDev(t, "natMode", "none")
-	assert.Equal(t, true, path(lean.one(t, "kubernetes:karpenter.k8s.aws/v1:EC2NodeClass").Inputs["spec"], "associatePublicIPAddress"), "lean nodes need a public IP for egress")
+	assert.Equal(t, true, path(lean.get(t, "kubernetes:karpenter.k8s.aws/v1:EC2NodeClass", "gpu-ci-gpu-spot-nodeclass").Inputs["spec"], "associatePublicIPAddress"), "lean nodes need a public IP for egress")
 }
 
 func TestSeveralPools(t *testing.T) {
@@ -235,4 +240,74 @@ func TestSeveralPools(t *testing.T) {
 				map[string]any{"key": "karpenter.sh/capacity-type", "operator": "In", "values": []any{"spot", "on-demand"}})
 		}
 	}
+}
+
+// The container form: the runner pod (no GPU, system nodes, the hooks' account, the job pod
+// template mounted) starts each job's `container:` as a pod that holds the GPU on the pool's
+// nodes. The runner form is untouched and creates none of this.
+func TestContainerJobForm(t *testing.T) {
+	runnerOnly := runDev(t, "gpuPools", `[{"name": "gpu-spot", "instanceTypes": ["g4dn.xlarge"], "runnerScaleSetName": "lux-gpu-t4"}]`)
+	assert.Empty(t, runnerOnly.all("kubernetes:core/v1:ServiceAccount"), "no container-form pool: no hooks account")
+	assert.Empty(t, runnerOnly.all("kubernetes:core/v1:ConfigMap"))
+	assert.Empty(t, runnerOnly.all("kubernetes:rbac.authorization.k8s.io/v1:Role"))
+
+	// The dev stack has one pool of each form.
+	m := runDev(t)
+	assert.NotContains(t, releaseNamed(t, m, "lux-gpu-t4").Inputs["values"], "containerMode", "runner form: ARC's default mode")
+	v := releaseNamed(t, m, "lux-gpu-t4-container").Inputs["values"]
+	assert.Equal(t, map[string]any{"type": "kubernetes-novolume"}, path(v, "containerMode"))
+	tmpl := path(v, "template")
+	assert.Equal(t, "arc-container-hooks", path(tmpl, "spec", "serviceAccountName"), "set, so the chart makes no Role of its own")
+	assert.Equal(t, map[string]any{"lux-gpu-ci.luxfi.com/node-role": "system"}, path(tmpl, "spec", "nodeSelector"), "the runner pod is no GPU pod")
+	assert.Nil(t, path(tmpl, "spec", "tolerations"), "cannot land on (and keep up) a GPU node")
+	assert.Nil(t, path(tmpl, "metadata", "annotations"), "system nodes are not Karpenter's to disrupt")
+	runner := path(tmpl, "spec", "containers").([]any)[0]
+	assert.Equal(t, "runner", path(runner, "name"))
+	assert.Equal(t, map[string]any{"cpu": "100m", "memory": "384Mi"}, path(runner, "resources", "requests"), "no GPU")
+	assert.Equal(t, map[string]any{"memory": "1Gi"}, path(runner, "resources", "limits"))
+	assert.Equal(t, []any{map[string]any{"name": "ACTIONS_RUNNER_CONTAINER_HOOK_TEMPLATE", "value": "/home/runner/job-pod-template/job-pod.yaml"}}, path(runner, "env"))
+	assert.Equal(t, []any{map[string]any{"name": "job-pod-template", "mountPath": "/home/runner/job-pod-template", "readOnly": true}}, path(runner, "volumeMounts"))
+	assert.Equal(t, []any{map[string]any{"name": "job-pod-template", "configMap": map[string]any{"name": "lux-gpu-t4-container-job-pod"}}}, path(tmpl, "spec", "volumes"))
+
+	// The job pod template, read back as the hooks read it.
+	cm := m.one(t, "kubernetes:core/v1:ConfigMap")
+	assert.Equal(t, "lux-gpu-t4-container-job-pod", path(cm.Inputs, "metadata", "name"))
+	assert.Equal(t, "arc-runners", path(cm.Inputs, "metadata", "namespace"))
+	var job corev1.PodTemplateSpec
+	require.NoError(t, yaml.UnmarshalStrict([]byte(path(cm.Inputs, "data", "job-pod.yaml").(string)), &job))
+	assert.Equal(t, map[string]string{"karpenter.sh/do-not-disrupt": "true"}, job.Annotations)
+	assert.Equal(t, map[string]string{"lux-gpu-ci.luxfi.com/pool": "gpu-spot-container"}, job.Labels)
+	assert.Equal(t, map[string]string{"karpenter.sh/nodepool": "gpu-spot-container"}, job.Spec.NodeSelector)
+	taint := corev1.Taint{Key: "nvidia.com/gpu", Value: "present", Effect: corev1.TaintEffectNoSchedule}
+	assert.True(t, corev1helpers.TolerationsTolerateTaint(klog.Background(), job.Spec.Tolerations, &taint, false), "the job pod tolerates the GPU taint")
+	require.Len(t, job.Spec.Containers, 1)
+	assert.Equal(t, "$job", job.Spec.Containers[0].Name, "merged into the job container, not added as a sidecar")
+	assert.Empty(t, job.Spec.Containers[0].Image, "the workflow's container: names the image")
+	res := job.Spec.Containers[0].Resources
+	assert.Equal(t, "1", res.Limits.Name("nvidia.com/gpu", "").String())
+	assert.Equal(t, "3", res.Requests.Cpu().String())
+	assert.Equal(t, "12Gi", res.Requests.Memory().String())
+
+	// The hooks' permissions (the hooks' own requiredPermissions), bound to its account only.
+	sa := m.one(t, "kubernetes:core/v1:ServiceAccount")
+	assert.Equal(t, "arc-container-hooks", path(sa.Inputs, "metadata", "name"))
+	role := m.one(t, "kubernetes:rbac.authorization.k8s.io/v1:Role")
+	assert.Equal(t, "arc-runners", path(role.Inputs, "metadata", "namespace"))
+	assert.Equal(t, []any{
+		map[string]any{"apiGroups": []any{""}, "resources": []any{"pods"}, "verbs": []any{"get", "list", "create", "delete"}},
+		map[string]any{"apiGroups": []any{""}, "resources": []any{"pods/exec"}, "verbs": []any{"get", "create"}},
+		map[string]any{"apiGroups": []any{""}, "resources": []any{"pods/log"}, "verbs": []any{"get", "list", "watch"}},
+		map[string]any{"apiGroups": []any{""}, "resources": []any{"secrets"}, "verbs": []any{"get", "list", "create", "delete"}},
+	}, path(role.Inputs, "rules"))
+	binding := m.one(t, "kubernetes:rbac.authorization.k8s.io/v1:RoleBinding")
+	assert.Equal(t, map[string]any{"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "arc-container-hooks"}, path(binding.Inputs, "roleRef"))
+	assert.Equal(t, []any{map[string]any{"kind": "ServiceAccount", "name": "arc-container-hooks", "namespace": "arc-runners"}}, path(binding.Inputs, "subjects"))
+	assert.Len(t, m.all("kubernetes:rbac.authorization.k8s.io/v1:ClusterRole"), 0)
+
+	// Destroy: the scale set (and so its runners) goes before what its runners use.
+	deps := releaseNamed(t, m, "lux-gpu-t4-container").Deps()
+	for _, r := range []registered{cm, sa, role, binding} {
+		assert.Contains(t, deps, r.Key())
+	}
+	assert.NotContains(t, releaseNamed(t, m, "lux-gpu-t4").Deps(), cm.Key(), "the runner-form scale set does not wait for it")
 }

@@ -29,7 +29,8 @@ func TestCostReproducesTheSeedArithmetic(t *testing.T) {
 	r, err := cost.Estimate(testkit.DevConfig(t), p, cost.Usage{BuildsPerDay: 30, MinutesPerBuild: 10})
 	require.NoError(t, err)
 	near(t, 137.82, r.IdleUSD, "idle per month")
-	require.Len(t, r.Pools, 1)
+	require.Len(t, r.Pools, 2, "dev's two pools (one per job form) are priced alike, each as if it ran every build")
+	assert.Equal(t, r.Pools[0].BuildUSD, r.Pools[1].BuildUSD)
 	pool := r.Pools[0]
 	assert.Equal(t, "g4dn.xlarge", pool.InstanceType)
 	near(t, 24.00, pool.PerBuild[0].USD*30*30, "GPU instance per month")

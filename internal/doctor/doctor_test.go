@@ -30,6 +30,7 @@ func doctorCluster() fakecluster.Cluster {
 	c := fakecluster.Healthy()
 	c.Objects = append(c.Objects,
 		fakecluster.Pod("arc-systems", "lux-gpu-t4-listener", map[string]string{"actions.github.com/scale-set-name": "lux-gpu-t4"}, corev1.PodRunning),
+		fakecluster.Pod("arc-systems", "lux-gpu-t4-container-listener", map[string]string{"actions.github.com/scale-set-name": "lux-gpu-t4-container"}, corev1.PodRunning),
 		&appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: "nvidia-device-plugin", Name: "nvidia-device-plugin"}},
 	)
 	return c
@@ -88,7 +89,7 @@ func TestDoctorFindsEachSymptom(t *testing.T) {
 		"job queued: labels drifted": {func(c *fakecluster.Cluster) {
 			c.Custom[1].(*unstructured.Unstructured).Object["spec"] = map[string]any{"runnerScaleSetLabels": []any{"gpu"}}
 		}, "Job stuck in Queued", "labels [gpu] (configured [self-hosted linux amd64 cuda gpu t4])"},
-		"job queued: no listener": {func(c *fakecluster.Cluster) { c.Objects = append(c.Objects[:3], c.Objects[4:]...) }, "Job stuck in Queued", "no listener pod for lux-gpu-t4"},
+		"job queued: no listener": {func(c *fakecluster.Cluster) { c.Objects = append(c.Objects[:3], c.Objects[4:]...) }, "Job stuck in Queued", "no listener pod for lux-gpu-t4 in"},
 		"runner pending": {func(c *fakecluster.Cluster) {
 			c.Objects = append(c.Objects, fakecluster.Pod("arc-runners", "lux-gpu-t4-runner-abc", nil, corev1.PodPending))
 			c.Custom = append(c.Custom, nodeClaim("gpu-spot-x1", []any{map[string]any{"type": "Launched", "status": "False", "reason": "LaunchFailed", "message": "no subnets found"}}, nil))
@@ -112,7 +113,7 @@ func TestDoctorFindsEachSymptom(t *testing.T) {
 		"cost spike": {func(c *fakecluster.Cluster) { c.Objects = append(c.Objects, gpuNode(1, 3*time.Hour)) }, "Cost spike: GPU nodes up without a job", "has no runner pod, up 3h0m0s"},
 		"spot quota": {func(c *fakecluster.Cluster) {
 			c.Custom = append(c.Custom, nodeClaim("gpu-spot-x4", []any{map[string]any{"type": "Launched", "status": "False", "reason": "LaunchFailed", "message": "creating instance, MaxSpotInstanceCountExceeded: Max spot instance count exceeded"}}, nil))
-		}, "GPU vCPU quota", "aws service-quotas request-service-quota-increase --service-code ec2 --quota-code L-3819A6DF --desired-value 4 --region us-west-2"},
+		}, "GPU vCPU quota", "aws service-quotas request-service-quota-increase --service-code ec2 --quota-code L-3819A6DF --desired-value 8 --region us-west-2"},
 		"stuck teardown": {func(c *fakecluster.Cluster) {
 			c.Custom = append(c.Custom, nodeClaim("gpu-spot-x3", nil, &longAgo))
 		}, "GPU nodes stuck at teardown", "deleting for 1h0m0s"},
@@ -133,7 +134,7 @@ func TestDoctorFixDeletesTheNodePools(t *testing.T) {
 	d, _, _ := examine(t, doctorCluster())
 	deleted, err := d.Fix(context.Background())
 	require.NoError(t, err)
-	assert.Equal(t, []string{"gpu-spot"}, deleted)
+	assert.Equal(t, []string{"gpu-spot", "gpu-spot-container"}, deleted)
 	_, err = d.Dyn.Resource(wellknown.NodePools).Get(context.Background(), "gpu-spot", metav1.GetOptions{})
 	assert.Error(t, err, "the NodePool is gone")
 }

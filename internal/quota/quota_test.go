@@ -11,9 +11,9 @@ import (
 
 func TestNeedsOfTheDevStack(t *testing.T) {
 	needs := quota.Needs(testkit.DevConfig(t))
-	assert.Equal(t, []quota.Need{{CapacityType: "spot", QuotaCode: "L-3819A6DF", VCPUs: 4, Pools: []string{"gpu-spot"}}}, needs,
-		"one g4dn.xlarge or g5.xlarge: 4 vCPUs of spot G and VT")
-	assert.Equal(t, "aws service-quotas request-service-quota-increase --service-code ec2 --quota-code L-3819A6DF --desired-value 4 --region us-west-2",
+	assert.Equal(t, []quota.Need{{CapacityType: "spot", QuotaCode: "L-3819A6DF", VCPUs: 8, Pools: []string{"gpu-spot", "gpu-spot-container"}}}, needs,
+		"one g4dn.xlarge or g5.xlarge per pool, both busy at once: 8 vCPUs of spot G and VT")
+	assert.Equal(t, "aws service-quotas request-service-quota-increase --service-code ec2 --quota-code L-3819A6DF --desired-value 8 --region us-west-2",
 		needs[0].RequestCommand("us-west-2"))
 }
 

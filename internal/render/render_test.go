@@ -88,6 +88,9 @@ func TestRenderWritesEveryResource(t *testing.T) {
 		case "kubernetes:core/v1:Secret":
 			assert.Equal(t, "[secret]", e.Inputs["stringData"], "secrets are redacted")
 		case "kubernetes:karpenter.sh/v1:NodePool":
+			if e.Name != "gpu-ci-gpu-spot-nodepool" {
+				continue
+			}
 			assert.Contains(t, e.DependsOn, "urn:pulumi:dev::lux-gpu-ci::lux-gpu-ci:k8s:GPUCI$lux-gpu-ci:k8s:GPUPool$kubernetes:karpenter.k8s.aws/v1:EC2NodeClass::gpu-ci-gpu-spot-nodeclass")
 		}
 	}

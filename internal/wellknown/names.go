@@ -26,4 +26,7 @@ const (
 	ARCServiceAccount    = "arc-gha-rs-controller"
 	// GitHubSecretName holds the credentials runners register with.
 	GitHubSecretName = "arc-github-credentials"
+	// ContainerHooksServiceAccount runs container-form runners (and names their Role and
+	// RoleBinding): the permissions the container hooks need, nothing else.
+	ContainerHooksServiceAccount = "arc-container-hooks"
 )

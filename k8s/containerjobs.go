@@ -1,0 +1,129 @@
+package k8s
+
+// The container job form (config.JobFormContainer): ARC's kubernetes-novolume container mode.
+// The runner pod runs on the system nodes without a GPU; for each job it starts the job's
+// `container:` (and its services) as a pod of its own through the runner container hooks
+// (actions/runner-container-hooks, packages/k8s, bundled in the runner image at
+// /home/runner/k8s-novolume). What that job pod looks like beyond the workflow's image is the
+// hook template: a PodTemplateSpec file named by ACTIONS_RUNNER_CONTAINER_HOOK_TEMPLATE, whose
+// metadata and spec the hook merges into every pod it creates, and whose container named
+// "$job" it merges into the job container. The chart sets neither, so the program owns it.
+
+import (
+	"fmt"
+	"path"
+
+	k8scorev1 "k8s.io/api/core/v1"
+	k8srbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	k8smeta "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/luxfi/lux-gpu-ci/config"
+	"github.com/luxfi/lux-gpu-ci/internal/wellknown"
+)
+
+const (
+	// hookTemplateKey is the template's file name in its ConfigMap and in the runner.
+	hookTemplateKey = "job-pod.yaml"
+	// hookTemplateDir is where the runner mounts the ConfigMap (not over /home/runner).
+	hookTemplateDir = "/home/runner/job-pod-template"
+	// hookTemplateEnv names the template file for the hooks (runner-container-hooks
+	// packages/k8s/src/k8s/utils.ts ENV_HOOK_TEMPLATE_PATH).
+	hookTemplateEnv = "ACTIONS_RUNNER_CONTAINER_HOOK_TEMPLATE"
+	// jobContainerExtension is the hook template's name for the job container ("$" +
+	// JOB_CONTAINER_NAME in the hooks' constants.ts).
+	jobContainerExtension = "$job"
+)
+
+// HookTemplateConfigMapName is the ConfigMap holding a container-form pool's hook template.
+func HookTemplateConfigMapName(pool config.GPUPool) string {
+	return pool.RunnerScaleSetName + "-job-pod"
+}
+
+// JobPodTemplate is what the hooks merge into a container-form pool's job pod: the GPU and
+// the pool's share of its node for the job container, the GPU taint's toleration, the pool's
+// nodes, and no consolidation while the job runs. The hooks ignore an image here.
+func JobPodTemplate(pool config.GPUPool) (k8scorev1.PodTemplateSpec, error) {
+	res, err := RunnerResources(pool)
+	if err != nil {
+		return k8scorev1.PodTemplateSpec{}, err
+	}
+	return k8scorev1.PodTemplateSpec{
+		ObjectMeta: k8smeta.ObjectMeta{
+			Labels:      map[string]string{wellknown.PoolLabel: pool.Name},
+			Annotations: map[string]string{wellknown.DoNotDisrupt: "true"},
+		},
+		Spec: k8scorev1.PodSpec{
+			NodeSelector: map[string]string{wellknown.NodePoolLabel: pool.Name},
+			Tolerations:  []k8scorev1.Toleration{gpuToleration},
+			Containers:   []k8scorev1.Container{{Name: jobContainerExtension, Resources: res}},
+		},
+	}, nil
+}
+
+// JobPodTemplateYAML is JobPodTemplate as the file the hooks read.
+func JobPodTemplateYAML(pool config.GPUPool) (string, error) {
+	tmpl, err := JobPodTemplate(pool)
+	if err != nil {
+		return "", err
+	}
+	u, err := unstructured(tmpl)
+	if err != nil {
+		return "", err
+	}
+	b, err := yaml.Marshal(u)
+	if err != nil {
+		return "", fmt.Errorf("pool %s: hook template: %w", pool.Name, err)
+	}
+	return string(b), nil
+}
+
+// containerFormRunnerResources: the runner only relays the job to its pod (Node.js hooks
+// and the .NET runner), so it is sized for the system nodes, where it shares a t3.medium
+// with Karpenter, CoreDNS and ARC.
+var containerFormRunnerResources = k8scorev1.ResourceRequirements{
+	Requests: k8scorev1.ResourceList{k8scorev1.ResourceCPU: resource.MustParse("100m"), k8scorev1.ResourceMemory: resource.MustParse("384Mi")},
+	Limits:   k8scorev1.ResourceList{k8scorev1.ResourceMemory: resource.MustParse("1Gi")},
+}
+
+// containerFormRunnerTemplate is a container-form pool's runner pod: no GPU, on the system
+// nodes, with the hooks' permissions and the hook template mounted. The chart adds the rest
+// of the mode (ACTIONS_RUNNER_CONTAINER_HOOKS=/home/runner/k8s-novolume/index.js,
+// ACTIONS_RUNNER_REQUIRE_JOB_CONTAINER, ACTIONS_RUNNER_POD_NAME, ACTIONS_RUNNER_IMAGE).
+func containerFormRunnerTemplate(pool config.GPUPool) k8scorev1.PodTemplateSpec {
+	const volume = "job-pod-template"
+	return k8scorev1.PodTemplateSpec{
+		ObjectMeta: k8smeta.ObjectMeta{Labels: map[string]string{wellknown.PoolLabel: pool.Name}},
+		Spec: k8scorev1.PodSpec{
+			// Our own account: with it set, the chart creates no kube-mode Role of its own.
+			ServiceAccountName: wellknown.ContainerHooksServiceAccount,
+			NodeSelector:       map[string]string{wellknown.SystemNodeLabel: wellknown.SystemNodeValue},
+			Containers: []k8scorev1.Container{{
+				Name:            "runner",
+				Image:           pool.RunnerImage,
+				ImagePullPolicy: runnerPullPolicy(pool),
+				Command:         []string{"/home/runner/run.sh"},
+				Resources:       containerFormRunnerResources,
+				Env:             []k8scorev1.EnvVar{{Name: hookTemplateEnv, Value: path.Join(hookTemplateDir, hookTemplateKey)}},
+				VolumeMounts:    []k8scorev1.VolumeMount{{Name: volume, MountPath: hookTemplateDir, ReadOnly: true}},
+			}},
+			Volumes: []k8scorev1.Volume{{Name: volume, VolumeSource: k8scorev1.VolumeSource{
+				ConfigMap: &k8scorev1.ConfigMapVolumeSource{LocalObjectReference: k8scorev1.LocalObjectReference{Name: HookTemplateConfigMapName(pool)}},
+			}}},
+		},
+	}
+}
+
+// ContainerHooksRules are the permissions the kubernetes-novolume hooks check for before a
+// job (runner-container-hooks packages/k8s/src/k8s/index.ts requiredPermissions, the same
+// rules ARC's chart grants in that mode): the job pod, exec into it, its logs, and the
+// image-pull secret of a private `container:` registry. Nothing else.
+func ContainerHooksRules() []k8srbacv1.PolicyRule {
+	return []k8srbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "create", "delete"}},
+		{APIGroups: []string{""}, Resources: []string{"pods/exec"}, Verbs: []string{"get", "create"}},
+		{APIGroups: []string{""}, Resources: []string{"pods/log"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "list", "create", "delete"}},
+	}
+}
