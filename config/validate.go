@@ -119,6 +119,9 @@ func (c *Config) validateHelmCharts(p *parser) {
 			p.fail(KeyHelmCharts, fmt.Sprintf("%s: %s is not pinned to a version", name, o.Chart), helmChartsExample)
 		case !remote && !filepath.IsAbs(o.Chart):
 			p.fail(KeyHelmCharts, fmt.Sprintf("%s: %q is neither a chart in a registry (oci:// or with repo) nor an absolute directory", name, o.Chart), helmChartsExample)
+		case name == versions.ARCControllerChart.Name() && remote && o.Version != versions.ARCControllerChart.Version:
+			// The program declares ARC's CRDs from its copy of the pinned chart (k8s/arc).
+			p.fail(KeyHelmCharts, fmt.Sprintf("%s: version %s, but the program holds ARC's CRDs of %s only; mirror %s, or give a local chart directory (its crds/ are used)", name, o.Version, versions.ARCControllerChart.Version, versions.ARCControllerChart.Version), helmChartsExample)
 		}
 	}
 }

@@ -70,11 +70,10 @@ const (
 	// stackName is the repository stack file the e2e deploys.
 	stackName = "dev"
 	token     = "ghp_E2ETOKEN_0123456789"
-	// arcModule is the newest ARC version the Go module proxy serves with the scale-set
-	// charts: v0.27.6 holds chart 0.6.1, not the 0.14.2 the product pins (0.14.x is in no
-	// module version). The e2e takes the controller chart and its CRDs from it; the scale
-	// sets use the pinned 0.14.2 chart copied into k8s/testdata/charts.
-	arcModule = "github.com/actions/actions-runner-controller@v0.27.6"
+	// previousARCModule holds an older ARC (controller chart 0.6.1, v0.27.6 being the newest
+	// ARC in a Go module): the e2e moves the stack to it and back to show that ARC's CRDs
+	// follow the chart version. The pinned 0.14.2 charts come from their copy in k8s/arc.
+	previousARCModule = "github.com/actions/actions-runner-controller@v0.27.6"
 )
 
 var (
@@ -124,12 +123,10 @@ func localCharts(t *testing.T) map[string]any {
 			var err error
 			dir, err = chartrender.Locate(c, t.TempDir())
 			require.NoError(t, err)
-		case c == versions.ARCScaleSetChart:
-			dir = filepath.Join(repoRoot(t), "k8s", "testdata", "charts", c.Name())
+		case c == versions.ARCControllerChart || c == versions.ARCScaleSetChart:
+			dir = filepath.Join(repoRoot(t), "k8s", "arc", c.Name())
 		default:
-			arc, err := chartrender.ModuleDir(arcModule)
-			require.NoError(t, err)
-			dir = filepath.Join(arc, "charts", c.Name())
+			t.Fatalf("chart %s: no Go module and no copy in the repository", c.Name())
 		}
 		out[c.Name()] = map[string]any{"chart": dir}
 	}
@@ -377,6 +374,10 @@ func TestWholeProgram(t *testing.T) {
 	h.editStackFile(func(cfg map[string]any) { setPoolField(t, cfg, "capacityTypes", []any{"spot"}) })
 	done()
 
+	done = phase(t, "ARC version change: its CRDs follow the controller chart")
+	arcVersionChange(t, ctx, h, kube)
+	done()
+
 	done = phase(t, "destroy")
 	_, err = h.stack.Destroy(ctx, optdestroy.SuppressProgress())
 	require.NoError(t, err)
@@ -594,8 +595,11 @@ func assertClusterEmpty(t *testing.T, ctx context.Context, kube dynamic.Interfac
 	for _, ns := range []string{"nvidia-device-plugin", "arc-systems", "arc-runners"} {
 		waitGone(t, ctx, kube.Resource(namespaces), ns)
 	}
-	// Karpenter's CRDs are templates of the karpenter-crd release, so they go with it.
-	for _, crd := range []string{"nodepools.karpenter.sh", "nodeclaims.karpenter.sh", "ec2nodeclasses.karpenter.k8s.aws"} {
+	// Karpenter's CRDs are templates of the karpenter-crd release, so they go with it; ARC's
+	// are the program's own.
+	for _, crd := range []string{"nodepools.karpenter.sh", "nodeclaims.karpenter.sh", "ec2nodeclasses.karpenter.k8s.aws",
+		"autoscalingrunnersets.actions.github.com", "autoscalinglisteners.actions.github.com",
+		"ephemeralrunnersets.actions.github.com", "ephemeralrunners.actions.github.com"} {
 		waitGone(t, ctx, kube.Resource(crds), crd)
 	}
 	sets, err := kube.Resource(runnerSets).Namespace("").List(ctx, metav1.ListOptions{})
@@ -657,13 +661,6 @@ func verifyHealthyCluster(t *testing.T, ctx context.Context, restCfg *rest.Confi
 	verify.Write(&out, checks)
 	t.Logf("gpuci verify:\n%s", out.String())
 	for _, c := range checks {
-		if strings.HasPrefix(c.Name, "runner scale set ") {
-			// The scale sets come from chart 0.14.2, but the CRDs from controller chart 0.6.1
-			// (the newest in a Go module), which predates runnerScaleSetLabels: the API
-			// server prunes them, so the labels cannot match here; the scale set must exist.
-			assert.Contains(t, c.Evidence, "runner(s); labels []")
-			continue
-		}
 		assert.True(t, c.OK, "%s — %s", c.Name, c.Evidence)
 	}
 }
@@ -721,3 +718,57 @@ func waitGone(t *testing.T, ctx context.Context, r dynamic.ResourceInterface, na
 }
 
 func b64(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
+
+// arcVersionChange moves the stack's ARC controller chart to an older release and back, as a
+// pin change would, and checks that ARC's CRDs in the API server follow it each time — Helm
+// alone would have left the first ones forever — without replacing them, which would have
+// deleted every scale set.
+func arcVersionChange(t *testing.T, ctx context.Context, h *harness, kube dynamic.Interface) {
+	const controller = "gha-runner-scale-set-controller"
+	set, err := kube.Resource(runnerSets).Namespace("arc-runners").Get(ctx, "lux-gpu-t4", metav1.GetOptions{})
+	require.NoError(t, err)
+	// The scale set's CRD as the API server serves it: the controller-gen version that made
+	// it, and whether its schema knows the 0.14 scale-set labels.
+	crd := func() (string, bool) {
+		u, err := kube.Resource(crds).Get(ctx, "autoscalingrunnersets.actions.github.com", metav1.GetOptions{})
+		require.NoError(t, err)
+		versions, _, _ := unstructured.NestedSlice(u.Object, "spec", "versions")
+		require.NotEmpty(t, versions)
+		_, labels, _ := unstructured.NestedMap(versions[0].(map[string]any), "schema", "openAPIV3Schema", "properties", "spec", "properties", "runnerScaleSetLabels")
+		return u.GetAnnotations()["controller-gen.kubebuilder.io/version"], labels
+	}
+	gen, labels := crd()
+	assert.Equal(t, "v0.20.1", gen, "ARC 0.14.2's CRDs")
+	assert.True(t, labels)
+
+	upWith := func(chartDir string) map[string]int {
+		h.editStackFile(func(cfg map[string]any) {
+			charts := cfg[config.Project+":"+config.KeyHelmCharts].(map[string]any)
+			charts[controller] = map[string]any{"chart": chartDir}
+		})
+		res, err := h.stack.Up(ctx, optup.SuppressProgress())
+		require.NoError(t, err)
+		changes := *res.Summary.ResourceChanges
+		t.Logf("up: %v", changes)
+		return changes
+	}
+	previous, err := chartrender.ModuleDir(previousARCModule)
+	require.NoError(t, err)
+	changes := upWith(filepath.Join(previous, "charts", controller))
+	assert.Equal(t, 4+1, changes["update"], "the four CRDs and the controller's release")
+	assert.Zero(t, changes["replace"]+changes["create"]+changes["delete"], "updated in place")
+	gen, labels = crd()
+	assert.Equal(t, "v0.11.3", gen, "chart 0.6.1's CRDs")
+	assert.False(t, labels)
+
+	changes = upWith(filepath.Join(repoRoot(t), "k8s", "arc", controller))
+	assert.Equal(t, 4+1, changes["update"])
+	assert.Zero(t, changes["replace"]+changes["create"]+changes["delete"])
+	gen, labels = crd()
+	assert.Equal(t, "v0.20.1", gen, "back on the pinned chart's CRDs")
+	assert.True(t, labels)
+
+	after, err := kube.Resource(runnerSets).Namespace("arc-runners").Get(ctx, "lux-gpu-t4", metav1.GetOptions{})
+	require.NoError(t, err, "the scale set survived both CRD changes")
+	assert.Equal(t, set.GetUID(), after.GetUID(), "never deleted and recreated")
+}

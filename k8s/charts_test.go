@@ -166,14 +166,31 @@ func TestDevicePluginChartSchedulesOnGPUNodesOnly(t *testing.T) {
 	assert.True(t, ok, "a container-form runner runs on the system node")
 }
 
-// Both job forms through ARC's own scale-set chart at the pinned version (k8s/testdata/charts:
-// it is in no Go module): what reaches the AutoscalingRunnerSet's pod template is what each
-// form needs, and the chart adds no permissions of its own.
+// k8s/arc holds ARC's charts (in no Go module) at exactly the pinned versions: the program
+// declares the CRDs of its controller chart, and the tests render its scale-set chart.
+func TestARCChartCopiesArePinned(t *testing.T) {
+	for _, c := range []versions.Chart{versions.ARCControllerChart, versions.ARCScaleSetChart} {
+		chrt, err := loader.Load(filepath.Join("arc", c.Name()))
+		require.NoError(t, err)
+		assert.Equal(t, c.Version, chrt.Metadata.Version, "k8s/arc/%s is not the pinned chart: refresh it (k8s/arc/README.md)", c.Name())
+	}
+	crds, err := k8s.ARCCRDs(versions.ARCControllerChart)
+	require.NoError(t, err)
+	assert.Len(t, crds, 4)
+	newer := versions.ARCControllerChart
+	newer.Version = "0.15.0"
+	_, err = k8s.ARCCRDs(newer)
+	assert.ErrorContains(t, err, "refresh k8s/arc to 0.15.0", "a bumped pin without a refreshed copy fails loudly")
+}
+
+// Both job forms through ARC's own scale-set chart at the pinned version (k8s/arc: it is in
+// no Go module): what reaches the AutoscalingRunnerSet's pod template is what each form
+// needs, and the chart adds no permissions of its own.
 func TestScaleSetChartRendersBothJobForms(t *testing.T) {
-	dir := filepath.Join("testdata", "charts", "gha-runner-scale-set")
+	dir := filepath.Join("arc", "gha-runner-scale-set")
 	chrt, err := loader.Load(dir)
 	require.NoError(t, err)
-	require.Equal(t, versions.ARCScaleSetChart.Version, chrt.Metadata.Version, "the copy in %s is not the pinned chart: refresh it (see its README)", dir)
+	require.Equal(t, versions.ARCScaleSetChart.Version, chrt.Metadata.Version, "the copy in %s is not the pinned chart: refresh it (see k8s/arc/README.md)", dir)
 
 	type runnerSet struct {
 		Spec struct {

@@ -170,10 +170,16 @@ func NewRunners(ctx *pulumi.Context, name string, args *RunnersArgs, opts ...pul
 	if err != nil {
 		return nil, err
 	}
+	// The CRDs outlive the controller (it removes its finalizers from their objects) and
+	// follow its chart version (newARCCRDs); Helm's one-time install of crds/ is skipped.
+	crds, err := newARCCRDs(ctx, name+"-crd", args.ControllerChart, parent)
+	if err != nil {
+		return nil, err
+	}
 	controller, err := newRelease(ctx, name+"-controller", release{
 		Name: wellknown.ARCControllerRelease, Namespace: wellknown.ARCNamespace, Chart: args.ControllerChart,
-		Values: ControllerValues(), SkipAwait: args.SkipAwait,
-	}, parent, pulumi.DependsOn([]pulumi.Resource{systemNS}))
+		Values: ControllerValues(), SkipCrds: true, SkipAwait: args.SkipAwait,
+	}, parent, pulumi.DependsOn(append([]pulumi.Resource{systemNS}, crds...)))
 	if err != nil {
 		return nil, err
 	}

@@ -49,6 +49,7 @@ func TestInvalidConfigNamesKeyAndCreatesNothing(t *testing.T) {
 		{"spot role flag not bool", "lux-gpu-ci:createSpotServiceLinkedRole", []string{"createSpotServiceLinkedRole", "yes please"}},
 		{"helm chart we do not install", "lux-gpu-ci:helmCharts", []string{"helmCharts", `{"cert-manager": {"chart": "oci://registry.example.com/cert-manager", "version": "1.0.0"}}`}},
 		{"helm chart from a registry, unpinned", "lux-gpu-ci:helmCharts", []string{"helmCharts", `{"karpenter": {"chart": "oci://registry.example.com/karpenter"}}`}},
+		{"ARC controller chart mirrored at another version", "lux-gpu-ci:helmCharts", []string{"helmCharts", `{"gha-runner-scale-set-controller": {"chart": "oci://registry.example.com/gha-runner-scale-set-controller", "version": "0.15.0"}}`}},
 		{"helm chart in a relative directory", "lux-gpu-ci:helmCharts", []string{"helmCharts", `{"karpenter": {"chart": "charts/karpenter"}}`}},
 		{"helm chart with a misspelt field", "lux-gpu-ci:helmCharts", []string{"helmCharts", `{"karpenter": {"chart": "/srv/karpenter", "versoin": "1"}}`}},
 	}

@@ -3,6 +3,8 @@ package stack_test
 // The Kubernetes layer under mocks: every release's chart, version, namespace, name and values; credentials stay secret; the Karpenter objects.
 
 import (
+	"fmt"
+	"path/filepath"
 	"strconv"
 	"testing"
 
@@ -14,6 +16,7 @@ import (
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/yaml"
 
+	"github.com/luxfi/lux-gpu-ci/internal/chartrender"
 	"github.com/luxfi/lux-gpu-ci/internal/testkit"
 )
 
@@ -310,4 +313,43 @@ func TestContainerJobForm(t *testing.T) {
 		assert.Contains(t, deps, r.Key())
 	}
 	assert.NotContains(t, releaseNamed(t, m, "lux-gpu-t4").Deps(), cm.Key(), "the runner-form scale set does not wait for it")
+}
+
+// ARC's CRDs are the program's, from the controller chart it installs (Helm would install
+// crds/ once and never upgrade them): the release skips them and waits for them, and a
+// different chart version declares different CRDs under the same names, so `up` updates them
+// in place (make e2e does it against a real API server).
+func TestARCCRDsFollowTheControllerChart(t *testing.T) {
+	m := runDev(t)
+	controller := releaseNamed(t, m, "arc")
+	assert.Equal(t, true, controller.Inputs["skipCrds"], "Helm never upgrades crds/: the program owns them")
+	crds := m.all("kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition")
+	var names []string
+	for _, crd := range crds {
+		names = append(names, path(crd.Inputs, "metadata", "name").(string))
+		assert.Contains(t, controller.Deps(), crd.Key(), "the controller goes before its CRDs")
+		assert.Equal(t, "v0.20.1", path(crd.Inputs, "metadata", "annotations", "controller-gen.kubebuilder.io/version"), "ARC 0.14.2's CRDs")
+		assert.NotContains(t, fmt.Sprint(crd.Inputs["spec"]), "description:", "descriptions are left out of the state")
+	}
+	assert.ElementsMatch(t, []string{
+		"autoscalinglisteners.actions.github.com", "autoscalingrunnersets.actions.github.com",
+		"ephemeralrunners.actions.github.com", "ephemeralrunnersets.actions.github.com",
+	}, names)
+	labels := func(m *mocks) any {
+		set := m.get(t, "kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition", "gpu-ci-arc-crd-autoscalingrunnersets.actions.github.com")
+		versions := path(set.Inputs, "spec", "versions").([]any)
+		return path(versions[0], "schema", "openAPIV3Schema", "properties", "spec", "properties", "runnerScaleSetLabels", "type")
+	}
+	assert.Equal(t, "array", labels(m), "0.14's scale-set labels are in the schema, so the API server keeps them")
+
+	// The controller chart of ARC v0.27.6 (chart 0.6.1), as a local directory.
+	arc, err := chartrender.ModuleDir("github.com/actions/actions-runner-controller@v0.27.6")
+	require.NoError(t, err)
+	old := runDev(t, "helmCharts", `{"gha-runner-scale-set-controller": {"chart": "`+filepath.Join(arc, "charts", "gha-runner-scale-set-controller")+`"}}`)
+	oldCRDs := old.all("kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition")
+	require.Len(t, oldCRDs, len(crds))
+	for i := range crds {
+		assert.Equal(t, crds[i].Key(), oldCRDs[i].Key(), "same resources: a version change is an update, never a replacement (which would delete every scale set)")
+	}
+	assert.Nil(t, labels(old), "chart 0.6.1's CRD predates the labels")
 }

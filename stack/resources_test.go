@@ -52,6 +52,8 @@ func TestDevStackResourceCounts(t *testing.T) {
 		"kubernetes:core/v1:Secret":                    1,
 		"kubernetes:karpenter.sh/v1:NodePool":          2,
 		"kubernetes:karpenter.k8s.aws/v1:EC2NodeClass": 2,
+		// ARC's four CRDs, from the controller chart of the pinned version.
+		"kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition": 4,
 		// The container-form pool's job pod template and the container hooks' account.
 		"kubernetes:core/v1:ConfigMap":                        1,
 		"kubernetes:core/v1:ServiceAccount":                   1,

@@ -57,7 +57,8 @@ var NvidiaDevicePluginChart = Chart{
 }
 
 // Actions Runner Controller in scale-set mode; 0.14 added scaleSetLabels. No Go module
-// version holds the 0.14 charts.
+// version holds the 0.14 charts, so both are copied into k8s/arc (the source of ARC's CRDs);
+// bump these with that copy (k8s/arc/README.md).
 var (
 	ARCControllerChart = Chart{Chart: "oci://ghcr.io/actions/actions-runner-controller-charts/gha-runner-scale-set-controller", Version: "0.14.2"}
 	ARCScaleSetChart   = Chart{Chart: "oci://ghcr.io/actions/actions-runner-controller-charts/gha-runner-scale-set", Version: "0.14.2"}

@@ -180,6 +180,16 @@ var Rules = []Lifeline{
 			}, n.Type)
 		},
 	},
+	{
+		Dependents: "ARC's releases",
+		Why:        "deleting a CRD deletes its objects at once: the scale sets and runners must be gone, by the controller, before ARC's CRDs",
+		IsDependent: func(g Graph, n *Node) bool {
+			return n.Type == "kubernetes:helm.sh/v3:Release" && g.Under(n, "lux-gpu-ci:k8s:Runners")
+		},
+		IsLifeline: func(g Graph, n *Node) bool {
+			return n.Type == "kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition" && g.Under(n, "lux-gpu-ci:k8s:Runners")
+		},
+	},
 }
 
 // Violations checks the rules. For each rule some dependents break, it returns one report:

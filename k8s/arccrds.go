@@ -1,0 +1,186 @@
+package k8s
+
+// ARC's CRDs ship in the controller chart's crds/, which Helm installs once and never
+// upgrades or deletes: bumping the chart would leave the old CRDs (and a new controller
+// writing fields they prune). So the program manages them itself, from the chart of the
+// version it installs, and the controller's release skips them: an ARC bump is a CRD update
+// in the same `pulumi up`, and `destroy` removes them after everything that uses them.
+
+import (
+	"bytes"
+	"embed"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"sync"
+
+	"github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes"
+	"github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/apiextensions"
+	metav1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/meta/v1"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/luxfi/lux-gpu-ci/versions"
+)
+
+// arcCharts is ARC's two charts at the pinned version, copied verbatim from upstream (they
+// are in no Go module; k8s/arc/README.md says from where and how to refresh them). The
+// program reads the controller chart's CRDs from it; tests render both charts.
+//
+//go:embed arc/gha-runner-scale-set-controller/Chart.yaml arc/gha-runner-scale-set-controller/crds/*.yaml
+var arcCharts embed.FS
+
+const arcControllerDir = "arc/gha-runner-scale-set-controller"
+
+// ARCCRDs are the CRDs of the ARC controller chart c as the program declares them (each as
+// its unstructured object): for a local chart directory (a helmCharts override), its crds/;
+// for a chart from the registry, the copy in k8s/arc, which must be of the same version.
+//
+// Their schemas' descriptions are left out: they are three quarters of the 1.6 MB, serve
+// only `kubectl explain`, and would otherwise sit twice in the stack's state, which Pulumi
+// rewrites after every step of an update. Validation is unchanged.
+func ARCCRDs(c versions.Chart) ([]map[string]any, error) {
+	if c.Version != "" {
+		embeddedOnce.Do(func() { embeddedCRDs, embeddedErr = readARCCRDs(c) })
+		if embeddedErr == nil && c.Version != embeddedVersion {
+			return readARCCRDs(c) // names the version mismatch
+		}
+		return embeddedCRDs, embeddedErr
+	}
+	return readARCCRDs(c)
+}
+
+// The copy in k8s/arc is parsed once per process (the tests run the program many times).
+var (
+	embeddedOnce    sync.Once
+	embeddedCRDs    []map[string]any
+	embeddedErr     error
+	embeddedVersion string
+)
+
+func readARCCRDs(c versions.Chart) ([]map[string]any, error) {
+	var (
+		fsys fs.FS
+		dir  string
+	)
+	switch {
+	case c.Version == "":
+		fsys, dir = os.DirFS(c.Chart), "."
+	default:
+		have, err := chartVersion(arcCharts, path.Join(arcControllerDir, "Chart.yaml"))
+		if err != nil {
+			return nil, err
+		}
+		if have != c.Version {
+			return nil, fmt.Errorf("ARC controller chart %s: the program holds ARC's CRDs of chart %s (k8s/arc); refresh k8s/arc to %s (see its README), or point helmCharts at a local chart directory", c.Version, have, c.Version)
+		}
+		fsys, dir = arcCharts, arcControllerDir
+		embeddedVersion = have
+	}
+	files, err := fs.Glob(fsys, path.Join(dir, "crds", "*.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	if len(files) == 0 {
+		return nil, fmt.Errorf("ARC controller chart %s has no crds/*.yaml", filepath.Join(c.Chart, dir))
+	}
+	slices.Sort(files)
+	var crds []map[string]any
+	for _, f := range files {
+		b, err := fs.ReadFile(fsys, f)
+		if err != nil {
+			return nil, err
+		}
+		// One CRD per file, after an optional leading document separator.
+		var crd apiextensionsv1.CustomResourceDefinition
+		if err := yaml.UnmarshalStrict(bytes.TrimPrefix(bytes.TrimSpace(b), []byte("---")), &crd); err != nil {
+			return nil, fmt.Errorf("ARC CRD %s: %w", f, err)
+		}
+		if crd.Kind != "CustomResourceDefinition" || crd.Name == "" {
+			return nil, fmt.Errorf("ARC CRD %s: not a named CustomResourceDefinition", f)
+		}
+		u, err := unstructured(crd)
+		if err != nil {
+			return nil, err
+		}
+		for _, v := range u["spec"].(map[string]any)["versions"].([]any) {
+			dropDescriptions(v.(map[string]any)["schema"])
+		}
+		crds = append(crds, u)
+	}
+	return crds, nil
+}
+
+// dropDescriptions removes the schema keyword "description" (a string) everywhere below v;
+// a property named description has a schema (an object) as its value and stays.
+func dropDescriptions(v any) {
+	switch v := v.(type) {
+	case map[string]any:
+		if _, ok := v["description"].(string); ok {
+			delete(v, "description")
+		}
+		for _, x := range v {
+			dropDescriptions(x)
+		}
+	case []any:
+		for _, x := range v {
+			dropDescriptions(x)
+		}
+	}
+}
+
+func chartVersion(fsys fs.FS, chartYAML string) (string, error) {
+	b, err := fs.ReadFile(fsys, chartYAML)
+	if err != nil {
+		return "", err
+	}
+	var meta struct {
+		Version string `json:"version"`
+	}
+	if err := yaml.Unmarshal(b, &meta); err != nil {
+		return "", fmt.Errorf("%s: %w", chartYAML, err)
+	}
+	return meta.Version, nil
+}
+
+// newARCCRDs declares ARC's CRDs. They are large (the AutoscalingRunnerSet CRD is 1.2 MB,
+// beyond what client-side apply's annotation can hold), which server-side apply, the
+// provider's default, handles.
+func newARCCRDs(ctx *pulumi.Context, name string, chart versions.Chart, opts ...pulumi.ResourceOption) ([]pulumi.Resource, error) {
+	crds, err := ARCCRDs(chart)
+	if err != nil {
+		return nil, err
+	}
+	var out []pulumi.Resource
+	for _, crd := range crds {
+		md := crd["metadata"].(map[string]any)
+		crdName := md["name"].(string)
+		meta := &metav1.ObjectMetaArgs{Name: pulumi.String(crdName)}
+		if annotations, ok := md["annotations"].(map[string]any); ok {
+			meta.Annotations = pulumi.ToStringMap(toStrings(annotations))
+		}
+		r, err := apiextensions.NewCustomResource(ctx, name+"-"+crdName, &apiextensions.CustomResourceArgs{
+			ApiVersion:  pulumi.String("apiextensions.k8s.io/v1"),
+			Kind:        pulumi.String("CustomResourceDefinition"),
+			Metadata:    meta,
+			OtherFields: kubernetes.UntypedArgs{"spec": crd["spec"]},
+		}, opts...)
+		if err != nil {
+			return nil, fmt.Errorf("ARC CRD %s: %w", crdName, err)
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+func toStrings(m map[string]any) map[string]string {
+	out := map[string]string{}
+	for k, v := range m {
+		out[k] = fmt.Sprint(v)
+	}
+	return out
+}
