@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-github/v93/github"
 
 	"github.com/luxfi/lux-gpu-ci/config"
+	"github.com/luxfi/lux-gpu-ci/internal/live"
 	"github.com/luxfi/lux-gpu-ci/internal/retry"
 )
 
@@ -25,6 +26,8 @@ func runRetry(args []string) error {
 	runID := fs.Int64("run-id", 0, "the completed workflow run's ID (github.event.workflow_run.id)")
 	dryRun := fs.Bool("dry-run", false, "decide and print, re-run nothing")
 	asJSON := fs.Bool("json", false, "print the decision as JSON")
+	withCluster := fs.Bool("cluster", false, "also ask the stack's cluster (Karpenter's interruption events, the runners' pods): it decides where it knows more than GitHub")
+	kubeconfig := fs.String("kubeconfig", "", "kubeconfig for --cluster (default: $KUBECONFIG, else the stack's kubeconfig output)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -61,6 +64,14 @@ func runRetry(args []string) error {
 	}
 	r := retry.Retrier{Client: client, Owner: owner, Repo: name, ScaleSets: names}
 	ctx := context.Background()
+	if *withCluster || *kubeconfig != "" {
+		// Evidence where available: without it, GitHub's annotations still decide.
+		if in, err := clusterInterruptions(ctx, *kubeconfig, *stack); err != nil {
+			fmt.Fprintf(os.Stderr, "gpuci retry: the cluster cannot be read (%v); deciding on GitHub's evidence alone\n", err)
+		} else {
+			r.Cluster = in
+		}
+	}
 	d, err := r.Decide(ctx, *runID)
 	if err != nil {
 		return err
@@ -79,4 +90,13 @@ func runRetry(args []string) error {
 		return nil
 	}
 	return r.Apply(ctx, d)
+}
+
+func clusterInterruptions(ctx context.Context, kubeconfig, stack string) (*live.Interruptions, error) {
+	kube, _, cleanup, err := clients(kubeconfig, stack)
+	if err != nil {
+		return nil, err
+	}
+	defer cleanup()
+	return live.ReadInterruptions(ctx, kube)
 }

@@ -170,36 +170,20 @@ func (d Doctor) staleRunner(ctx context.Context) Finding {
 	return f
 }
 
-// spotInterrupted is the reason of the event Karpenter records on a Node (and its NodeClaim)
-// when AWS announces a spot interruption (karpenter-provider-aws interruption/events).
-const spotInterrupted = "SpotInterrupted"
-
 // spotInterruptions lists the spot interruptions Karpenter recorded (events live about an
 // hour) and the runner pods that were on each interrupted node: the jobs that went red.
 func (d Doctor) spotInterruptions(ctx context.Context) Finding {
-	f := Finding{Symptom: "Jobs failed by spot interruptions", Fix: "a job on an interrupted node fails with \"The runner has received a shutdown signal\": gpuci retry (examples/workflows/retry-interrupted.yml) re-runs such runs once; add on-demand to the pool's capacityTypes if it happens often"}
-	events, err := d.Kube.CoreV1().Events(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+	f := Finding{Symptom: "Jobs failed by spot interruptions", Fix: "a job on an interrupted node fails (\"The runner has received a shutdown signal\", or in the container form a failed step): gpuci retry (examples/workflows/retry-interrupted.yml) re-runs such runs once, on the pool's on-demand twin with onDemandRetry: true; add on-demand to the pool's capacityTypes if it happens often"}
+	in, err := live.ReadInterruptions(ctx, d.Kube)
 	if err != nil {
 		f.Evidence = append(f.Evidence, err.Error())
 		return f
 	}
-	runners, _ := d.Kube.CoreV1().Pods(wellknown.RunnersNamespace).List(ctx, metav1.ListOptions{})
-	for _, e := range events.Items {
-		if e.Reason != spotInterrupted || e.InvolvedObject.Kind != "Node" {
-			continue
-		}
+	for _, e := range in.Events {
 		f.Problem = true
-		var took []string
-		if runners != nil {
-			for _, p := range runners.Items {
-				if p.Spec.NodeName == e.InvolvedObject.Name {
-					took = append(took, p.Name)
-				}
-			}
-		}
-		line := fmt.Sprintf("%s: node %s: %s", e.LastTimestamp.UTC().Format(time.RFC3339), e.InvolvedObject.Name, e.Message)
-		if len(took) > 0 {
-			line += "; runner pods on it: " + strings.Join(took, ", ")
+		line := fmt.Sprintf("%s: node %s: %s", e.At.Format(time.RFC3339), e.Node, e.Message)
+		if len(e.Pods) > 0 {
+			line += "; runner pods on it: " + strings.Join(e.Pods, ", ")
 		}
 		f.Evidence = append(f.Evidence, line)
 	}

@@ -3,10 +3,14 @@ package live_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/luxfi/lux-gpu-ci/config"
 	"github.com/luxfi/lux-gpu-ci/internal/live"
@@ -46,4 +50,35 @@ func TestConditions(t *testing.T) {
 	status, reason = live.Condition(&unstructured.Unstructured{Object: map[string]any{}}, "Ready")
 	assert.Equal(t, []string{"", "no status yet"}, []string{status, reason})
 	assert.Equal(t, "no conditions", live.Conditions(&unstructured.Unstructured{Object: map[string]any{}}))
+}
+
+// The cluster's evidence of a spot interruption: Karpenter's event on the node, and the runner
+// pod (or a container-form runner's job pod, <runner>-workflow) that was on it.
+func TestInterruptions(t *testing.T) {
+	at := metav1.NewTime(time.Date(2026, 12, 3, 11, 58, 0, 0, time.UTC))
+	kube := fake.NewClientset(
+		&corev1.Event{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "ip-10-0-3-7.1"}, InvolvedObject: corev1.ObjectReference{Kind: "Node", Name: "ip-10-0-3-7"},
+			Reason: "SpotInterrupted", Message: "Spot interruption warning was triggered", LastTimestamp: at},
+		&corev1.Event{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "other"}, InvolvedObject: corev1.ObjectReference{Kind: "Node", Name: "ip-10-0-3-8"}, Reason: "NodeReady"},
+		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "arc-runners", Name: "lux-gpu-t4-container-x-runner-a"}, Spec: corev1.PodSpec{NodeName: "ip-10-0-1-1"}},
+		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "arc-runners", Name: "lux-gpu-t4-container-x-runner-a-workflow"}, Spec: corev1.PodSpec{NodeName: "ip-10-0-3-7"}},
+		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "arc-runners", Name: "lux-gpu-t4-x-runner-b"}, Spec: corev1.PodSpec{NodeName: "ip-10-0-3-8"}},
+	)
+	in, err := live.ReadInterruptions(context.Background(), kube)
+	require.NoError(t, err)
+	require.Len(t, in.Events, 1)
+	assert.Equal(t, []string{"lux-gpu-t4-container-x-runner-a-workflow"}, in.Events[0].Pods)
+
+	evidence, known, interrupted := in.Runner("lux-gpu-t4-container-x-runner-a")
+	assert.True(t, known)
+	assert.True(t, interrupted, "its job pod's node was interrupted")
+	assert.Equal(t, "cluster: pod lux-gpu-t4-container-x-runner-a-workflow was on node ip-10-0-3-7, spot-interrupted at 2026-12-03T11:58:00Z (Spot interruption warning was triggered)", evidence)
+
+	evidence, known, interrupted = in.Runner("lux-gpu-t4-x-runner-b")
+	assert.True(t, known)
+	assert.False(t, interrupted)
+	assert.Equal(t, "cluster: pod lux-gpu-t4-x-runner-b is on node ip-10-0-3-8, which had no spot interruption", evidence)
+
+	_, known, _ = in.Runner("lux-gpu-t4-x-runner-gone")
+	assert.False(t, known, "the pods are gone: the cluster cannot tell")
 }

@@ -54,6 +54,16 @@ type Retrier struct {
 	// ScaleSets are the stack's runner scale set names: ARC names a runner
 	// <scale set>-<id>-runner-<id>, so a job's runner name tells whose it was.
 	ScaleSets []string
+	// Cluster, when set, is what the stack's cluster knows of a runner (live.Interruptions):
+	// it sees a spot interruption GitHub cannot — in the container form the runner survives on
+	// a system node and reports an ordinary step failure when its job pod's node is taken.
+	Cluster RunnerEvidence
+}
+
+// RunnerEvidence tells what the cluster knows of a runner (by its name): known when it still
+// has the runner's pods, interrupted when their node had a spot interruption.
+type RunnerEvidence interface {
+	Runner(name string) (evidence string, known, interrupted bool)
 }
 
 // ours reports whether a runner name belongs to one of the stack's scale sets.
@@ -94,15 +104,8 @@ func (r Retrier) Decide(ctx context.Context, runID int64) (Decision, error) {
 			continue
 		}
 		j := Job{ID: job.GetID(), Name: job.GetName(), Runner: job.GetRunnerName()}
-		if !r.ours(j.Runner) {
-			j.Evidence = fmt.Sprintf("runner %q is not one of this stack's scale sets %v", j.Runner, r.ScaleSets)
-		} else if j.Evidence, err = r.lostRunner(ctx, j.ID); err != nil {
+		if err := r.judge(ctx, &j); err != nil {
 			return d, err
-		} else {
-			j.Interrupted = j.Evidence != ""
-			if !j.Interrupted {
-				j.Evidence = "no lost-runner annotation: the job failed by itself"
-			}
 		}
 		d.Failed = append(d.Failed, j)
 	}
@@ -126,6 +129,35 @@ func (r Retrier) Decide(ctx context.Context, runID int64) (Decision, error) {
 		d.Reason = fmt.Sprintf("all %d failed jobs lost one of this stack's runners: re-run failed jobs (attempt %d)", interrupted, d.Attempt+1)
 	}
 	return d, nil
+}
+
+// judge decides whether a failed job was interrupted, and records which evidence decided:
+// the cluster's, when it saw the runner's node interrupted; otherwise GitHub's annotations.
+func (r Retrier) judge(ctx context.Context, j *Job) error {
+	if !r.ours(j.Runner) {
+		j.Evidence = fmt.Sprintf("runner %q is not one of this stack's scale sets %v", j.Runner, r.ScaleSets)
+		return nil
+	}
+	var cluster string
+	if r.Cluster != nil {
+		var interrupted bool
+		if cluster, _, interrupted = r.Cluster.Runner(j.Runner); interrupted {
+			j.Interrupted, j.Evidence = true, cluster
+			return nil
+		}
+	}
+	annotation, err := r.lostRunner(ctx, j.ID)
+	if err != nil {
+		return err
+	}
+	j.Interrupted, j.Evidence = annotation != "", annotation
+	if !j.Interrupted {
+		j.Evidence = "no lost-runner annotation: the job failed by itself"
+	}
+	if cluster != "" {
+		j.Evidence += "; " + cluster
+	}
+	return nil
 }
 
 // lostRunner returns the annotation that says the job's runner was lost, or "".

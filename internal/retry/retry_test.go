@@ -162,3 +162,49 @@ func TestRunInProgress(t *testing.T) {
 	assert.True(t, errors.Is(err, retry.ErrInProgress), "%v", err)
 	assert.Equal(t, 1, f.reruns)
 }
+
+// clusterSays is a cluster that knows some runners (as live.Interruptions answers).
+type clusterSays map[string]struct {
+	evidence    string
+	interrupted bool
+}
+
+func (c clusterSays) Runner(name string) (string, bool, bool) {
+	e, ok := c[name]
+	if !ok {
+		return "cluster: no pod " + name + " any more", false, false
+	}
+	return e.evidence, true, e.interrupted
+}
+
+// Where the cluster knows more than GitHub it decides, and says so: a container-form job
+// whose job pod's node was interrupted fails like a test (its runner survived on a system
+// node), and only the cluster can tell. Where it does not know, GitHub's annotations decide.
+func TestClusterEvidence(t *testing.T) {
+	const podGone = "Error: failed to run script step: pod lux-gpu-t4-7xk2p-runner-abcde-workflow not found"
+	f := &fakeGitHub{status: "completed", conclusion: "failure", attempt: 1, jobs: []fakeJob{
+		{2, "cuda-in-container", "failure", ourA, []string{podGone}},
+		{3, "cuda", "failure", ourB, []string{shutdown}},
+	}}
+	cluster := clusterSays{ourA: {"cluster: pod " + ourA + "-workflow was on node ip-10-0-3-7, spot-interrupted at 2026-12-03T11:58:00Z (Spot interruption warning was triggered)", true}}
+	r := retry.Retrier{Client: f.serve(t), Owner: "luxfi", Repo: "app", ScaleSets: []string{"lux-gpu-t4"}, Cluster: cluster}
+	d, err := r.Decide(context.Background(), runID)
+	require.NoError(t, err)
+	assert.True(t, d.Rerun, d.Reason)
+	require.Len(t, d.Failed, 2)
+	assert.Equal(t, cluster[ourA].evidence, d.Failed[0].Evidence, "the cluster decided")
+	assert.Equal(t, "GitHub annotation: "+shutdown+"; cluster: no pod "+ourB+" any more", d.Failed[1].Evidence, "GitHub decided; the cluster had nothing")
+
+	// Without the cluster, the same run is a job that failed by itself: not re-run.
+	r.Cluster = nil
+	d, err = r.Decide(context.Background(), runID)
+	require.NoError(t, err)
+	assert.False(t, d.Rerun, d.Reason)
+
+	// A runner whose node was not interrupted, and no lost-runner annotation: no re-run.
+	r.Cluster = clusterSays{ourA: {"cluster: pod " + ourA + " is on node ip-10-0-3-8, which had no spot interruption", false}}
+	d, err = r.Decide(context.Background(), runID)
+	require.NoError(t, err)
+	assert.False(t, d.Rerun)
+	assert.Contains(t, d.Failed[0].Evidence, "failed by itself; cluster: pod "+ourA+" is on node ip-10-0-3-8")
+}
