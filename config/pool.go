@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/luxfi/lux-gpu-ci/instancetypes"
@@ -48,6 +49,33 @@ type GPUPool struct {
 	// JobForm is where a job's steps run, and so which pod holds the GPU: JobFormRunner or
 	// JobFormContainer.
 	JobForm string `json:"jobForm"`
+	// OnDemandRetry adds the pool's retry twin (RetryTwin): an on-demand NodePool and scale
+	// set, idle at zero, where a workflow sends a job's second attempt after a spot
+	// interruption.
+	OnDemandRetry bool `json:"onDemandRetry,omitempty"`
+	// RetryTwinOf is, on a twin, the name of the pool it retries for (never configured).
+	RetryTwinOf string `json:"-"`
+}
+
+// retryTwinSuffix names a twin's NodePool, scale set and routing label after its pool's.
+const retryTwinSuffix = "-on-demand"
+
+// RetryTwin is the pool's on-demand twin: the same GPU types, form, image, group and sizes,
+// on-demand capacity only, and a scale set of its own that only a retry reaches — its name,
+// and its labels with the last one (by default the pool's own label) suffixed, so neither
+// scale set's labels contain the other's.
+func (p GPUPool) RetryTwin() GPUPool {
+	t := p
+	t.Name = p.Name + retryTwinSuffix
+	t.CapacityTypes = []string{"on-demand"}
+	t.RunnerScaleSetName = p.RunnerScaleSetName + retryTwinSuffix
+	t.RunnerLabels = slices.Clone(p.RunnerLabels)
+	if n := len(t.RunnerLabels); n > 0 {
+		t.RunnerLabels[n-1] += retryTwinSuffix
+	}
+	t.InstanceTypes = slices.Clone(p.InstanceTypes)
+	t.OnDemandRetry, t.RetryTwinOf = false, p.Name
+	return t
 }
 
 const (
@@ -119,18 +147,44 @@ func (p *parser) parsePools() []GPUPool {
 			pool.RunnerLabels = []string{"self-hosted", "linux", "amd64", "cuda", "gpu", pool.Name}
 		}
 		pools = append(pools, pool)
+		if pool.OnDemandRetry {
+			// Validated with the others: its names must fit and be unique too.
+			pools = append(pools, pool.RetryTwin())
+		}
 	}
 	return pools
 }
 
 func (c *Config) validatePools(p *parser) {
 	names, scaleSets := map[string]bool{}, map[string]bool{}
-	for i, pool := range c.GPUPools {
-		at := fmt.Sprintf("[%d]", i)
-		if pool.Name != "" {
-			at = fmt.Sprintf("[%d] (%s)", i, pool.Name)
+	i := -1 // the pool's index in gpuPools; a twin follows its pool
+	for n, pool := range c.GPUPools {
+		var problems []fieldProblem
+		at := ""
+		if pool.RetryTwinOf != "" {
+			// A twin's own fields come from its pool; only its derived names can be wrong.
+			at = fmt.Sprintf("[%d] (%s)", i, pool.RetryTwinOf)
+			if len(pool.Name) > 50 {
+				problems = append(problems, fieldProblem{"onDemandRetry", fmt.Sprintf("the twin's NodePool %q is longer than 50 characters; shorten name", pool.Name)})
+			}
+			if len(pool.RunnerScaleSetName) > 45 {
+				problems = append(problems, fieldProblem{"onDemandRetry", fmt.Sprintf("the twin's scale set %q is longer than 45 characters (ARC's limit); shorten runnerScaleSetName", pool.RunnerScaleSetName)})
+			}
+		} else {
+			i++
+			at = fmt.Sprintf("[%d]", i)
+			if pool.Name != "" {
+				at = fmt.Sprintf("[%d] (%s)", i, pool.Name)
+			}
+			problems = pool.problems()
 		}
-		problems := pool.problems()
+		// Within the stack, as across stacks (ScaleSetClashes): a labels-form runs-on of one
+		// scale set must not reach another.
+		for _, other := range c.GPUPools[:n] {
+			if len(pool.RunnerLabels) > 0 && len(other.RunnerLabels) > 0 && (subset(pool.RunnerLabels, other.RunnerLabels) || subset(other.RunnerLabels, pool.RunnerLabels)) {
+				problems = append(problems, fieldProblem{"runnerLabels", fmt.Sprintf("[%s] and pool %s's [%s]: one contains the other, so a labels-form runs-on may land on either; give each pool a label of its own", strings.Join(pool.RunnerLabels, ","), other.Name, strings.Join(other.RunnerLabels, ","))})
+			}
+		}
 		// Across pools: each names its own NodePool and scale set.
 		if pool.Name != "" && names[pool.Name] {
 			problems = append(problems, fieldProblem{"name", fmt.Sprintf("%q is used by two pools", pool.Name)})

@@ -13,7 +13,7 @@
 //
 // It proves what neither the mocks nor an offline render can: the engine accepts the stack's
 // config; pulumi-eks accepts our arguments and creates only what we expect; preview and up
-// succeed; a second preview changes nothing; a gpuLimit change updates one resource in place;
+// succeed; a second preview changes nothing; a gpuLimit change updates a pool (and its twin) in place;
 // the destroy order holds on the real state; destroy leaves nothing.
 //
 // Run it with `make e2e` (hack/e2e.sh builds the tools and starts the API server). Run
@@ -354,12 +354,16 @@ func TestWholeProgram(t *testing.T) {
 	done()
 	changes = *upd.Summary.ResourceChanges
 	t.Logf("update: %v", changes)
-	assert.Equal(t, 1, changes["update"], "only the NodePool changes")
+	assert.Equal(t, 2, changes["update"], "only gpu-spot's NodePool and its retry twin's (which shares its gpuLimit) change")
 	assert.Zero(t, changes["replace"]+changes["create"]+changes["delete"], "nothing is replaced")
 	np, err := kube.Resource(nodePools).Get(ctx, "gpu-spot", metav1.GetOptions{})
 	require.NoError(t, err)
 	limit, _, _ := unstructured.NestedString(np.Object, "spec", "limits", "nvidia.com/gpu")
 	assert.Equal(t, "2", limit)
+	twin, err := kube.Resource(nodePools).Get(ctx, "gpu-spot-on-demand", metav1.GetOptions{})
+	require.NoError(t, err)
+	limit, _, _ = unstructured.NestedString(twin.Object, "spec", "limits", "nvidia.com/gpu")
+	assert.Equal(t, "2", limit, "the twin follows its pool")
 
 	done = phase(t, "bad config: refused before anything is sent")
 	before := np.GetResourceVersion()
@@ -516,7 +520,7 @@ func assertCluster(t *testing.T, ctx context.Context, restCfg *rest.Config, kube
 		"kube-system":          {"karpenter-crd", "karpenter"},
 		"nvidia-device-plugin": {"nvidia-device-plugin"},
 		"arc-systems":          {"arc"},
-		"arc-runners":          {"lux-gpu-t4", "lux-gpu-t4-container"},
+		"arc-runners":          {"lux-gpu-t4", "lux-gpu-t4-on-demand", "lux-gpu-t4-container"},
 	} {
 		for _, rel := range releases {
 			list, err := kube.Resource(secrets).Namespace(ns).List(ctx, metav1.ListOptions{LabelSelector: "owner=helm,status=deployed,name=" + rel})
@@ -538,6 +542,16 @@ func assertCluster(t *testing.T, ctx context.Context, restCfg *rest.Config, kube
 	_, err = kube.Resource(configMaps).Namespace("kube-system").Get(ctx, "aws-auth", metav1.GetOptions{})
 	assert.True(t, apierrors.IsNotFound(err), "no aws-auth ConfigMap (API authentication only): %v", err)
 	assertContainerForm(t, ctx, restCfg, kube)
+
+	// onDemandRetry: gpu-spot's twin, on-demand capacity only, with a scale set of its own.
+	twin, err := kube.Resource(nodePools).Get(ctx, "gpu-spot-on-demand", metav1.GetOptions{})
+	require.NoError(t, err, "the retry twin's NodePool")
+	reqs, _, _ := unstructured.NestedSlice(twin.Object, "spec", "template", "spec", "requirements")
+	assert.Contains(t, reqs, map[string]any{"key": "karpenter.sh/capacity-type", "operator": "In", "values": []any{"on-demand"}})
+	twinSet, err := kube.Resource(runnerSets).Namespace("arc-runners").Get(ctx, "lux-gpu-t4-on-demand", metav1.GetOptions{})
+	require.NoError(t, err, "the retry twin's scale set")
+	minRunners, _, _ := unstructured.NestedInt64(twinSet.Object, "spec", "minRunners")
+	assert.Zero(t, minRunners, "idle at zero")
 }
 
 // assertContainerForm checks the container-form pool as the API server holds it: the job pod
@@ -644,7 +658,7 @@ func verifyHealthyCluster(t *testing.T, ctx context.Context, restCfg *rest.Confi
 		}(p.ns, p.name)
 	}
 
-	for _, pool := range []string{"gpu-spot", "gpu-spot-container"} {
+	for _, pool := range []string{"gpu-spot", "gpu-spot-on-demand", "gpu-spot-container"} {
 		np, err := kube.Resource(nodePools).Get(ctx, pool, metav1.GetOptions{})
 		require.NoError(t, err)
 		require.NoError(t, unstructured.SetNestedSlice(np.Object, []any{map[string]any{

@@ -62,15 +62,20 @@ func preflight(t *testing.T, env ...string) (string, error) {
 }
 
 // Preflight compares the account's G and VT vCPU quotas with what the dev stack's pools need
-// (4 spot vCPUs) and stops with the exact request command when one is short.
+// (8 spot vCPUs, 4 on-demand for the retry twin) and stops with the exact request command
+// when one is short.
 func TestPreflightStopsOnAShortGPUQuota(t *testing.T) {
-	out, err := preflight(t, "FAKE_QUOTA_L_3819A6DF=0.0")
+	out, err := preflight(t, "FAKE_QUOTA_L_3819A6DF=0.0", "FAKE_QUOTA_L_DB2E81BA=4.0")
 	require.Error(t, err, out)
 	assert.Contains(t, out, "the spot G and VT vCPU quota (L-3819A6DF) is 0 in us-west-2; pools gpu-spot,gpu-spot-container need 8")
 	assert.Contains(t, out, "aws service-quotas request-service-quota-increase --service-code ec2 --quota-code L-3819A6DF --desired-value 8 --region us-west-2")
 	assert.NotContains(t, out, "stand-in pulumi", "nothing is changed")
 
-	out, err = preflight(t, "FAKE_QUOTA_L_3819A6DF=16.0", "FAKE_SPOT_ROLE=present")
+	out, err = preflight(t, "FAKE_QUOTA_L_3819A6DF=16.0", "FAKE_QUOTA_L_DB2E81BA=0.0")
+	require.Error(t, err, out)
+	assert.Contains(t, out, "the on-demand G and VT vCPU quota (L-DB2E81BA) is 0 in us-west-2; pools gpu-spot-on-demand need 4")
+
+	out, err = preflight(t, "FAKE_QUOTA_L_3819A6DF=16.0", "FAKE_QUOTA_L_DB2E81BA=4.0", "FAKE_SPOT_ROLE=present")
 	require.NoError(t, err, out)
 	assert.Contains(t, out, "spot G and VT vCPU quota (L-3819A6DF): 16, pools gpu-spot,gpu-spot-container need 8")
 	assert.Contains(t, out, "EC2 Spot service-linked role: present (the stack adopts it)")
@@ -82,7 +87,7 @@ func TestPreflightChecksCredentialsAndTheSpotRole(t *testing.T) {
 	require.Error(t, err, out)
 	assert.Contains(t, out, "AWS credentials do not work")
 
-	out, err = preflight(t, "FAKE_QUOTA_L_3819A6DF=8")
+	out, err = preflight(t, "FAKE_QUOTA_L_3819A6DF=8", "FAKE_QUOTA_L_DB2E81BA=4")
 	require.NoError(t, err, out)
 	assert.Contains(t, out, "EC2 Spot service-linked role: absent (the stack creates it")
 	assert.Contains(t, out, "AWS credentials: arn:aws:iam::123456789012:user/ci")

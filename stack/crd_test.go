@@ -23,7 +23,7 @@ func TestDevStackObjectsPassKarpenterCRDs(t *testing.T) {
 	for _, typ := range []string{"kubernetes:karpenter.sh/v1:NodePool", "kubernetes:karpenter.k8s.aws/v1:EC2NodeClass"} {
 		objects = append(objects, m.all(typ)...)
 	}
-	require.Len(t, objects, 4, "two pools")
+	require.Len(t, objects, 6, "three pools: gpu-spot, its on-demand twin, gpu-spot-container")
 	for _, r := range objects {
 		obj := map[string]any{"apiVersion": r.Inputs["apiVersion"], "kind": r.Inputs["kind"], "metadata": r.Inputs["metadata"], "spec": r.Inputs["spec"]}
 		assert.Empty(t, v.Validate(obj), "%s as registered", r.Key())
@@ -110,6 +110,8 @@ func TestWrongPoolConfigs(t *testing.T) {
 		{name: "scale set name too long", pool: `{"name": "gpu", "instanceTypes": ["g4dn.xlarge"], "runnerScaleSetName": "` + strings.Repeat("x", 46) + `"}`, wantCfg: "runnerScaleSetName"},
 		{name: "unpinned runner image", pool: `{"name": "gpu", "instanceTypes": ["g4dn.xlarge"], "runnerImage": "ghcr.io/luxfi/cuda-runner:latest"}`, wantCfg: "runnerImage"},
 		{name: "unknown job form", pool: `{"name": "gpu", "instanceTypes": ["g4dn.xlarge"], "jobForm": "dind"}`, wantCfg: `jobForm: "dind" is not "runner"`},
+		{name: "retry twin's names too long", pool: `{"name": "gpu-` + strings.Repeat("x", 40) + `", "instanceTypes": ["g4dn.xlarge"], "runnerScaleSetName": "lux-gpu", "onDemandRetry": true}`, wantCfg: "onDemandRetry: the twin's NodePool"},
+		{name: "labels contained in another pool's", pool: `{"name": "a", "instanceTypes": ["g4dn.xlarge"], "runnerLabels": ["gpu"]}, {"name": "b", "instanceTypes": ["g4dn.xlarge"], "runnerLabels": ["gpu", "big"]}`, wantCfg: "one contains the other"},
 		{name: "misspelt field", pool: `{"name": "gpu", "instanceTypes": ["g4dn.xlarge"], "gpuLimt": 2}`, wantCfg: "unknown field \"gpuLimt\""},
 	}
 	for _, tc := range cases {

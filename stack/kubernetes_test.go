@@ -28,6 +28,7 @@ func TestHelmReleasesArePinned(t *testing.T) {
 		{"nvidia-device-plugin", "nvidia-device-plugin", "nvidia-device-plugin", "https://nvidia.github.io/k8s-device-plugin", "0.19.3"},
 		{"arc", "arc-systems", "oci://ghcr.io/actions/actions-runner-controller-charts/gha-runner-scale-set-controller", "", "0.14.2"},
 		{"lux-gpu-t4", "arc-runners", "oci://ghcr.io/actions/actions-runner-controller-charts/gha-runner-scale-set", "", "0.14.2"},
+		{"lux-gpu-t4-on-demand", "arc-runners", "oci://ghcr.io/actions/actions-runner-controller-charts/gha-runner-scale-set", "", "0.14.2"},
 		{"lux-gpu-t4-container", "arc-runners", "oci://ghcr.io/actions/actions-runner-controller-charts/gha-runner-scale-set", "", "0.14.2"},
 	}
 	require.Len(t, m.all("kubernetes:helm.sh/v3:Release"), len(want))
@@ -352,4 +353,40 @@ func TestARCCRDsFollowTheControllerChart(t *testing.T) {
 		assert.Equal(t, crds[i].Key(), oldCRDs[i].Key(), "same resources: a version change is an update, never a replacement (which would delete every scale set)")
 	}
 	assert.Nil(t, labels(old), "chart 0.6.1's CRD predates the labels")
+}
+
+// onDemandRetry: the pool's twin is an on-demand NodePool and a scale set of its own, idle
+// at zero, with the pool's GPU types, form and sizes; only its name and its own label route
+// a retry to it, and neither scale set's labels contain the other's.
+func TestOnDemandRetryTwin(t *testing.T) {
+	m := runDev(t)
+	spot := m.get(t, "kubernetes:karpenter.sh/v1:NodePool", "gpu-ci-gpu-spot-nodepool")
+	twin := m.get(t, "kubernetes:karpenter.sh/v1:NodePool", "gpu-ci-gpu-spot-on-demand-nodepool")
+	assert.Equal(t, "gpu-spot-on-demand", path(twin.Inputs, "metadata", "name"))
+	reqs := func(r registered) map[string]any {
+		out := map[string]any{}
+		for _, req := range path(r.Inputs["spec"], "template", "spec", "requirements").([]any) {
+			out[path(req, "key").(string)] = path(req, "values")
+		}
+		return out
+	}
+	assert.Equal(t, []any{"on-demand"}, reqs(twin)["karpenter.sh/capacity-type"], "the twin never waits for spot")
+	assert.Equal(t, []any{"spot"}, reqs(spot)["karpenter.sh/capacity-type"])
+	assert.Equal(t, reqs(spot)["node.kubernetes.io/instance-type"], reqs(twin)["node.kubernetes.io/instance-type"], "the same GPUs")
+	assert.Equal(t, path(spot.Inputs["spec"], "limits"), path(twin.Inputs["spec"], "limits"))
+	assert.Equal(t, path(spot.Inputs["spec"], "template", "spec", "taints"), path(twin.Inputs["spec"], "template", "spec", "taints"))
+	m.get(t, "kubernetes:karpenter.k8s.aws/v1:EC2NodeClass", "gpu-ci-gpu-spot-on-demand-nodeclass")
+
+	v := releaseNamed(t, m, "lux-gpu-t4-on-demand").Inputs["values"]
+	assert.Equal(t, "lux-gpu-t4-on-demand", path(v, "runnerScaleSetName"))
+	assert.Equal(t, []any{"self-hosted", "linux", "amd64", "cuda", "gpu", "t4-on-demand"}, path(v, "scaleSetLabels"))
+	assert.Equal(t, 0.0, path(v, "minRunners"), "idle at zero: nothing while no retry waits")
+	assert.Equal(t, 1.0, path(v, "maxRunners"))
+	assert.Equal(t, map[string]any{"karpenter.sh/nodepool": "gpu-spot-on-demand"}, path(v, "template", "spec", "nodeSelector"))
+	spotValues := releaseNamed(t, m, "lux-gpu-t4").Inputs["values"]
+	assert.Equal(t, path(spotValues, "template", "spec", "containers"), path(v, "template", "spec", "containers"), "the same runner")
+	assert.Contains(t, releaseNamed(t, m, "lux-gpu-t4-on-demand").Deps(), twin.Key(), "the twin's runners go before its nodes")
+
+	// A pool without onDemandRetry has no twin.
+	assert.Len(t, m.all("kubernetes:karpenter.sh/v1:NodePool"), 3, "gpu-spot, its twin, gpu-spot-container")
 }

@@ -44,14 +44,14 @@ func TestDevStackResourceCounts(t *testing.T) {
 		"lux-gpu-ci:k8s:GPUCI":                         1,
 		"lux-gpu-ci:k8s:Karpenter":                     1,
 		"lux-gpu-ci:k8s:DevicePlugin":                  1,
-		"lux-gpu-ci:k8s:GPUPool":                       2, // gpu-spot (runner form), gpu-spot-container
+		"lux-gpu-ci:k8s:GPUPool":                       3, // gpu-spot (runner form), its on-demand twin, gpu-spot-container
 		"lux-gpu-ci:k8s:Runners":                       1,
 		"pulumi:providers:kubernetes":                  1,
-		"kubernetes:helm.sh/v3:Release":                6, // karpenter-crd, karpenter, nvidia-device-plugin, arc, lux-gpu-t4, lux-gpu-t4-container
+		"kubernetes:helm.sh/v3:Release":                7, // karpenter-crd, karpenter, nvidia-device-plugin, arc, lux-gpu-t4(-on-demand, -container)
 		"kubernetes:core/v1:Namespace":                 3, // nvidia-device-plugin, arc-systems, arc-runners
 		"kubernetes:core/v1:Secret":                    1,
-		"kubernetes:karpenter.sh/v1:NodePool":          2,
-		"kubernetes:karpenter.k8s.aws/v1:EC2NodeClass": 2,
+		"kubernetes:karpenter.sh/v1:NodePool":          3,
+		"kubernetes:karpenter.k8s.aws/v1:EC2NodeClass": 3,
 		// ARC's four CRDs, from the controller chart of the pinned version.
 		"kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition": 4,
 		// The container-form pool's job pod template and the container hooks' account.

@@ -23,6 +23,7 @@ func runCost(args []string) error {
 	fs.Float64Var(&u.BootMinutes, "boot-minutes", 4, "minutes from a cold node's launch to the job starting")
 	fs.Float64Var(&u.ImageGB, "image-gb", 0, "GB of images a cold node pulls (CUDA images are several)")
 	fs.Float64Var(&u.ColdStarts, "cold-starts", 1, "share of builds that start a new node (0–1)")
+	fs.Float64Var(&u.InterruptionRate, "interruption-rate", cost.DefaultInterruptionRate, "share of builds a spot interruption re-runs on a pool's on-demand twin (0–1)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

@@ -73,6 +73,13 @@ func LoadPrices(path string) (Prices, error) {
 	return p, nil
 }
 
+// DefaultInterruptionRate is the share of builds gpuci cost assumes a spot interruption
+// re-runs: 5 %, deliberately high. AWS's Spot Instance Advisor puts g4dn in us-west-2 in its
+// ">20 %" band, a monthly figure for instances that live for weeks; a GPU node here lives for
+// one build's minutes, so the share of builds hit is far lower. Measure yours (gpuci doctor
+// lists interruptions) and pass --interruption-rate.
+const DefaultInterruptionRate = 0.05
+
 // Usage describes the CI load.
 type Usage struct {
 	BuildsPerDay    float64 `json:"buildsPerDay"`
@@ -83,6 +90,9 @@ type Usage struct {
 	ImageGB float64 `json:"imageGB"`
 	// ColdStarts is the share of builds that start a new node (1: every build, idle between).
 	ColdStarts float64 `json:"coldStarts"`
+	// InterruptionRate is the share of a pool's builds a spot interruption sends to its
+	// on-demand retry twin (gpuci doctor lists the interruptions a cluster has seen).
+	InterruptionRate float64 `json:"interruptionRate"`
 }
 
 // Item is one line of a bill.
@@ -103,6 +113,9 @@ type PoolEstimate struct {
 	MonthlyUSD   float64 `json:"monthlyUSD"`
 	// OnDemandBuildUSD is the per-build cost if spot is short and the pool falls back.
 	OnDemandBuildUSD float64 `json:"onDemandPerBuildUSD,omitempty"`
+	// RetryTwinOf names the pool whose interrupted builds this twin re-runs; its month
+	// counts only those (Usage.InterruptionRate of the builds).
+	RetryTwinOf string `json:"retryTwinOf,omitempty"`
 }
 
 // Report is the whole estimate.
@@ -160,6 +173,9 @@ func Estimate(cfg *config.Config, p Prices, u Usage) (Report, error) {
 // cheapest type that fits, preferring spot when the pool allows it.
 func estimatePool(pool config.GPUPool, p Prices, u Usage, nat bool) (PoolEstimate, error) {
 	e := PoolEstimate{Pool: pool.Name}
+	if u.InterruptionRate < 0 || u.InterruptionRate > 1 {
+		return e, fmt.Errorf("interruption rate %v is not a share of builds (0–1)", u.InterruptionRate)
+	}
 	capacity := "on-demand"
 	table := p.OnDemand
 	if slices.Contains(pool.CapacityTypes, "spot") {
@@ -196,6 +212,10 @@ func estimatePool(pool config.GPUPool, p Prices, u Usage, nat bool) (PoolEstimat
 		e.BuildUSD += it.USD
 	}
 	e.MonthlyUSD = e.BuildUSD * u.BuildsPerDay * 30
+	if pool.RetryTwinOf != "" {
+		e.RetryTwinOf = pool.RetryTwinOf
+		e.MonthlyUSD *= u.InterruptionRate
+	}
 	if capacity == "spot" && slices.Contains(pool.CapacityTypes, "on-demand") {
 		if od, ok := p.OnDemand[e.InstanceType]; ok {
 			e.OnDemandBuildUSD = e.BuildUSD - hours*e.PerHour + hours*od

@@ -29,8 +29,8 @@ func TestCostReproducesTheSeedArithmetic(t *testing.T) {
 	r, err := cost.Estimate(testkit.DevConfig(t), p, cost.Usage{BuildsPerDay: 30, MinutesPerBuild: 10})
 	require.NoError(t, err)
 	near(t, 137.82, r.IdleUSD, "idle per month")
-	require.Len(t, r.Pools, 2, "dev's two pools (one per job form) are priced alike, each as if it ran every build")
-	assert.Equal(t, r.Pools[0].BuildUSD, r.Pools[1].BuildUSD)
+	require.Len(t, r.Pools, 3, "dev's two pools (one per job form, priced alike, each as if it ran every build) and gpu-spot's retry twin")
+	assert.Equal(t, r.Pools[0].BuildUSD, r.Pools[2].BuildUSD)
 	pool := r.Pools[0]
 	assert.Equal(t, "g4dn.xlarge", pool.InstanceType)
 	near(t, 24.00, pool.PerBuild[0].USD*30*30, "GPU instance per month")
@@ -110,4 +110,35 @@ func TestParseOnDemandPrice(t *testing.T) {
 	assert.Equal(t, 0.526, v)
 	_, ok = cost.ParseOnDemandPrice(`{"terms":{}}`)
 	assert.False(t, ok)
+}
+
+// A retry twin is priced on-demand and counted only for the builds an interruption re-runs.
+func TestCostCountsTheRetryTwinAtTheInterruptionRate(t *testing.T) {
+	p := cost.DefaultPrices()
+	u := cost.Usage{BuildsPerDay: 30, MinutesPerBuild: 10, InterruptionRate: 0.05}
+	r, err := cost.Estimate(testkit.DevConfig(t), p, u)
+	require.NoError(t, err)
+	var spot, twin cost.PoolEstimate
+	for _, e := range r.Pools {
+		switch e.Pool {
+		case "gpu-spot":
+			spot = e
+		case "gpu-spot-on-demand":
+			twin = e
+		}
+	}
+	require.Equal(t, "gpu-spot", twin.RetryTwinOf)
+	assert.Equal(t, "on-demand", twin.CapacityType)
+	assert.Equal(t, spot.InstanceType, twin.InstanceType)
+	near(t, twin.BuildUSD*30*30*0.05, twin.MonthlyUSD, "the twin's month: 5% of the builds, on-demand")
+	assert.Greater(t, twin.BuildUSD, spot.BuildUSD)
+
+	var out bytes.Buffer
+	require.NoError(t, r.WriteTable(&out))
+	assert.Contains(t, out.String(), "per month, re-running 5% of gpu-spot's 30 builds/day (spot interruptions)")
+	assert.Contains(t, out.String(), "self-hosted (idle + pool gpu-spot + its retry twin)")
+
+	u.InterruptionRate = 1.5
+	_, err = cost.Estimate(testkit.DevConfig(t), p, u)
+	assert.ErrorContains(t, err, "not a share of builds")
 }

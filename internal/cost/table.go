@@ -25,13 +25,24 @@ func (r Report) WriteTable(w io.Writer) error {
 		if p.OnDemandBuildUSD > 0 {
 			fmt.Fprintf(tw, "    per build on on-demand fallback\t$%8.4f\n", p.OnDemandBuildUSD)
 		}
+		if p.RetryTwinOf != "" {
+			fmt.Fprintf(tw, "    per month, re-running %.0f%% of %s's %.0f builds/day (spot interruptions)\t$%8.2f\n", u.InterruptionRate*100, p.RetryTwinOf, u.BuildsPerDay, p.MonthlyUSD)
+			continue
+		}
 		fmt.Fprintf(tw, "    per month at %.0f builds/day\t$%8.2f\n", u.BuildsPerDay, p.MonthlyUSD)
 	}
 	fmt.Fprintf(tw, "\t\nGitHub-hosted T4 runner, per build\t$%8.4f\n", r.HostedUSD)
 	if len(r.Pools) > 0 {
 		total := r.IdleUSD + r.Pools[0].MonthlyUSD
+		what := "idle + pool " + r.Pools[0].Pool
+		for _, p := range r.Pools {
+			if p.RetryTwinOf == r.Pools[0].Pool {
+				total += p.MonthlyUSD
+				what += " + its retry twin"
+			}
+		}
 		hosted := r.HostedUSD * u.BuildsPerDay * 30
-		fmt.Fprintf(tw, "Month at %.0f builds/day: self-hosted (idle + pool %s)\t$%8.2f\n", u.BuildsPerDay, r.Pools[0].Pool, total)
+		fmt.Fprintf(tw, "Month at %.0f builds/day: self-hosted (%s)\t$%8.2f\n", u.BuildsPerDay, what, total)
 		fmt.Fprintf(tw, "Month at %.0f builds/day: GitHub-hosted T4\t$%8.2f\n", u.BuildsPerDay, hosted)
 	}
 	if r.BreakEvenBuilds > 0 {

@@ -30,6 +30,7 @@ func doctorCluster() fakecluster.Cluster {
 	c := fakecluster.Healthy()
 	c.Objects = append(c.Objects,
 		fakecluster.Pod("arc-systems", "lux-gpu-t4-listener", map[string]string{"actions.github.com/scale-set-name": "lux-gpu-t4"}, corev1.PodRunning),
+		fakecluster.Pod("arc-systems", "lux-gpu-t4-on-demand-listener", map[string]string{"actions.github.com/scale-set-name": "lux-gpu-t4-on-demand"}, corev1.PodRunning),
 		fakecluster.Pod("arc-systems", "lux-gpu-t4-container-listener", map[string]string{"actions.github.com/scale-set-name": "lux-gpu-t4-container"}, corev1.PodRunning),
 		&appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: "nvidia-device-plugin", Name: "nvidia-device-plugin"}},
 	)
@@ -134,7 +135,7 @@ func TestDoctorFixDeletesTheNodePools(t *testing.T) {
 	d, _, _ := examine(t, doctorCluster())
 	deleted, err := d.Fix(context.Background())
 	require.NoError(t, err)
-	assert.Equal(t, []string{"gpu-spot", "gpu-spot-container"}, deleted)
+	assert.Equal(t, []string{"gpu-spot", "gpu-spot-on-demand", "gpu-spot-container"}, deleted)
 	_, err = d.Dyn.Resource(wellknown.NodePools).Get(context.Background(), "gpu-spot", metav1.GetOptions{})
 	assert.Error(t, err, "the NodePool is gone")
 }

@@ -41,7 +41,7 @@ func failed(checks []verify.Check) []string {
 func TestVerifyHealthyIdleCluster(t *testing.T) {
 	checks, out := verifyCluster(t, fakecluster.Healthy())
 	assert.True(t, verify.AllOK(checks), out)
-	assert.Len(t, checks, 8, out) // a NodePool and a scale set for each of dev's two pools
+	assert.Len(t, checks, 10, out) // a NodePool and a scale set for each of dev's three pools (a twin included)
 	assert.Contains(t, out, "✓ 1 system node(s) of type t3.medium, Ready — 1 found: ip-10-0-1-1 (t3.medium, Ready)")
 	assert.Contains(t, out, "✓ GPU nodes up (0 when idle) — 0: none")
 	assert.Contains(t, out, "✓ runner scale set lux-gpu-t4 — 0 runner(s); labels [self-hosted linux amd64 cuda gpu t4]")

@@ -63,8 +63,8 @@ func Custom(gvk schema.GroupVersionKind, ns, name string, fields map[string]any)
 }
 
 // Healthy is an idle, healthy dev cluster: one Ready system node, Karpenter and the ARC
-// controller Running, the gpu-spot and gpu-spot-container NodePools Ready, the lux-gpu-t4
-// and lux-gpu-t4-container scale sets with their labels and no runners.
+// controller Running, the NodePools of dev's pools Ready (gpu-spot, its twin
+// gpu-spot-on-demand, gpu-spot-container), their scale sets with their labels and no runners.
 func Healthy() Cluster {
 	return Cluster{
 		Objects: []runtime.Object{
@@ -78,6 +78,13 @@ func Healthy() Cluster {
 			}),
 			Custom(schema.GroupVersionKind{Group: "actions.github.com", Version: "v1alpha1", Kind: "AutoscalingRunnerSet"}, "arc-runners", "lux-gpu-t4", map[string]any{
 				"spec":   map[string]any{"runnerScaleSetLabels": []any{"self-hosted", "linux", "amd64", "cuda", "gpu", "t4"}},
+				"status": map[string]any{"currentRunners": int64(0)},
+			}),
+			Custom(schema.GroupVersionKind{Group: "karpenter.sh", Version: "v1", Kind: "NodePool"}, "", "gpu-spot-on-demand", map[string]any{
+				"status": map[string]any{"conditions": []any{map[string]any{"type": "Ready", "status": "True", "reason": "Ready"}}},
+			}),
+			Custom(schema.GroupVersionKind{Group: "actions.github.com", Version: "v1alpha1", Kind: "AutoscalingRunnerSet"}, "arc-runners", "lux-gpu-t4-on-demand", map[string]any{
+				"spec":   map[string]any{"runnerScaleSetLabels": []any{"self-hosted", "linux", "amd64", "cuda", "gpu", "t4-on-demand"}},
 				"status": map[string]any{"currentRunners": int64(0)},
 			}),
 			Custom(schema.GroupVersionKind{Group: "karpenter.sh", Version: "v1", Kind: "NodePool"}, "", "gpu-spot-container", map[string]any{
