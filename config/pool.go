@@ -170,6 +170,9 @@ func (c *Config) validatePools(p *parser) {
 			if len(pool.RunnerScaleSetName) > 45 {
 				problems = append(problems, fieldProblem{"onDemandRetry", fmt.Sprintf("the twin's scale set %q is longer than 45 characters (ARC's limit); shorten runnerScaleSetName", pool.RunnerScaleSetName)})
 			}
+			if n := len(pool.RunnerLabels); n > 0 && len(pool.RunnerLabels[n-1]) > 255 {
+				problems = append(problems, fieldProblem{"onDemandRetry", fmt.Sprintf("the twin's label %q is 256 characters or more; shorten the last of runnerLabels", pool.RunnerLabels[n-1])})
+			}
 		} else {
 			i++
 			at = fmt.Sprintf("[%d]", i)
@@ -276,6 +279,9 @@ func (pool GPUPool) problems() []fieldProblem {
 	}
 	if img := pool.RunnerImage; img != versions.RunnerImage && (img == "" || strings.HasSuffix(img, ":latest") || !strings.ContainsAny(img, ":@")) {
 		bad("runnerImage", fmt.Sprintf("%q must be pinned to a tag or digest (or leave runnerImage out to follow the current runner, %s)", img, versions.RunnerImage))
+	}
+	if pool.OnDemandRetry && !slices.Contains(pool.CapacityTypes, "spot") {
+		bad("onDemandRetry", "the pool uses no spot capacity, so nothing interrupts it: its twin would be the same pool; leave onDemandRetry out")
 	}
 	if pool.JobForm != JobFormRunner && pool.JobForm != JobFormContainer {
 		bad("jobForm", fmt.Sprintf("%q is not %q (steps run in the runner, which holds the GPU) or %q (every job declares container:, and its pod gets the GPU)", pool.JobForm, JobFormRunner, JobFormContainer))

@@ -392,9 +392,10 @@ func TestWholeProgram(t *testing.T) {
 
 	// SQS refuses a deleted queue's name for 60 s (the fake too): the stack must come back at
 	// once all the same.
-	done = phase(t, "up again at once, then destroy")
+	done = phase(t, "up again at once, onto ARC CRDs an earlier Helm install left, then destroy")
+	installARCCRDsAsHelmDid(t, ctx, kube)
 	_, err = h.stack.Up(ctx, optup.SuppressProgress())
-	require.NoError(t, err, "the stack is recreatable right after a destroy")
+	require.NoError(t, err, "the stack is recreatable right after a destroy, and adopts the CRDs it finds")
 	_, err = h.stack.Destroy(ctx, optdestroy.SuppressProgress())
 	require.NoError(t, err)
 	done()
@@ -785,4 +786,22 @@ func arcVersionChange(t *testing.T, ctx context.Context, h *harness, kube dynami
 	after, err := kube.Resource(runnerSets).Namespace("arc-runners").Get(ctx, "lux-gpu-t4", metav1.GetOptions{})
 	require.NoError(t, err, "the scale set survived both CRD changes")
 	assert.Equal(t, set.GetUID(), after.GetUID(), "never deleted and recreated")
+}
+
+// installARCCRDsAsHelmDid creates ARC's CRDs the way a Helm install of the controller chart
+// does (crds/, verbatim, no owner): what a cluster deployed before the program managed them
+// holds. The next up must adopt them rather than fail with AlreadyExists.
+func installARCCRDsAsHelmDid(t *testing.T, ctx context.Context, kube dynamic.Interface) {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(repoRoot(t), "k8s", "arc", "gha-runner-scale-set-controller", "crds", "*.yaml"))
+	require.NoError(t, err)
+	require.Len(t, files, 4)
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		require.NoError(t, err)
+		var obj map[string]any
+		require.NoError(t, sigsyaml.Unmarshal(b, &obj))
+		_, err = kube.Resource(crds).Create(ctx, &unstructured.Unstructured{Object: obj}, metav1.CreateOptions{FieldManager: "helm"})
+		require.NoError(t, err, f)
+	}
 }

@@ -13,7 +13,6 @@ import (
 	"io/fs"
 	"os"
 	"path"
-	"path/filepath"
 	"slices"
 	"sync"
 
@@ -44,49 +43,34 @@ const arcControllerDir = "arc/gha-runner-scale-set-controller"
 // only `kubectl explain`, and would otherwise sit twice in the stack's state, which Pulumi
 // rewrites after every step of an update. Validation is unchanged.
 func ARCCRDs(c versions.Chart) ([]map[string]any, error) {
-	if c.Version != "" {
-		embeddedOnce.Do(func() { embeddedCRDs, embeddedErr = readARCCRDs(c) })
-		if embeddedErr == nil && c.Version != embeddedVersion {
-			return readARCCRDs(c) // names the version mismatch
-		}
-		return embeddedCRDs, embeddedErr
+	if c.Version == "" {
+		return readARCCRDs(os.DirFS(c.Chart), ".", c.Chart)
 	}
-	return readARCCRDs(c)
+	have, err := chartVersion(arcCharts, path.Join(arcControllerDir, "Chart.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	if have != c.Version {
+		return nil, fmt.Errorf("ARC controller chart %s: the program holds ARC's CRDs of chart %s (k8s/arc); refresh k8s/arc to %s (see its README), or point helmCharts at a local chart directory", c.Version, have, c.Version)
+	}
+	embeddedOnce.Do(func() { embeddedCRDs, embeddedErr = readARCCRDs(arcCharts, arcControllerDir, "k8s/arc") })
+	return embeddedCRDs, embeddedErr
 }
 
 // The copy in k8s/arc is parsed once per process (the tests run the program many times).
 var (
-	embeddedOnce    sync.Once
-	embeddedCRDs    []map[string]any
-	embeddedErr     error
-	embeddedVersion string
+	embeddedOnce sync.Once
+	embeddedCRDs []map[string]any
+	embeddedErr  error
 )
 
-func readARCCRDs(c versions.Chart) ([]map[string]any, error) {
-	var (
-		fsys fs.FS
-		dir  string
-	)
-	switch {
-	case c.Version == "":
-		fsys, dir = os.DirFS(c.Chart), "."
-	default:
-		have, err := chartVersion(arcCharts, path.Join(arcControllerDir, "Chart.yaml"))
-		if err != nil {
-			return nil, err
-		}
-		if have != c.Version {
-			return nil, fmt.Errorf("ARC controller chart %s: the program holds ARC's CRDs of chart %s (k8s/arc); refresh k8s/arc to %s (see its README), or point helmCharts at a local chart directory", c.Version, have, c.Version)
-		}
-		fsys, dir = arcCharts, arcControllerDir
-		embeddedVersion = have
-	}
+func readARCCRDs(fsys fs.FS, dir, where string) ([]map[string]any, error) {
 	files, err := fs.Glob(fsys, path.Join(dir, "crds", "*.yaml"))
 	if err != nil {
 		return nil, err
 	}
 	if len(files) == 0 {
-		return nil, fmt.Errorf("ARC controller chart %s has no crds/*.yaml", filepath.Join(c.Chart, dir))
+		return nil, fmt.Errorf("ARC controller chart %s has no crds/*.yaml", where)
 	}
 	slices.Sort(files)
 	var crds []map[string]any
@@ -159,10 +143,17 @@ func newARCCRDs(ctx *pulumi.Context, name string, chart versions.Chart, opts ...
 	for _, crd := range crds {
 		md := crd["metadata"].(map[string]any)
 		crdName := md["name"].(string)
-		meta := &metav1.ObjectMetaArgs{Name: pulumi.String(crdName)}
-		if annotations, ok := md["annotations"].(map[string]any); ok {
-			meta.Annotations = pulumi.ToStringMap(toStrings(annotations))
+		annotations := map[string]string{
+			// The program is these CRDs' one authority: server-side apply takes over the
+			// fields an earlier Helm install of crds/ owns, instead of failing on them.
+			"pulumi.com/patchForce": "true",
 		}
+		if upstream, ok := md["annotations"].(map[string]any); ok {
+			for k, v := range upstream {
+				annotations[k] = fmt.Sprint(v)
+			}
+		}
+		meta := &metav1.ObjectMetaArgs{Name: pulumi.String(crdName), Annotations: pulumi.ToStringMap(annotations)}
 		r, err := apiextensions.NewCustomResource(ctx, name+"-"+crdName, &apiextensions.CustomResourceArgs{
 			ApiVersion:  pulumi.String("apiextensions.k8s.io/v1"),
 			Kind:        pulumi.String("CustomResourceDefinition"),
@@ -175,12 +166,4 @@ func newARCCRDs(ctx *pulumi.Context, name string, chart versions.Chart, opts ...
 		out = append(out, r)
 	}
 	return out, nil
-}
-
-func toStrings(m map[string]any) map[string]string {
-	out := map[string]string{}
-	for k, v := range m {
-		out[k] = fmt.Sprint(v)
-	}
-	return out
 }

@@ -226,6 +226,15 @@ func TestScaleSetChartRendersBothJobForms(t *testing.T) {
 	assert.Equal(t, map[string]string{wellknown.NodePoolLabel: "gpu-spot"}, pod.NodeSelector)
 	assert.Empty(t, env(pod.Containers[0]), "no container hooks")
 
+	// The on-demand retry twin: a scale set of its own, on its own NodePool, its own label.
+	twin := config.DefaultPool().RetryTwin()
+	values, err := k8s.ScaleSetValues(twin, config.GitHub{ConfigURL: "https://github.com/luxfi"})
+	require.NoError(t, err)
+	var twinSet runnerSet
+	find(t, renderChart(t, dir, twin.RunnerScaleSetName, wellknown.RunnersNamespace, values), "AutoscalingRunnerSet", "lux-gpu-t4-on-demand", &twinSet)
+	assert.Equal(t, []string{"self-hosted", "linux", "amd64", "cuda", "gpu", "t4-on-demand"}, twinSet.Spec.RunnerScaleSetLabels)
+	assert.Equal(t, map[string]string{wellknown.NodePoolLabel: "gpu-spot-on-demand"}, twinSet.Spec.Template.Spec.NodeSelector)
+
 	set, objs = render(config.JobFormContainer)
 	pod = set.Spec.Template.Spec
 	assert.Equal(t, wellknown.ContainerHooksServiceAccount, pod.ServiceAccountName)

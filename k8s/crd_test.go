@@ -15,13 +15,14 @@ import (
 func TestPoolVariantsPassKarpenterCRDs(t *testing.T) {
 	v := karpentercrd.Validator(t)
 	variants := map[string]func(p *config.GPUPool){
-		"default":            func(*config.GPUPool) {},
-		"on-demand fallback": func(p *config.GPUPool) { p.CapacityTypes = []string{"spot", "on-demand"} },
-		"on-demand only":     func(p *config.GPUPool) { p.CapacityTypes = []string{"on-demand"} },
-		"four-GPU nodes":     func(p *config.GPUPool) { p.InstanceTypes = []string{"g5.12xlarge", "g6.12xlarge"}; p.GPULimit = 8 },
-		"never expire":       func(p *config.GPUPool) { p.ExpireAfter = "Never" },
-		"compound durations": func(p *config.GPUPool) { p.ConsolidateAfter = "1m30s"; p.TerminationGracePeriod = "2h30m" },
-		"big disk":           func(p *config.GPUPool) { p.RootVolumeGi = 2000 },
+		"default":              func(*config.GPUPool) {},
+		"on-demand fallback":   func(p *config.GPUPool) { p.CapacityTypes = []string{"spot", "on-demand"} },
+		"on-demand only":       func(p *config.GPUPool) { p.CapacityTypes = []string{"on-demand"} },
+		"four-GPU nodes":       func(p *config.GPUPool) { p.InstanceTypes = []string{"g5.12xlarge", "g6.12xlarge"}; p.GPULimit = 8 },
+		"never expire":         func(p *config.GPUPool) { p.ExpireAfter = "Never" },
+		"compound durations":   func(p *config.GPUPool) { p.ConsolidateAfter = "1m30s"; p.TerminationGracePeriod = "2h30m" },
+		"big disk":             func(p *config.GPUPool) { p.RootVolumeGi = 2000 },
+		"on-demand retry twin": func(p *config.GPUPool) { *p = p.RetryTwin() },
 	}
 	for name, mutate := range variants {
 		t.Run(name, func(t *testing.T) {

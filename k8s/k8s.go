@@ -96,6 +96,18 @@ func New(ctx *pulumi.Context, name string, args *Args, opts ...pulumi.ResourceOp
 		return nil, fmt.Errorf("creating Kubernetes provider: %w", err)
 	}
 	in := []pulumi.ResourceOption{pulumi.Parent(g), pulumi.Providers(provider)}
+	// ARC's CRDs used to be installed by the controller chart's crds/ (before the program
+	// managed them): on such a cluster they exist, unowned. This provider adopts them
+	// (server-side apply upserts) instead of failing with AlreadyExists; everything else
+	// keeps failing on an object it did not create.
+	crdProvider, err := kubernetes.NewProvider(ctx, name+"-crds", &kubernetes.ProviderArgs{
+		Kubeconfig:            args.Kubeconfig,
+		EnableServerSideApply: pulumi.Bool(true),
+		UpsertExistingObjects: pulumi.Bool(true),
+	}, pulumi.Parent(g), pulumi.DependsOn(args.ProviderDependsOn))
+	if err != nil {
+		return nil, fmt.Errorf("creating Kubernetes provider for CRDs: %w", err)
+	}
 
 	karpenter, err := NewKarpenter(ctx, name+"-karpenter", &KarpenterArgs{
 		ClusterName:       args.ClusterName,
@@ -136,6 +148,7 @@ func New(ctx *pulumi.Context, name string, args *Args, opts ...pulumi.ResourceOp
 		NodePools:       nodePools,
 		SkipAwait:       args.SkipAwait,
 		ControllerChart: charts.of(versions.ARCControllerChart),
+		CRDProvider:     crdProvider,
 		ScaleSetChart:   charts.of(versions.ARCScaleSetChart),
 	}, in...)
 	if err != nil {

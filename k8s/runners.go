@@ -28,6 +28,8 @@ type RunnersArgs struct {
 	NodePools                      map[string]pulumi.Resource
 	SkipAwait                      bool
 	ControllerChart, ScaleSetChart versions.Chart
+	// CRDProvider declares ARC's CRDs: it adopts ones an earlier Helm install left.
+	CRDProvider pulumi.ProviderResource
 }
 
 // Runners is the ARC controller, the GitHub credentials Secret and one runner scale set per
@@ -172,7 +174,7 @@ func NewRunners(ctx *pulumi.Context, name string, args *RunnersArgs, opts ...pul
 	}
 	// The CRDs outlive the controller (it removes its finalizers from their objects) and
 	// follow its chart version (newARCCRDs); Helm's one-time install of crds/ is skipped.
-	crds, err := newARCCRDs(ctx, name+"-crd", args.ControllerChart, parent)
+	crds, err := newARCCRDs(ctx, name+"-crd", args.ControllerChart, parent, pulumi.Provider(args.CRDProvider))
 	if err != nil {
 		return nil, err
 	}

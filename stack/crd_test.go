@@ -111,6 +111,7 @@ func TestWrongPoolConfigs(t *testing.T) {
 		{name: "unpinned runner image", pool: `{"name": "gpu", "instanceTypes": ["g4dn.xlarge"], "runnerImage": "ghcr.io/luxfi/cuda-runner:latest"}`, wantCfg: "runnerImage"},
 		{name: "unknown job form", pool: `{"name": "gpu", "instanceTypes": ["g4dn.xlarge"], "jobForm": "dind"}`, wantCfg: `jobForm: "dind" is not "runner"`},
 		{name: "retry twin's names too long", pool: `{"name": "gpu-` + strings.Repeat("x", 40) + `", "instanceTypes": ["g4dn.xlarge"], "runnerScaleSetName": "lux-gpu", "onDemandRetry": true}`, wantCfg: "onDemandRetry: the twin's NodePool"},
+		{name: "retry twin of an on-demand pool", pool: `{"name": "gpu", "instanceTypes": ["g4dn.xlarge"], "capacityTypes": ["on-demand"], "onDemandRetry": true}`, wantCfg: "onDemandRetry: the pool uses no spot capacity"},
 		{name: "labels contained in another pool's", pool: `{"name": "a", "instanceTypes": ["g4dn.xlarge"], "runnerLabels": ["gpu"]}, {"name": "b", "instanceTypes": ["g4dn.xlarge"], "runnerLabels": ["gpu", "big"]}`, wantCfg: "one contains the other"},
 		{name: "misspelt field", pool: `{"name": "gpu", "instanceTypes": ["g4dn.xlarge"], "gpuLimt": 2}`, wantCfg: "unknown field \"gpuLimt\""},
 	}

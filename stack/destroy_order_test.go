@@ -19,8 +19,10 @@ func TestDestroyOrder(t *testing.T) {
 		t.Helper()
 		assert.Contains(t, from.Deps(), to, "%s must depend on %s: %s", from.Key(), to, why)
 	}
-	provider := m.one(t, "pulumi:providers:kubernetes")
-	edge(provider, "eks:index:ManagedNodeGroup::cluster-system", "nothing schedules before the system nodes, and they go last")
+	for _, name := range []string{"gpu-ci", "gpu-ci-crds"} {
+		provider := m.get(t, "pulumi:providers:kubernetes", name)
+		edge(provider, "eks:index:ManagedNodeGroup::cluster-system", "nothing schedules before the system nodes, and they go last")
+	}
 
 	crd := releaseNamed(t, m, "karpenter-crd")
 	karpenter := releaseNamed(t, m, "karpenter")

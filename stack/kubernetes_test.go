@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
@@ -330,12 +331,26 @@ func TestARCCRDsFollowTheControllerChart(t *testing.T) {
 		names = append(names, path(crd.Inputs, "metadata", "name").(string))
 		assert.Contains(t, controller.Deps(), crd.Key(), "the controller goes before its CRDs")
 		assert.Equal(t, "v0.20.1", path(crd.Inputs, "metadata", "annotations", "controller-gen.kubebuilder.io/version"), "ARC 0.14.2's CRDs")
+		assert.Equal(t, "true", path(crd.Inputs, "metadata", "annotations", "pulumi.com/patchForce"), "takes over the fields a Helm install of crds/ owns (make e2e adopts such CRDs)")
 		assert.NotContains(t, fmt.Sprint(crd.Inputs["spec"]), "description:", "descriptions are left out of the state")
 	}
 	assert.ElementsMatch(t, []string{
 		"autoscalinglisteners.actions.github.com", "autoscalingrunnersets.actions.github.com",
 		"ephemeralrunners.actions.github.com", "ephemeralrunnersets.actions.github.com",
 	}, names)
+	// An earlier version let Helm install these CRDs: on such a cluster they exist, unowned,
+	// and only their provider adopts existing objects; every other resource uses the one that
+	// does not.
+	crdProvider := m.get(t, "pulumi:providers:kubernetes", "gpu-ci-crds")
+	assert.Equal(t, true, crdProvider.Inputs["upsertExistingObjects"])
+	assert.Equal(t, true, crdProvider.Inputs["enableServerSideApply"], "the 1.2 MB CRD needs server-side apply")
+	assert.Nil(t, m.get(t, "pulumi:providers:kubernetes", "gpu-ci").Inputs["upsertExistingObjects"])
+	for _, r := range m.programResources() {
+		if strings.HasPrefix(r.Type, "kubernetes:") {
+			isCRD := r.Type == "kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition"
+			assert.Equal(t, isCRD, strings.Contains(r.Raw.Provider, "::gpu-ci-crds::"), "%s: provider %s", r.Key(), r.Raw.Provider)
+		}
+	}
 	labels := func(m *mocks) any {
 		set := m.get(t, "kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition", "gpu-ci-arc-crd-autoscalingrunnersets.actions.github.com")
 		versions := path(set.Inputs, "spec", "versions").([]any)

@@ -46,7 +46,7 @@ func TestDevStackResourceCounts(t *testing.T) {
 		"lux-gpu-ci:k8s:DevicePlugin":                  1,
 		"lux-gpu-ci:k8s:GPUPool":                       3, // gpu-spot (runner form), its on-demand twin, gpu-spot-container
 		"lux-gpu-ci:k8s:Runners":                       1,
-		"pulumi:providers:kubernetes":                  1,
+		"pulumi:providers:kubernetes":                  2, // the cluster's, and the one that adopts ARC's CRDs
 		"kubernetes:helm.sh/v3:Release":                7, // karpenter-crd, karpenter, nvidia-device-plugin, arc, lux-gpu-t4(-on-demand, -container)
 		"kubernetes:core/v1:Namespace":                 3, // nvidia-device-plugin, arc-systems, arc-runners
 		"kubernetes:core/v1:Secret":                    1,

@@ -3,6 +3,7 @@ package live
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"strings"
 	"time"
 
@@ -18,9 +19,18 @@ import (
 // events.go).
 const SpotInterrupted = "SpotInterrupted"
 
-// jobPodSuffix names a container-form runner's job pod: <runner pod>-workflow
-// (runner-container-hooks packages/k8s/src/hooks/constants.ts getJobPodName).
-const jobPodSuffix = "-workflow"
+// jobPodName is a container-form runner's job pod: the runner pod's name cut to fit, then
+// -workflow (runner-container-hooks packages/k8s/src/hooks/constants.ts getJobPodName,
+// MAX_POD_NAME_LENGTH 63). The hooks also label their pods runner-pod=<runner pod>.
+func jobPodName(runner string) string {
+	const suffix = "-workflow"
+	return runner[:min(len(runner), 63-len(suffix))] + suffix
+}
+
+const runnerPodLabel = "runner-pod"
+
+// scheduledRE reads the scheduler's Scheduled event: "Successfully assigned <ns>/<pod> to <node>".
+var scheduledRE = regexp.MustCompile(`^Successfully assigned [^/ ]+/(\S+) to (\S+)$`)
 
 // Interruption is one spot interruption Karpenter recorded, and the runner pods (runners, or
 // the job pods of container-form runners) that were on the node then.
@@ -31,17 +41,24 @@ type Interruption struct {
 	Pods    []string
 }
 
-// Interruptions is what the cluster knows of recent spot interruptions. Kubernetes keeps
-// events about an hour, and a runner's pods go once its job ends, so it can only vouch for
-// what is recent and still there.
-type Interruptions struct {
-	Events []Interruption
-	// nodeOf maps each pod in the runners' namespace to its node.
-	nodeOf map[string]string
+// placement is where a pod ran, since when.
+type placement struct {
+	node  string
+	since time.Time
 }
 
-// ReadInterruptions reads Karpenter's SpotInterrupted events on Nodes and the pods in the
-// runners' namespace.
+// Interruptions is what the cluster knows of recent spot interruptions and of where the
+// runners' pods ran. A runner's pods are deleted once its job ends (and with their node), so
+// their placement comes from the pods still there and from the scheduler's Scheduled events;
+// Kubernetes keeps events about an hour, so the cluster can only vouch for what is recent.
+type Interruptions struct {
+	Events []Interruption
+	placed map[string]placement // pod name → where it ran
+	jobOf  map[string][]string  // runner pod → the hooks' pods labelled for it
+}
+
+// ReadInterruptions reads Karpenter's SpotInterrupted events on Nodes, the pods in the
+// runners' namespace and the Scheduled events of the pods that were there.
 func ReadInterruptions(ctx context.Context, kube kubernetes.Interface) (*Interruptions, error) {
 	events, err := kube.CoreV1().Events(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
 	if err != nil {
@@ -51,9 +68,22 @@ func ReadInterruptions(ctx context.Context, kube kubernetes.Interface) (*Interru
 	if err != nil {
 		return nil, fmt.Errorf("reading the runners' pods: %w", err)
 	}
-	in := &Interruptions{nodeOf: map[string]string{}}
+	in := &Interruptions{placed: map[string]placement{}, jobOf: map[string][]string{}}
+	for _, e := range events.Items {
+		if e.Reason != "Scheduled" || e.InvolvedObject.Kind != "Pod" || e.InvolvedObject.Namespace != wellknown.RunnersNamespace {
+			continue
+		}
+		if m := scheduledRE.FindStringSubmatch(strings.TrimSpace(e.Message)); m != nil && m[1] == e.InvolvedObject.Name {
+			in.placed[m[1]] = placement{node: m[2], since: eventTime(e)}
+		}
+	}
 	for _, p := range pods.Items {
-		in.nodeOf[p.Name] = p.Spec.NodeName
+		if p.Spec.NodeName != "" {
+			in.placed[p.Name] = placement{node: p.Spec.NodeName, since: p.CreationTimestamp.Time}
+		}
+		if r := p.Labels[runnerPodLabel]; r != "" {
+			in.jobOf[r] = append(in.jobOf[r], p.Name)
+		}
 	}
 	for _, e := range events.Items {
 		if e.Reason != SpotInterrupted || e.InvolvedObject.Kind != "Node" {
@@ -71,31 +101,36 @@ func ReadInterruptions(ctx context.Context, kube kubernetes.Interface) (*Interru
 }
 
 func eventTime(e corev1.Event) time.Time {
-	if !e.LastTimestamp.IsZero() {
+	switch {
+	case !e.LastTimestamp.IsZero():
 		return e.LastTimestamp.Time
+	case !e.EventTime.IsZero():
+		return e.EventTime.Time
 	}
-	return e.EventTime.Time
+	return e.FirstTimestamp.Time
 }
 
 // Runner is what the cluster knows of the runner GitHub names (ARC's runner name is its pod's
-// name): known when its pod, or its job pod, is still there; interrupted when that pod's node
-// had a spot interruption. The evidence says which pod, node and event.
+// name): known when it knows where the runner's pod, or its job pod, ran; interrupted when
+// that node had a spot interruption after the pod was placed there (node names, from private
+// IPs, are reused). The evidence says which pod, node and event.
 func (in *Interruptions) Runner(name string) (evidence string, known, interrupted bool) {
-	for _, pod := range []string{name, name + jobPodSuffix} {
-		node, ok := in.nodeOf[pod]
+	candidates := append([]string{name, jobPodName(name)}, in.jobOf[name]...)
+	for _, pod := range candidates {
+		at, ok := in.placed[pod]
 		if !ok {
 			continue
 		}
 		known = true
 		for _, e := range in.Events {
-			if e.Node == node {
-				return fmt.Sprintf("cluster: pod %s was on node %s, spot-interrupted at %s (%s)", pod, node, e.At.Format(time.RFC3339), strings.TrimSpace(e.Message)), true, true
+			if e.Node == at.node && !e.At.Before(at.since.Truncate(time.Second)) {
+				return fmt.Sprintf("cluster: pod %s was on node %s, spot-interrupted at %s (%s)", pod, at.node, e.At.Format(time.RFC3339), strings.TrimSpace(e.Message)), true, true
 			}
 		}
-		evidence = fmt.Sprintf("cluster: pod %s is on node %s, which had no spot interruption", pod, node)
+		evidence = fmt.Sprintf("cluster: pod %s ran on node %s, which had no spot interruption since", pod, at.node)
 	}
 	if !known {
-		evidence = fmt.Sprintf("cluster: no pod %s or %s%s any more", name, name, jobPodSuffix)
+		evidence = fmt.Sprintf("cluster: nothing left of pod %s or %s (pods and events are gone)", name, jobPodName(name))
 	}
 	return evidence, known, false
 }

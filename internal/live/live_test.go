@@ -2,6 +2,7 @@ package live_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -52,17 +53,31 @@ func TestConditions(t *testing.T) {
 	assert.Equal(t, "no conditions", live.Conditions(&unstructured.Unstructured{Object: map[string]any{}}))
 }
 
-// The cluster's evidence of a spot interruption: Karpenter's event on the node, and the runner
-// pod (or a container-form runner's job pod, <runner>-workflow) that was on it.
+// The cluster's evidence of a spot interruption: Karpenter's event on the node, and where
+// the runner's pod (or a container-form runner's job pod, <runner>-workflow) ran — from the
+// pod if it is still there, else from the scheduler's Scheduled event, since ARC and the
+// hooks delete the pods when the job ends.
 func TestInterruptions(t *testing.T) {
-	at := metav1.NewTime(time.Date(2026, 12, 3, 11, 58, 0, 0, time.UTC))
+	at := func(hh, mm int) metav1.Time { return metav1.NewTime(time.Date(2026, 12, 3, hh, mm, 0, 0, time.UTC)) }
+	scheduled := func(pod, node string, when metav1.Time) *corev1.Event {
+		return &corev1.Event{ObjectMeta: metav1.ObjectMeta{Namespace: "arc-runners", Name: pod + ".s"}, InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: "arc-runners", Name: pod},
+			Reason: "Scheduled", Message: "Successfully assigned arc-runners/" + pod + " to " + node, LastTimestamp: when}
+	}
+	// ARC names runners <scale set>-<5>-runner-<5>: a 45-character scale set makes a runner
+	// name too long for the hooks' job pod name, which they cut to fit.
+	long := strings.Repeat("s", 45) + "-abcde-runnerfghij"
 	kube := fake.NewClientset(
 		&corev1.Event{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "ip-10-0-3-7.1"}, InvolvedObject: corev1.ObjectReference{Kind: "Node", Name: "ip-10-0-3-7"},
-			Reason: "SpotInterrupted", Message: "Spot interruption warning was triggered", LastTimestamp: at},
+			Reason: "SpotInterrupted", Message: "Spot interruption warning was triggered", LastTimestamp: at(11, 58)},
 		&corev1.Event{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "other"}, InvolvedObject: corev1.ObjectReference{Kind: "Node", Name: "ip-10-0-3-8"}, Reason: "NodeReady"},
 		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "arc-runners", Name: "lux-gpu-t4-container-x-runner-a"}, Spec: corev1.PodSpec{NodeName: "ip-10-0-1-1"}},
-		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "arc-runners", Name: "lux-gpu-t4-container-x-runner-a-workflow"}, Spec: corev1.PodSpec{NodeName: "ip-10-0-3-7"}},
+		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "arc-runners", Name: "lux-gpu-t4-container-x-runner-a-workflow", Labels: map[string]string{"runner-pod": "lux-gpu-t4-container-x-runner-a"}}, Spec: corev1.PodSpec{NodeName: "ip-10-0-3-7"}},
 		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "arc-runners", Name: "lux-gpu-t4-x-runner-b"}, Spec: corev1.PodSpec{NodeName: "ip-10-0-3-8"}},
+		// Gone pods, known from their Scheduled events.
+		scheduled("lux-gpu-t4-x-runner-c", "ip-10-0-3-7", at(11, 50)),
+		scheduled(long[:54]+"-workflow", "ip-10-0-3-7", at(11, 40)),
+		// A later pod on a node of the same name (private IPs are reused): not interrupted.
+		scheduled("lux-gpu-t4-x-runner-d", "ip-10-0-3-7", at(12, 5)),
 	)
 	in, err := live.ReadInterruptions(context.Background(), kube)
 	require.NoError(t, err)
@@ -77,8 +92,17 @@ func TestInterruptions(t *testing.T) {
 	evidence, known, interrupted = in.Runner("lux-gpu-t4-x-runner-b")
 	assert.True(t, known)
 	assert.False(t, interrupted)
-	assert.Equal(t, "cluster: pod lux-gpu-t4-x-runner-b is on node ip-10-0-3-8, which had no spot interruption", evidence)
+	assert.Equal(t, "cluster: pod lux-gpu-t4-x-runner-b ran on node ip-10-0-3-8, which had no spot interruption since", evidence)
 
-	_, known, _ = in.Runner("lux-gpu-t4-x-runner-gone")
-	assert.False(t, known, "the pods are gone: the cluster cannot tell")
+	_, known, interrupted = in.Runner("lux-gpu-t4-x-runner-c")
+	assert.True(t, known && interrupted, "the pod is gone; its Scheduled event places it on the interrupted node")
+	_, known, interrupted = in.Runner(long)
+	assert.True(t, known && interrupted, "the hooks' cut job pod name is found")
+	_, known, interrupted = in.Runner("lux-gpu-t4-x-runner-d")
+	assert.True(t, known)
+	assert.False(t, interrupted, "placed after the interruption")
+
+	evidence, known, _ = in.Runner("lux-gpu-t4-x-runner-gone")
+	assert.False(t, known, "pods and events gone: the cluster cannot tell")
+	assert.Contains(t, evidence, "nothing left of pod lux-gpu-t4-x-runner-gone")
 }

@@ -52,7 +52,9 @@ type Retrier struct {
 	Client      *github.Client
 	Owner, Repo string
 	// ScaleSets are the stack's runner scale set names: ARC names a runner
-	// <scale set>-<id>-runner-<id>, so a job's runner name tells whose it was.
+	// <scale set>-<id>-runner-<id> (the API server's generateName cuts the prefix to 58
+	// characters, so a 45-character scale set's runners read …-runner<id>), so a job's runner
+	// name tells whose it was.
 	ScaleSets []string
 	// Cluster, when set, is what the stack's cluster knows of a runner (live.Interruptions):
 	// it sees a spot interruption GitHub cannot — in the container form the runner survives on
@@ -69,7 +71,7 @@ type RunnerEvidence interface {
 // ours reports whether a runner name belongs to one of the stack's scale sets.
 func (r Retrier) ours(runner string) bool {
 	for _, s := range r.ScaleSets {
-		if regexp.MustCompile(`^` + regexp.QuoteMeta(s) + `-[a-z0-9]+-runner-[a-z0-9]+$`).MatchString(runner) {
+		if regexp.MustCompile(`^` + regexp.QuoteMeta(s) + `-[a-z0-9]+-runner-?[a-z0-9]+$`).MatchString(runner) {
 			return true
 		}
 	}

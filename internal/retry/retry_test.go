@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/google/go-github/v93/github"
@@ -207,4 +208,23 @@ func TestClusterEvidence(t *testing.T) {
 	require.NoError(t, err)
 	assert.False(t, d.Rerun)
 	assert.Contains(t, d.Failed[0].Evidence, "failed by itself; cluster: pod "+ourA+" is on node ip-10-0-3-8")
+}
+
+// A 45-character scale set (ARC's limit): the API server cuts generateName's prefix to 58
+// characters, dropping the dash after "runner". Still ours; a longer name of another scale
+// set that starts alike is not.
+func TestLongScaleSetNames(t *testing.T) {
+	long := strings.Repeat("g", 45)
+	f := &fakeGitHub{status: "completed", conclusion: "failure", attempt: 1, jobs: []fakeJob{
+		{2, "cuda", "failure", long + "-7xk2p-runnerabcde", []string{shutdown}},
+	}}
+	r := retry.Retrier{Client: f.serve(t), Owner: "luxfi", Repo: "app", ScaleSets: []string{long}}
+	d, err := r.Decide(context.Background(), runID)
+	require.NoError(t, err)
+	assert.True(t, d.Rerun, d.Reason)
+
+	r.ScaleSets = []string{long[:40]}
+	d, err = r.Decide(context.Background(), runID)
+	require.NoError(t, err)
+	assert.False(t, d.Rerun, "another scale set's runner")
 }
