@@ -131,9 +131,9 @@ func chartVersion(fsys fs.FS, chartYAML string) (string, error) {
 	return meta.Version, nil
 }
 
-// newARCCRDs declares ARC's CRDs. They are large (the AutoscalingRunnerSet CRD is 1.2 MB,
-// beyond what client-side apply's annotation can hold), which server-side apply, the
-// provider's default, handles.
+// newARCCRDs declares ARC's CRDs, through opts' provider (k8s.go: server-side apply, which
+// the 1.2 MB AutoscalingRunnerSet CRD needs — client-side apply's annotation cannot hold it —
+// and adopting CRDs an earlier Helm install left).
 func newARCCRDs(ctx *pulumi.Context, name string, chart versions.Chart, opts ...pulumi.ResourceOption) ([]pulumi.Resource, error) {
 	crds, err := ARCCRDs(chart)
 	if err != nil {

@@ -30,11 +30,11 @@ const usage = `usage: gpuci <command> [flags]
 
 commands:
   render   write what a stack declares, offline: gpuci render --stack dev --out DIR [--charts all|NAME,...]
-  cost     what a stack costs idle, per build and per month: gpuci cost --stack dev [--builds-per-day N --minutes M]
+  cost     what a stack costs idle, per build and per month: gpuci cost --stack dev [--builds-per-day N --minutes M --interruption-rate R]
   verify   check a live cluster against its stack: gpuci verify --stack dev [--kubeconfig PATH] [--json]
   doctor   troubleshoot a live cluster: symptom, evidence, fix: gpuci doctor --stack dev [--fix] [--json]
   quota    the EC2 G and VT vCPU quotas a stack's pools need: gpuci quota --stack dev [--json]
-  retry    re-run a run's jobs once if they lost the stack's runners: gpuci retry --stack dev --repo O/R --run-id N [--dry-run] [--json]
+  retry    re-run a run's jobs once if they lost the stack's runners: gpuci retry --stack dev --repo O/R --run-id N [--dry-run] [--json] [--cluster]
 
 gpuci <command> -h lists a command's flags.
 `
