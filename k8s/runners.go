@@ -174,7 +174,10 @@ func NewRunners(ctx *pulumi.Context, name string, args *RunnersArgs, opts ...pul
 	}
 	// The CRDs outlive the controller (it removes its finalizers from their objects) and
 	// follow its chart version (newARCCRDs); Helm's one-time install of crds/ is skipped.
-	crds, err := newARCCRDs(ctx, name+"-crd", args.ControllerChart, parent, pulumi.Provider(args.CRDProvider))
+	// Replaced (should that ever happen), a CRD is deleted before it is created again: created
+	// first, the new one would adopt the live CRD (the provider upserts) and the old one's
+	// delete would then remove it, and with it every ARC object.
+	crds, err := newARCCRDs(ctx, name+"-crd", args.ControllerChart, parent, pulumi.Provider(args.CRDProvider), pulumi.DeleteBeforeReplace(true))
 	if err != nil {
 		return nil, err
 	}

@@ -332,6 +332,7 @@ func TestARCCRDsFollowTheControllerChart(t *testing.T) {
 		assert.Contains(t, controller.Deps(), crd.Key(), "the controller goes before its CRDs")
 		assert.Equal(t, "v0.20.1", path(crd.Inputs, "metadata", "annotations", "controller-gen.kubebuilder.io/version"), "ARC 0.14.2's CRDs")
 		assert.Equal(t, "true", path(crd.Inputs, "metadata", "annotations", "pulumi.com/patchForce"), "takes over the fields a Helm install of crds/ owns (make e2e adopts such CRDs)")
+		assert.True(t, crd.Raw.RegisterRPC.GetDeleteBeforeReplace(), "%s: created first, a replacement would adopt the live CRD and the old one's delete remove it", crd.Key())
 		assert.NotContains(t, fmt.Sprint(crd.Inputs["spec"]), "description:", "descriptions are left out of the state")
 	}
 	assert.ElementsMatch(t, []string{

@@ -79,7 +79,7 @@ func ReadInterruptions(ctx context.Context, kube kubernetes.Interface) (*Interru
 	}
 	for _, p := range pods.Items {
 		if p.Spec.NodeName != "" {
-			in.placed[p.Name] = placement{node: p.Spec.NodeName, since: p.CreationTimestamp.Time}
+			in.placed[p.Name] = placement{node: p.Spec.NodeName, since: scheduledAt(p)}
 		}
 		if r := p.Labels[runnerPodLabel]; r != "" {
 			in.jobOf[r] = append(in.jobOf[r], p.Name)
@@ -91,13 +91,24 @@ func ReadInterruptions(ctx context.Context, kube kubernetes.Interface) (*Interru
 		}
 		i := Interruption{Node: e.InvolvedObject.Name, At: eventTime(e).UTC(), Message: e.Message}
 		for _, p := range pods.Items {
-			if p.Spec.NodeName == i.Node {
+			if p.Spec.NodeName == i.Node && !i.At.Before(scheduledAt(p).Truncate(time.Second)) {
 				i.Pods = append(i.Pods, p.Name)
 			}
 		}
 		in.Events = append(in.Events, i)
 	}
 	return in, nil
+}
+
+// scheduledAt is when a pod was bound to its node (its PodScheduled condition), else when it
+// was created.
+func scheduledAt(p corev1.Pod) time.Time {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionTrue && !c.LastTransitionTime.IsZero() {
+			return c.LastTransitionTime.Time
+		}
+	}
+	return p.CreationTimestamp.Time
 }
 
 func eventTime(e corev1.Event) time.Time {

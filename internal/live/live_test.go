@@ -76,8 +76,10 @@ func TestInterruptions(t *testing.T) {
 		// Gone pods, known from their Scheduled events.
 		scheduled("lux-gpu-t4-x-runner-c", "ip-10-0-3-7", at(11, 50)),
 		scheduled(long[:54]+"-workflow", "ip-10-0-3-7", at(11, 40)),
-		// A later pod on a node of the same name (private IPs are reused): not interrupted.
+		// Later pods on a node of the same name (private IPs are reused): not interrupted.
 		scheduled("lux-gpu-t4-x-runner-d", "ip-10-0-3-7", at(12, 5)),
+		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "arc-runners", Name: "lux-gpu-t4-x-runner-e", CreationTimestamp: at(11, 30)}, Spec: corev1.PodSpec{NodeName: "ip-10-0-3-7"},
+			Status: corev1.PodStatus{Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: at(12, 10)}}}},
 	)
 	in, err := live.ReadInterruptions(context.Background(), kube)
 	require.NoError(t, err)
@@ -101,6 +103,9 @@ func TestInterruptions(t *testing.T) {
 	_, known, interrupted = in.Runner("lux-gpu-t4-x-runner-d")
 	assert.True(t, known)
 	assert.False(t, interrupted, "placed after the interruption")
+	_, known, interrupted = in.Runner("lux-gpu-t4-x-runner-e")
+	assert.True(t, known)
+	assert.False(t, interrupted, "created before the interruption, but bound to the node after it (it sat Pending)")
 
 	evidence, known, _ = in.Runner("lux-gpu-t4-x-runner-gone")
 	assert.False(t, known, "pods and events gone: the cluster cannot tell")

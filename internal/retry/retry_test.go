@@ -173,7 +173,7 @@ type clusterSays map[string]struct {
 func (c clusterSays) Runner(name string) (string, bool, bool) {
 	e, ok := c[name]
 	if !ok {
-		return "cluster: no pod " + name + " any more", false, false
+		return "cluster: nothing left of pod " + name + " or " + name + "-workflow (pods and events are gone)", false, false
 	}
 	return e.evidence, true, e.interrupted
 }
@@ -194,7 +194,7 @@ func TestClusterEvidence(t *testing.T) {
 	assert.True(t, d.Rerun, d.Reason)
 	require.Len(t, d.Failed, 2)
 	assert.Equal(t, cluster[ourA].evidence, d.Failed[0].Evidence, "the cluster decided")
-	assert.Equal(t, "GitHub annotation: "+shutdown+"; cluster: no pod "+ourB+" any more", d.Failed[1].Evidence, "GitHub decided; the cluster had nothing")
+	assert.Equal(t, "GitHub annotation: "+shutdown+"; cluster: nothing left of pod "+ourB+" or "+ourB+"-workflow (pods and events are gone)", d.Failed[1].Evidence, "GitHub decided; the cluster had nothing")
 
 	// Without the cluster, the same run is a job that failed by itself: not re-run.
 	r.Cluster = nil
@@ -203,11 +203,11 @@ func TestClusterEvidence(t *testing.T) {
 	assert.False(t, d.Rerun, d.Reason)
 
 	// A runner whose node was not interrupted, and no lost-runner annotation: no re-run.
-	r.Cluster = clusterSays{ourA: {"cluster: pod " + ourA + " is on node ip-10-0-3-8, which had no spot interruption", false}}
+	r.Cluster = clusterSays{ourA: {"cluster: pod " + ourA + " ran on node ip-10-0-3-8, which had no spot interruption since", false}}
 	d, err = r.Decide(context.Background(), runID)
 	require.NoError(t, err)
 	assert.False(t, d.Rerun)
-	assert.Contains(t, d.Failed[0].Evidence, "failed by itself; cluster: pod "+ourA+" is on node ip-10-0-3-8")
+	assert.Contains(t, d.Failed[0].Evidence, "failed by itself; cluster: pod "+ourA+" ran on node ip-10-0-3-8")
 }
 
 // A 45-character scale set (ARC's limit): the API server cuts generateName's prefix to 58
