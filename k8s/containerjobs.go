@@ -41,25 +41,11 @@ func HookTemplateConfigMapName(pool config.GPUPool) string {
 	return pool.RunnerScaleSetName + "-job-pod"
 }
 
-// JobPodTemplate is what the hooks merge into a container-form pool's job pod: the GPU and
-// the pool's share of its node for the job container, the GPU taint's toleration, the pool's
-// nodes, and no consolidation while the job runs. The hooks ignore an image here.
+// JobPodTemplate is what the hooks merge into a container-form pool's job pod: the pod that
+// holds the pool's GPU (gpuPodTemplate), its container named for the hooks' job container.
+// The hooks ignore an image here: the workflow's container: names it.
 func JobPodTemplate(pool config.GPUPool) (k8scorev1.PodTemplateSpec, error) {
-	res, err := RunnerResources(pool)
-	if err != nil {
-		return k8scorev1.PodTemplateSpec{}, err
-	}
-	return k8scorev1.PodTemplateSpec{
-		ObjectMeta: k8smeta.ObjectMeta{
-			Labels:      map[string]string{wellknown.PoolLabel: pool.Name},
-			Annotations: map[string]string{wellknown.DoNotDisrupt: "true"},
-		},
-		Spec: k8scorev1.PodSpec{
-			NodeSelector: map[string]string{wellknown.NodePoolLabel: pool.Name},
-			Tolerations:  []k8scorev1.Toleration{gpuToleration},
-			Containers:   []k8scorev1.Container{{Name: jobContainerExtension, Resources: res}},
-		},
-	}, nil
+	return gpuPodTemplate(pool, k8scorev1.Container{Name: jobContainerExtension})
 }
 
 // JobPodTemplateYAML is JobPodTemplate as the file the hooks read.

@@ -69,17 +69,30 @@ func RunnerResources(pool config.GPUPool) (k8scorev1.ResourceRequirements, error
 // gpuToleration lets a pod onto GPU nodes (the NodePools' taint).
 var gpuToleration = k8scorev1.Toleration{Key: wellknown.GPUTaintKey, Operator: k8scorev1.TolerationOpExists, Effect: k8scorev1.TaintEffectNoSchedule}
 
-// RunnerTemplate is a pool's runner pod. In the runner form it holds the GPU: one GPU, on
-// its pool's nodes, never disrupted by consolidation while a job runs. In the container form
-// the job pod holds it instead (JobPodTemplate).
+// RunnerTemplate is a pool's runner pod. In the runner form it holds the GPU; in the
+// container form the job pod holds it instead (JobPodTemplate).
 func RunnerTemplate(pool config.GPUPool) (k8scorev1.PodTemplateSpec, error) {
 	if pool.JobForm == config.JobFormContainer {
 		return containerFormRunnerTemplate(pool), nil
 	}
+	return gpuPodTemplate(pool, k8scorev1.Container{
+		// ARC requires the runner container to be called "runner".
+		Name:            "runner",
+		Image:           pool.RunnerImage,
+		ImagePullPolicy: runnerPullPolicy(pool),
+		Command:         []string{"/home/runner/run.sh"},
+	})
+}
+
+// gpuPodTemplate is the pod that holds a pool's GPU, whichever form: container c with one GPU
+// and the pool's share of its node (RunnerResources), on the pool's nodes, tolerating their
+// taint, never disrupted by consolidation while a job runs.
+func gpuPodTemplate(pool config.GPUPool, c k8scorev1.Container) (k8scorev1.PodTemplateSpec, error) {
 	res, err := RunnerResources(pool)
 	if err != nil {
 		return k8scorev1.PodTemplateSpec{}, err
 	}
+	c.Resources = res
 	return k8scorev1.PodTemplateSpec{
 		ObjectMeta: k8smeta.ObjectMeta{
 			Labels:      map[string]string{wellknown.PoolLabel: pool.Name},
@@ -88,14 +101,7 @@ func RunnerTemplate(pool config.GPUPool) (k8scorev1.PodTemplateSpec, error) {
 		Spec: k8scorev1.PodSpec{
 			NodeSelector: map[string]string{wellknown.NodePoolLabel: pool.Name},
 			Tolerations:  []k8scorev1.Toleration{gpuToleration},
-			Containers: []k8scorev1.Container{{
-				// ARC requires the runner container to be called "runner".
-				Name:            "runner",
-				Image:           pool.RunnerImage,
-				ImagePullPolicy: runnerPullPolicy(pool),
-				Command:         []string{"/home/runner/run.sh"},
-				Resources:       res,
-			}},
+			Containers:   []k8scorev1.Container{c},
 		},
 	}, nil
 }
