@@ -23,6 +23,7 @@ import (
 	"strings"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
 	"github.com/luxfi/lux-gpu-ci/config"
@@ -96,7 +97,7 @@ func build(resources []mockstack.Registration, charts []string) (map[string][]by
 			release := map[string]any{
 				"chart": inputs["chart"], "version": inputs["version"], "namespace": inputs["namespace"], "values": inputs["values"],
 			}
-			if repo := nested(inputs, "repositoryOpts", "repo"); repo != nil {
+			if repo, ok, _ := unstructured.NestedString(inputs, "repositoryOpts", "repo"); ok {
 				release["repo"] = repo
 			}
 			if err := putYAML(files, filepath.Join("k8s", "release-"+name+".yaml"), release); err != nil {
@@ -145,9 +146,9 @@ func kubernetesObject(r mockstack.Registration, inputs map[string]any) map[strin
 
 func objectFileName(obj map[string]any) string {
 	kind, _ := obj["kind"].(string)
-	name, _ := nested(obj, "metadata", "name").(string)
+	name, _, _ := unstructured.NestedString(obj, "metadata", "name")
 	parts := []string{strings.ToLower(kind)}
-	if ns, _ := nested(obj, "metadata", "namespace").(string); ns != "" {
+	if ns, _, _ := unstructured.NestedString(obj, "metadata", "namespace"); ns != "" {
 		parts = append(parts, ns)
 	}
 	return strings.Join(append(parts, name), "-") + ".yaml"
@@ -185,18 +186,6 @@ func plain(v resource.PropertyValue, parseJSON bool) any {
 		}
 	}
 	return v.Mappable()
-}
-
-func nested(m map[string]any, keys ...string) any {
-	var cur any = m
-	for _, k := range keys {
-		mm, ok := cur.(map[string]any)
-		if !ok {
-			return nil
-		}
-		cur = mm[k]
-	}
-	return cur
 }
 
 // renderCharts renders the named releases (or all) through their charts.
@@ -246,7 +235,7 @@ func chartOf(r mockstack.Registration) versions.Chart {
 	c := versions.Chart{}
 	c.Chart, _ = r.Inputs["chart"].(string)
 	c.Version, _ = r.Inputs["version"].(string)
-	c.Repo, _ = nested(r.Inputs, "repositoryOpts", "repo").(string)
+	c.Repo, _, _ = unstructured.NestedString(r.Inputs, "repositoryOpts", "repo")
 	if pinned, ok := versions.ChartNamed(c.Name()); ok && pinned.Version == c.Version {
 		return pinned
 	}
