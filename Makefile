@@ -50,7 +50,7 @@ doctor: ## Troubleshoot the live cluster of STACK: symptom, evidence, fix (ARGS=
 	go run ./cmd/gpuci doctor --stack $(STACK) $(ARGS)
 
 .PHONY: cost
-cost: ## Price STACK: idle, per build, per month (ARGS="--builds-per-day 30 --minutes 10 --image-gb 8")
+cost: ## Price STACK: idle, per build, per month, cold start (ARGS="--builds-per-day 30 --minutes 10")
 	go run ./cmd/gpuci cost --stack $(STACK) $(ARGS)
 
 .PHONY: bootstrap

@@ -8,6 +8,7 @@
 //	validate.go  the rules for the stack-wide keys
 //	pool.go      a GPU pool, its defaults and its rules
 //	github.go    where runners register, and the credentials (secrets from the start)
+//	imagecache.go  the registries nodes pull through ECR's pull-through cache
 //	stackfile.go reading Pulumi.<stack>.yaml as the engine hands it over, for offline tools
 //
 // The keys, their types and defaults are also declared in Pulumi.yaml's `config:` block;
@@ -57,6 +58,8 @@ type Config struct {
 	// HelmSkipAwait installs Helm releases without waiting for their workloads to become
 	// ready. Off for real clusters; on where no kubelet runs (the e2e API server).
 	HelmSkipAwait bool
+	// ImageCache is the ECR pull-through cache: which registries' images nodes pull from ECR.
+	ImageCache ImageCache
 	// HelmCharts overrides where charts come from, by chart name (a mirror registry, or a
 	// local directory); a chart not listed comes from versions.
 	HelmCharts map[string]versions.Chart
@@ -125,6 +128,7 @@ func Parse(stack string, get Getter, isSecret func(key string) bool) (*Config, e
 	}
 	c.GPUPools = p.parsePools()
 	c.GitHub = p.parseGitHub()
+	c.ImageCache = p.parseImageCache(c.ClusterName)
 	p.object(KeyPublicAccessCidrs, &c.PublicAccessCIDRs)
 	p.object(KeyAdminPrincipals, &c.AdminPrincipals)
 	p.object(KeyTags, &c.Tags)

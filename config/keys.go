@@ -28,6 +28,8 @@ const (
 	KeyGitHubAppPrivateKey         = "githubAppPrivateKey"
 	KeyHelmSkipAwait               = "helmSkipAwait"
 	KeyHelmCharts                  = "helmCharts"
+	KeyImageCache                  = "imageCache"
+	KeyRegistryCredentials         = "registryCredentials"
 
 	// The AWS provider's own keys; read, not declared by this project.
 	KeyRegion     = "aws:region"
@@ -85,6 +87,9 @@ var Defaults = map[string]any{
 	KeyGitHubAppID:                 "",
 	KeyGitHubAppInstallationID:     "",
 	KeyGitHubAppPrivateKey:         "",
+	// []: no pull-through cache rule; images come from their registries through the NAT.
+	KeyImageCache:          []string{},
+	KeyRegistryCredentials: "",
 }
 
 // Required are the keys a stack must set: Pulumi.yaml declares them without a default, so the
@@ -95,10 +100,11 @@ var Required = []string{KeyGitHubOrg}
 // with a one-line `pulumi config set`.
 var structured = map[string]bool{
 	KeyPublicAccessCidrs: true, KeyAdminPrincipals: true, KeyTags: true, KeyAddonVersions: true, KeyBudget: true, KeyGPUPools: true,
+	KeyImageCache: true,
 }
 
 // credentials are set with `pulumi config set --secret`.
-var credentials = map[string]bool{KeyGitHubToken: true, KeyGitHubAppPrivateKey: true}
+var credentials = map[string]bool{KeyGitHubToken: true, KeyGitHubAppPrivateKey: true, KeyRegistryCredentials: true}
 
 // qualify turns a project key into the fully qualified key the engine uses.
 func qualify(key string) string { return Project + ":" + key }

@@ -70,6 +70,14 @@ func ReadStackFileOffline(path string) (cfg map[string]string, secretKeys []stri
 	if err != nil {
 		return nil, nil, err
 	}
+	if v, ok := cfg[qualify(KeyRegistryCredentials)]; !ok || v == SecretPlaceholder {
+		if placeholders := registryCredentialPlaceholders(cfg[qualify(KeyImageCache)]); placeholders != "" {
+			cfg[qualify(KeyRegistryCredentials)] = placeholders
+			if !ok {
+				secretKeys = append(secretKeys, qualify(KeyRegistryCredentials))
+			}
+		}
+	}
 	for _, k := range []string{KeyGitHubToken, KeyGitHubAppID, KeyGitHubAppPrivateKey} {
 		if _, ok := cfg[qualify(k)]; ok {
 			return cfg, secretKeys, nil
@@ -77,6 +85,26 @@ func ReadStackFileOffline(path string) (cfg map[string]string, secretKeys []stri
 	}
 	cfg[qualify(KeyGitHubToken)] = SecretPlaceholder
 	return cfg, append(secretKeys, qualify(KeyGitHubToken)), nil
+}
+
+// registryCredentialPlaceholders stands a placeholder credential in for each cached registry
+// that needs one (imageCache is the key's raw JSON): registryCredentials is set with --secret.
+func registryCredentialPlaceholders(imageCache string) string {
+	var hosts []string
+	if json.Unmarshal([]byte(imageCache), &hosts) != nil {
+		return ""
+	}
+	creds := map[string]RegistryCredential{}
+	for _, h := range hosts {
+		if u, ok := UpstreamFor(h); ok && u.NeedsCredential {
+			creds[h] = RegistryCredential{Username: SecretPlaceholder, AccessToken: SecretPlaceholder}
+		}
+	}
+	if len(creds) == 0 {
+		return ""
+	}
+	b, _ := json.Marshal(creds)
+	return string(b)
 }
 
 // StackFile is the path of a stack's Pulumi.<stack>.yaml in the project directory dir.

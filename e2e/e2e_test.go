@@ -231,6 +231,7 @@ func newHarness(t *testing.T, ctx context.Context, e env) *harness {
 	)
 	require.NoError(t, err)
 	require.NoError(t, h.stack.SetConfig(ctx, config.Project+":"+config.KeyGitHubToken, auto.ConfigValue{Value: token, Secret: true}))
+	require.NoError(t, h.stack.SetConfig(ctx, config.Project+":"+config.KeyRegistryCredentials, auto.ConfigValue{Value: registryCredentials, Secret: true}))
 	return h
 }
 
@@ -337,6 +338,7 @@ func TestWholeProgram(t *testing.T) {
 		assert.Empty(t, g.Violations(destroyorder.Rules))
 	})
 	t.Run("the cluster holds the Kubernetes layer", func(t *testing.T) { assertCluster(t, ctx, restCfg, kube) })
+	t.Run("images come through the cache, inside AWS", func(t *testing.T) { assertImagePath(t, ctx, up.Outputs, resources, kube) })
 
 	done = phase(t, "gpuci verify against the API server")
 	verifyHealthyCluster(t, ctx, restCfg, kube)

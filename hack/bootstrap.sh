@@ -3,6 +3,8 @@
 #
 #   export AWS_REGION=us-west-2 GITHUB_ORG=luxfi GITHUB_PAT=ghp_...      # or, for a GitHub App:
 #   export GITHUB_APP_ID=123 GITHUB_APP_INSTALLATION_ID=456 GITHUB_APP_PRIVATE_KEY_FILE=app.pem
+#   export DOCKERHUB_USERNAME=... DOCKERHUB_TOKEN=... GHCR_USERNAME=... GHCR_TOKEN=...  # the image
+#     cache's credentials (imageCache: docker.io, ghcr.io; ghcr.io's a PAT with read:packages)
 #   make bootstrap STACK=dev          # make preflight STACK=dev: the checks only
 #
 # Preflight, before anything is changed: the prerequisites, working AWS credentials, the EC2 Spot
@@ -109,6 +111,23 @@ else
 	pulumi config set githubAppId "$GITHUB_APP_ID"
 	pulumi config set githubAppInstallationId "$GITHUB_APP_INSTALLATION_ID"
 	pulumi config set --secret githubAppPrivateKey <"$GITHUB_APP_PRIVATE_KEY_FILE"
+fi
+# The image cache's registry credentials, as one secret (registryCredentials). A stack that
+# caches a registry and has none stops at preview with the key and the command to set it.
+creds=()
+for r in "docker.io DOCKERHUB" "ghcr.io GHCR"; do
+	read -r host var <<<"$r"
+	user_var=${var}_USERNAME token_var=${var}_TOKEN
+	[[ -n ${!token_var:-} ]] || continue
+	if [[ -z ${!user_var:-} || ${!user_var}${!token_var} == *[\\\"]* ]]; then
+		problems+=("$token_var is set: set $user_var too (neither may hold a quote or a backslash)")
+		continue
+	fi
+	creds+=("\"$host\": {\"username\": \"${!user_var}\", \"accessToken\": \"${!token_var}\"}")
+done
+stop_if_problems
+if ((${#creds[@]})); then
+	(IFS=,; printf '{%s}' "${creds[*]}") | pulumi config set --secret registryCredentials
 fi
 check_quotas
 

@@ -3,6 +3,7 @@ package hack_test
 // hack/bootstrap.sh, run as `make bootstrap` runs it.
 
 import (
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -41,7 +42,11 @@ case "$1 $2" in
 *) echo "stand-in aws: $* is not faked" >&2; exit 2 ;;
 esac
 `,
-		"pulumi":  "#!/usr/bin/env bash\necho \"stand-in pulumi $*\" >&2\n",
+		// A secret set from standard input lands in $FAKE_PULUMI_SECRETS/<key>.
+		"pulumi": `#!/usr/bin/env bash
+echo "stand-in pulumi $*" >&2
+if [[ "$1 $2 $3" == "config set --secret" && $# == 4 && -n ${FAKE_PULUMI_SECRETS:-} ]]; then cat >"$FAKE_PULUMI_SECRETS/$4"; fi
+`,
 		"kubectl": "#!/usr/bin/env bash\nexit 0\n",
 	}
 	for name, body := range scripts {
@@ -91,4 +96,30 @@ func TestPreflightChecksCredentialsAndTheSpotRole(t *testing.T) {
 	require.NoError(t, err, out)
 	assert.Contains(t, out, "EC2 Spot service-linked role: absent (the stack creates it")
 	assert.Contains(t, out, "AWS credentials: arn:aws:iam::123456789012:user/ci")
+}
+
+// The image cache's credentials reach the stack as one secret, in the shape the program reads.
+func TestBootstrapSetsTheRegistryCredentialsAsOneSecret(t *testing.T) {
+	secrets := t.TempDir()
+	cmd := exec.Command("bash", "bootstrap.sh")
+	cmd.Env = append(os.Environ(), "PATH="+standIns(t), "AWS_REGION=us-west-2", "STACK=dev", "YES=1",
+		"GITHUB_ORG=luxfi", "GITHUB_PAT=ghp_x", "FAKE_QUOTA_L_3819A6DF=8", "FAKE_QUOTA_L_DB2E81BA=4", "FAKE_PULUMI_SECRETS="+secrets,
+		"DOCKERHUB_USERNAME=luxci", "DOCKERHUB_TOKEN=dckr_pat_1", "GHCR_USERNAME=luxbot", "GHCR_TOKEN=ghp_read")
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	b, err := os.ReadFile(filepath.Join(secrets, "registryCredentials"))
+	require.NoError(t, err, "registryCredentials was set with --secret: %s", out)
+	var got map[string]map[string]string
+	require.NoError(t, json.Unmarshal(b, &got), "%s", b)
+	assert.Equal(t, map[string]map[string]string{
+		"docker.io": {"username": "luxci", "accessToken": "dckr_pat_1"},
+		"ghcr.io":   {"username": "luxbot", "accessToken": "ghp_read"},
+	}, got, "config.RegistryCredential's shape")
+	assert.NotContains(t, string(out), "dckr_pat_1", "never printed")
+
+	again := exec.Command("bash", "bootstrap.sh")
+	again.Env = append(cmd.Env, "GHCR_USERNAME=")
+	out, err = again.CombinedOutput()
+	require.Error(t, err)
+	assert.Contains(t, string(out), "GHCR_TOKEN is set: set GHCR_USERNAME too")
 }

@@ -62,6 +62,8 @@ type Cluster struct {
 	SystemNodeGroup *eks.ManagedNodeGroup
 	// PodIdentityAgent must exist before any Pod Identity association is relied upon.
 	PodIdentityAgent *awseks.Addon
+	// SystemNodeRoleName is the system nodes' role, which pulls their images.
+	SystemNodeRoleName pulumi.StringOutput
 	// Resources are everything the cluster is made of: control plane, add-ons (CoreDNS
 	// among them), system node group and its role.
 	Resources []pulumi.Resource
@@ -126,6 +128,7 @@ func NewCluster(ctx *pulumi.Context, name string, args *ClusterArgs, opts ...pul
 
 	c.EKS = cl
 	c.SystemNodeGroup = mng
+	c.SystemNodeRoleName = nodeRole.Name
 	c.Endpoint = cl.EksCluster.Endpoint()
 	c.SecurityGroupID = sgID
 	c.Kubeconfig = b.kubeconfig(cl)

@@ -33,11 +33,13 @@ type Outputs struct {
 	QueueName         pulumi.StringOutput
 	NodeRoleName      pulumi.StringOutput
 	ControllerRoleArn pulumi.StringOutput
+	// ImageCache maps each cached upstream registry's host to its ECR repository prefix.
+	ImageCache map[string]string
 
 	// Lifelines are what everything in the cluster needs while it runs and while its
 	// finalizers run on destroy: the network (routes, NAT and internet gateway give the nodes
-	// egress to EC2, IAM and GitHub) and the cluster component (the add-ons, CoreDNS among
-	// them, and the system node group). The Kubernetes provider depends on them, so every
+	// egress to EC2, IAM and GitHub), the cluster component (the add-ons, CoreDNS among
+	// them, and the system node group) and the image cache nodes pull through. The Kubernetes provider depends on them, so every
 	// object in the cluster is created after and deleted before any of them — for a full
 	// destroy, a targeted one or a replacement alike.
 	Lifelines []pulumi.Resource
@@ -79,6 +81,7 @@ func New(ctx *pulumi.Context, cfg *config.Config) (*Outputs, error) {
 	nat := cfg.Network.NatMode == config.NatSingle
 	network, err := NewNetwork(ctx, "network", &NetworkArgs{
 		ClusterName: cfg.ClusterName,
+		Region:      cfg.Region,
 		CIDR:        cfg.Network.CIDR,
 		AZs:         azs,
 		NAT:         nat,
@@ -121,6 +124,25 @@ func New(ctx *pulumi.Context, cfg *config.Config) (*Outputs, error) {
 	if err != nil {
 		return nil, err
 	}
+	lifelines := append(slices.Clone(network.Resources), cluster.Resources...)
+	var imageCache map[string]string
+	if len(cfg.ImageCache.Upstreams) > 0 {
+		ic, err := NewImageCache(ctx, "image-cache", &ImageCacheArgs{
+			ClusterName:   cfg.ClusterName,
+			Region:        cfg.Region,
+			Partition:     partition.Partition,
+			AccountID:     caller.AccountId,
+			DNSSuffix:     partition.DnsSuffix,
+			Upstreams:     cfg.ImageCache.Upstreams,
+			NodeRoleNames: []pulumi.StringInput{cluster.SystemNodeRoleName, karpenter.NodeRoleName},
+			Tags:          cfg.Tags,
+		})
+		if err != nil {
+			return nil, err
+		}
+		imageCache = ic.Repositories
+		lifelines = append(lifelines, ic.Resources...)
+	}
 	if b := cfg.Budget; b != nil {
 		if _, err := NewBudget(ctx, "budget", &BudgetArgs{
 			ClusterName: cfg.ClusterName, MonthlyUSD: b.MonthlyUSD, Emails: b.Emails, Tags: cfg.Tags,
@@ -142,7 +164,8 @@ func New(ctx *pulumi.Context, cfg *config.Config) (*Outputs, error) {
 		QueueName:          karpenter.QueueName,
 		NodeRoleName:       karpenter.NodeRoleName,
 		ControllerRoleArn:  karpenter.ControllerRoleArn,
-		Lifelines:          append(slices.Clone(network.Resources), cluster.Resources...),
+		ImageCache:         imageCache,
+		Lifelines:          lifelines,
 		KarpenterLifelines: karpenter.Resources,
 	}, nil
 }

@@ -14,6 +14,8 @@ import (
 type NetworkArgs struct {
 	// ClusterName is used in the discovery and cluster tags on the subnets.
 	ClusterName string
+	// Region names the S3 gateway endpoint's service.
+	Region string
 	// CIDR is the VPC's IPv4 block, a private /16 to /20.
 	CIDR string
 	// AZs are the availability zones to spread subnets across (2 or 3).
@@ -76,6 +78,9 @@ func NewNetwork(ctx *pulumi.Context, name string, args *NetworkArgs, opts ...pul
 			return nil, err
 		}
 		if private, err = b.subnets(vpc, privateRT, tier{name: "private", cidrs: privateCIDRs, elbRole: "kubernetes.io/role/internal-elb", nodes: true}); err != nil {
+			return nil, err
+		}
+		if err := b.s3Endpoint(vpc, privateRT); err != nil {
 			return nil, err
 		}
 	}
@@ -217,6 +222,25 @@ func (b *networkBuilder) natGateway(subnet *ec2.Subnet, igw *ec2.InternetGateway
 	}
 	b.created.add(eip, nat)
 	return nat, nil
+}
+
+// s3Endpoint routes the private subnets' S3 traffic through a gateway endpoint: free, where
+// the NAT gateway charges $0.045 per GB. ECR serves image layers from S3, so with the image
+// cache (or any ECR image) a cold node's gigabytes of layers never cross the NAT. (In the lean
+// profile nodes reach S3 through the internet gateway, which charges nothing for data in.)
+func (b *networkBuilder) s3Endpoint(vpc *ec2.Vpc, rt *ec2.RouteTable) error {
+	ep, err := ec2.NewVpcEndpoint(b.ctx, b.name+"-s3", &ec2.VpcEndpointArgs{
+		VpcId:           vpc.ID(),
+		ServiceName:     pulumi.String("com.amazonaws." + b.args.Region + ".s3"),
+		VpcEndpointType: pulumi.String("Gateway"),
+		RouteTableIds:   pulumi.StringArray{rt.ID()},
+		Tags:            b.tags(map[string]string{"Name": b.args.ClusterName + "-s3"}),
+	}, b.parent)
+	if err != nil {
+		return fmt.Errorf("creating S3 gateway endpoint: %w", err)
+	}
+	b.created.add(ep)
+	return nil
 }
 
 func subnetIDs(subnets []*ec2.Subnet) pulumi.StringArrayOutput {

@@ -109,6 +109,8 @@ func TestDevicePluginChartSchedulesOnGPUNodesOnly(t *testing.T) {
 	var ds appsv1.DaemonSet
 	find(t, objs, "DaemonSet", "nvidia-device-plugin", &ds)
 	pod := &corev1.Pod{Spec: ds.Spec.Template.Spec}
+	require.NotEmpty(t, pod.Spec.Containers)
+	assert.Equal(t, versions.NvidiaDevicePluginImage, pod.Spec.Containers[0].Image, "gpuci cost prices the image the chart runs (nvcr.io: never through the cache)")
 
 	np, err := k8s.NodePoolFor(config.DefaultPool())
 	require.NoError(t, err)
@@ -122,6 +124,9 @@ func TestDevicePluginChartSchedulesOnGPUNodesOnly(t *testing.T) {
 		"kubernetes.io/os": "linux", "node.kubernetes.io/instance-type": "t3.medium", "lux-gpu-ci.luxfi.com/node-role": "system",
 	}}}
 
+	// Every check below loops over the GPU node's taints: without the taint they would pass
+	// by checking nothing ("a container-form runner keeps off GPU nodes" most of all).
+	require.Equal(t, []corev1.Taint{{Key: "nvidia.com/gpu", Value: "present", Effect: corev1.TaintEffectNoSchedule}}, gpuNode.Spec.Taints)
 	affinity := nodeaffinity.GetRequiredNodeAffinity(pod)
 	ok, err := affinity.Match(gpuNode)
 	require.NoError(t, err)
@@ -134,7 +139,7 @@ func TestDevicePluginChartSchedulesOnGPUNodesOnly(t *testing.T) {
 		assert.True(t, corev1helpers.TolerationsTolerateTaint(klog.Background(), pod.Spec.Tolerations, &taint, false), "the device plugin tolerates %s", taint.ToString())
 	}
 	// The runner pod lands on the same node: it tolerates the taint and selects the pool.
-	tmpl, err := k8s.RunnerTemplate(config.DefaultPool())
+	tmpl, err := k8s.RunnerTemplate(config.DefaultPool(), nil)
 	require.NoError(t, err)
 	runner := &corev1.Pod{Spec: tmpl.Spec}
 	for _, taint := range gpuNode.Spec.Taints {
@@ -156,7 +161,7 @@ func TestDevicePluginChartSchedulesOnGPUNodesOnly(t *testing.T) {
 	ok, err = nodeaffinity.GetRequiredNodeAffinity(&corev1.Pod{Spec: job.Spec}).Match(gpuNode)
 	require.NoError(t, err)
 	assert.True(t, ok, "the job pod selects the pool's node")
-	tmpl, err = k8s.RunnerTemplate(pool)
+	tmpl, err = k8s.RunnerTemplate(pool, nil)
 	require.NoError(t, err)
 	for _, taint := range gpuNode.Spec.Taints {
 		assert.False(t, corev1helpers.TolerationsTolerateTaint(klog.Background(), tmpl.Spec.Tolerations, &taint, false), "a container-form runner keeps off GPU nodes")
@@ -201,7 +206,7 @@ func TestScaleSetChartRendersBothJobForms(t *testing.T) {
 	render := func(form string) (runnerSet, []chartrender.Object) {
 		pool := config.DefaultPool()
 		pool.JobForm = form
-		values, err := k8s.ScaleSetValues(pool, config.GitHub{ConfigURL: "https://github.com/luxfi"})
+		values, err := k8s.ScaleSetValues(pool, config.GitHub{ConfigURL: "https://github.com/luxfi"}, nil)
 		require.NoError(t, err)
 		objs := renderChart(t, dir, pool.RunnerScaleSetName, wellknown.RunnersNamespace, values)
 		var set runnerSet
@@ -228,7 +233,7 @@ func TestScaleSetChartRendersBothJobForms(t *testing.T) {
 
 	// The on-demand retry twin: a scale set of its own, on its own NodePool, its own label.
 	twin := config.DefaultPool().RetryTwin()
-	values, err := k8s.ScaleSetValues(twin, config.GitHub{ConfigURL: "https://github.com/luxfi"})
+	values, err := k8s.ScaleSetValues(twin, config.GitHub{ConfigURL: "https://github.com/luxfi"}, nil)
 	require.NoError(t, err)
 	var twinSet runnerSet
 	find(t, renderChart(t, dir, twin.RunnerScaleSetName, wellknown.RunnersNamespace, values), "AutoscalingRunnerSet", "lux-gpu-t4-on-demand", &twinSet)

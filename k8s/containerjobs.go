@@ -76,8 +76,10 @@ var containerFormRunnerResources = k8scorev1.ResourceRequirements{
 // containerFormRunnerTemplate is a container-form pool's runner pod: no GPU, on the system
 // nodes, with the hooks' permissions and the hook template mounted. The chart adds the rest
 // of the mode (ACTIONS_RUNNER_CONTAINER_HOOKS=/home/runner/k8s-novolume/index.js,
-// ACTIONS_RUNNER_REQUIRE_JOB_CONTAINER, ACTIONS_RUNNER_POD_NAME, ACTIONS_RUNNER_IMAGE).
-func containerFormRunnerTemplate(pool config.GPUPool) k8scorev1.PodTemplateSpec {
+// ACTIONS_RUNNER_REQUIRE_JOB_CONTAINER, ACTIONS_RUNNER_POD_NAME, and ACTIONS_RUNNER_IMAGE from
+// the runner's image, which the hooks' fs-init container of the job pod pulls on the GPU node:
+// through the cache too).
+func containerFormRunnerTemplate(pool config.GPUPool, cache ImageCache) k8scorev1.PodTemplateSpec {
 	const volume = "job-pod-template"
 	return k8scorev1.PodTemplateSpec{
 		ObjectMeta: k8smeta.ObjectMeta{Labels: map[string]string{wellknown.PoolLabel: pool.Name}},
@@ -87,7 +89,7 @@ func containerFormRunnerTemplate(pool config.GPUPool) k8scorev1.PodTemplateSpec 
 			NodeSelector:       map[string]string{wellknown.SystemNodeLabel: wellknown.SystemNodeValue},
 			Containers: []k8scorev1.Container{{
 				Name:            "runner",
-				Image:           pool.RunnerImage,
+				Image:           cache.Pull(pool.RunnerImage),
 				ImagePullPolicy: runnerPullPolicy(pool),
 				Command:         []string{"/home/runner/run.sh"},
 				Resources:       containerFormRunnerResources,

@@ -22,6 +22,7 @@ func TestPoolVariantsPassKarpenterCRDs(t *testing.T) {
 		"never expire":         func(p *config.GPUPool) { p.ExpireAfter = "Never" },
 		"compound durations":   func(p *config.GPUPool) { p.ConsolidateAfter = "1m30s"; p.TerminationGracePeriod = "2h30m" },
 		"big disk":             func(p *config.GPUPool) { p.RootVolumeGi = 2000 },
+		"fast disk":            func(p *config.GPUPool) { p.RootVolumeThroughput, p.RootVolumeIOPS = 1000, 16000 },
 		"on-demand retry twin": func(p *config.GPUPool) { *p = p.RetryTwin() },
 	}
 	for name, mutate := range variants {

@@ -105,8 +105,11 @@ func EC2NodeClassFor(pool config.GPUPool, clusterName, nodeRole string, publicIP
 				DeviceName: ptr("/dev/xvda"),
 				RootVolume: true,
 				EBS: &awsv1.BlockDevice{
-					VolumeSize:          &volume,
-					VolumeType:          ptr("gp3"),
+					VolumeSize: &volume,
+					VolumeType: ptr("gp3"),
+					// A cold node writes every image it pulls here (config.DefaultRootVolumeThroughput).
+					Throughput:          ptr(int64(pool.RootVolumeThroughput)),
+					IOPS:                ptr(int64(pool.RootVolumeIOPS)),
 					Encrypted:           ptr(true),
 					DeleteOnTermination: ptr(true),
 				},

@@ -41,6 +41,9 @@ type Args struct {
 
 	Pools  []config.GPUPool
 	GitHub config.GitHub
+	// ImageCache is where nodes pull the runner images from (an ECR pull-through cache),
+	// by upstream registry; nil pulls every image from its registry.
+	ImageCache ImageCache
 
 	// SkipAwait installs Helm releases without waiting for readiness (clusters without a
 	// kubelet, such as the e2e API server).
@@ -150,6 +153,7 @@ func New(ctx *pulumi.Context, name string, args *Args, opts ...pulumi.ResourceOp
 		ControllerChart: charts.of(versions.ARCControllerChart),
 		CRDProvider:     crdProvider,
 		ScaleSetChart:   charts.of(versions.ARCScaleSetChart),
+		ImageCache:      args.ImageCache,
 	}, in...)
 	if err != nil {
 		return nil, err

@@ -30,6 +30,8 @@ type RunnersArgs struct {
 	ControllerChart, ScaleSetChart versions.Chart
 	// CRDProvider declares ARC's CRDs: it adopts ones an earlier Helm install left.
 	CRDProvider pulumi.ProviderResource
+	// ImageCache serves the runner images from ECR where their registry has a rule.
+	ImageCache ImageCache
 }
 
 // Runners is the ARC controller, the GitHub credentials Secret and one runner scale set per
@@ -71,14 +73,15 @@ var gpuToleration = k8scorev1.Toleration{Key: wellknown.GPUTaintKey, Operator: k
 
 // RunnerTemplate is a pool's runner pod. In the runner form it holds the GPU; in the
 // container form the job pod holds it instead (JobPodTemplate).
-func RunnerTemplate(pool config.GPUPool) (k8scorev1.PodTemplateSpec, error) {
+// The runner image comes through the image cache when its registry has a rule.
+func RunnerTemplate(pool config.GPUPool, cache ImageCache) (k8scorev1.PodTemplateSpec, error) {
 	if pool.JobForm == config.JobFormContainer {
-		return containerFormRunnerTemplate(pool), nil
+		return containerFormRunnerTemplate(pool, cache), nil
 	}
 	return gpuPodTemplate(pool, k8scorev1.Container{
 		// ARC requires the runner container to be called "runner".
 		Name:            "runner",
-		Image:           pool.RunnerImage,
+		Image:           cache.Pull(pool.RunnerImage),
 		ImagePullPolicy: runnerPullPolicy(pool),
 		Command:         []string{"/home/runner/run.sh"},
 	})
@@ -116,8 +119,8 @@ func runnerPullPolicy(pool config.GPUPool) k8scorev1.PullPolicy {
 }
 
 // ScaleSetValues are the gha-runner-scale-set values for a pool.
-func ScaleSetValues(pool config.GPUPool, gh config.GitHub) (map[string]any, error) {
-	tmpl, err := RunnerTemplate(pool)
+func ScaleSetValues(pool config.GPUPool, gh config.GitHub, cache ImageCache) (map[string]any, error) {
+	tmpl, err := RunnerTemplate(pool, cache)
 	if err != nil {
 		return nil, err
 	}
@@ -231,7 +234,7 @@ func NewRunners(ctx *pulumi.Context, name string, args *RunnersArgs, opts ...pul
 
 	runsOn := pulumi.StringMapMap{}
 	for _, pool := range args.Pools {
-		vals, err := ScaleSetValues(pool, args.GitHub)
+		vals, err := ScaleSetValues(pool, args.GitHub, args.ImageCache)
 		if err != nil {
 			return nil, err
 		}

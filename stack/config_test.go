@@ -51,6 +51,13 @@ func TestInvalidConfigNamesKeyAndCreatesNothing(t *testing.T) {
 		{"helm chart from a registry, unpinned", "lux-gpu-ci:helmCharts", []string{"helmCharts", `{"karpenter": {"chart": "oci://registry.example.com/karpenter"}}`}},
 		{"ARC controller chart mirrored at another version", "lux-gpu-ci:helmCharts", []string{"helmCharts", `{"gha-runner-scale-set-controller": {"chart": "oci://registry.example.com/gha-runner-scale-set-controller", "version": "0.15.0"}}`}},
 		{"helm chart in a relative directory", "lux-gpu-ci:helmCharts", []string{"helmCharts", `{"karpenter": {"chart": "charts/karpenter"}}`}},
+		{"cache of a registry ECR cannot cache", "lux-gpu-ci:imageCache", []string{"imageCache", `["nvcr.io"]`}},
+		{"cache of a registry listed twice", "lux-gpu-ci:imageCache", []string{"imageCache", `["ghcr.io", "ghcr.io"]`}},
+		{"cache not a list", "lux-gpu-ci:imageCache", []string{"imageCache", `"docker.io"`}},
+		{"cached registry without its credential", "lux-gpu-ci:registryCredentials", []string{"imageCache", `["docker.io"]`, "registryCredentials", testkit.Unset}},
+		{"registry credential not JSON", "lux-gpu-ci:registryCredentials", []string{"registryCredentials", "luxci:dckr_pat_x"}},
+		{"registry credential without its token", "lux-gpu-ci:registryCredentials", []string{"registryCredentials", `{"docker.io": {"username": "luxci"}, "ghcr.io": {"username": "luxci", "accessToken": "t"}}`}},
+		{"registry credential for a registry not cached", "lux-gpu-ci:registryCredentials", []string{"imageCache", `["ghcr.io"]`}},
 		{"helm chart with a misspelt field", "lux-gpu-ci:helmCharts", []string{"helmCharts", `{"karpenter": {"chart": "/srv/karpenter", "versoin": "1"}}`}},
 	}
 	for _, tc := range cases {
@@ -83,7 +90,18 @@ func TestPlainTextCredentialIsRefused(t *testing.T) {
 	assert.Contains(t, err.Error(), "lux-gpu-ci:githubToken: is stored in plain text")
 	assert.Contains(t, err.Error(), "pulumi config set --secret githubToken")
 	assert.NotContains(t, err.Error(), testkit.Token, "an error never repeats a secret")
+	assert.Contains(t, err.Error(), "lux-gpu-ci:registryCredentials: is stored in plain text")
+	assert.NotContains(t, err.Error(), "dckr_pat_TESTTOKEN")
 	assert.Empty(t, names(m.programResources()))
+}
+
+// A malformed credential is refused without quoting it.
+func TestBadRegistryCredentialIsNotRepeated(t *testing.T) {
+	m := newMocks()
+	err := m.run(testkit.With(testkit.StackConfig(t, "dev"), "registryCredentials", `{"docker.io": "dckr_pat_LEAKED"}`))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "lux-gpu-ci:registryCredentials: is not a JSON object")
+	assert.NotContains(t, err.Error(), "dckr_pat_LEAKED")
 }
 
 // The program accepts what the engine really hands it: every default of Pulumi.yaml applied,

@@ -113,6 +113,10 @@ func TestWrongPoolConfigs(t *testing.T) {
 		{name: "retry twin's names too long", pool: `{"name": "gpu-` + strings.Repeat("x", 40) + `", "instanceTypes": ["g4dn.xlarge"], "runnerScaleSetName": "lux-gpu", "onDemandRetry": true}`, wantCfg: "onDemandRetry: the twin's NodePool"},
 		{name: "retry twin of an on-demand pool", pool: `{"name": "gpu", "instanceTypes": ["g4dn.xlarge"], "capacityTypes": ["on-demand"], "onDemandRetry": true}`, wantCfg: "onDemandRetry: the pool uses no spot capacity"},
 		{name: "labels contained in another pool's", pool: `{"name": "a", "instanceTypes": ["g4dn.xlarge"], "runnerLabels": ["gpu"]}, {"name": "b", "instanceTypes": ["g4dn.xlarge"], "runnerLabels": ["gpu", "big"]}`, wantCfg: "one contains the other"},
+		{name: "root volume faster than gp3", pool: `{"name": "gpu", "instanceTypes": ["g4dn.xlarge"], "rootVolumeThroughput": 2000, "rootVolumeIOPS": 16000}`, wantCfg: "rootVolumeThroughput: must be 125–1000 MiB/s"},
+		{name: "throughput beyond its IOPS", pool: `{"name": "gpu", "instanceTypes": ["g4dn.xlarge"], "rootVolumeThroughput": 1000}`, wantCfg: "rootVolumeThroughput: 1000 MiB/s needs at least 4000 IOPS"},
+		{name: "IOPS beyond the volume", pool: `{"name": "gpu", "instanceTypes": ["g4dn.xlarge"], "rootVolumeGi": 20, "rootVolumeIOPS": 16000}`, wantCfg: "rootVolumeIOPS: 16000 IOPS needs a volume of at least 32 GiB"},
+		{name: "IOPS below gp3's baseline", pool: `{"name": "gpu", "instanceTypes": ["g4dn.xlarge"], "rootVolumeIOPS": 100}`, wantCfg: "rootVolumeIOPS: must be 3000–16000"},
 		{name: "misspelt field", pool: `{"name": "gpu", "instanceTypes": ["g4dn.xlarge"], "gpuLimt": 2}`, wantCfg: "unknown field \"gpuLimt\""},
 	}
 	for _, tc := range cases {

@@ -79,6 +79,8 @@ func TestKarpenterAWSDev(t *testing.T) {
 		"arn:aws:iam::aws:policy/AmazonEKSWorkerNodePolicy",
 		"arn:aws:iam::aws:policy/AmazonEC2ContainerRegistryPullOnly",
 		"arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore",
+		// The image cache's first pull (TestImageCacheFirstPullPermission).
+		"arn:aws:iam::" + testAccount + ":policy/lux-gpu-ci-image-cache-first-pull",
 	}, nodePolicies)
 
 	entry := m.one(t, "aws:eks/accessEntry:AccessEntry")
@@ -101,7 +103,8 @@ func TestKarpenterAWSDev(t *testing.T) {
 		}
 	}
 	assert.Len(t, attached, 6)
-	for _, p := range m.all("aws:iam/policy:Policy") {
+	require.Len(t, controllerPolicies(m), 6)
+	for _, p := range controllerPolicies(m) {
 		assert.True(t, attached["arn:aws:iam::"+testAccount+":policy/"+p.Inputs["name"].(string)], "%s is attached to the controller role", p.Inputs["name"])
 	}
 }
@@ -138,7 +141,7 @@ func TestKarpenterControllerPoliciesMatchUpstream(t *testing.T) {
 
 	var actions []string
 	got := map[string]bool{}
-	for _, p := range m.all("aws:iam/policy:Policy") {
+	for _, p := range controllerPolicies(m) {
 		name := strings.TrimSuffix(p.Inputs["name"].(string), "-lux-gpu-ci")
 		got[name] = true
 		want, ok := reference[name]
@@ -196,4 +199,15 @@ func assertTrust(t *testing.T, role registered, service string, actions ...strin
 	assert.ElementsMatch(t, actions, s.Action, "%s trust actions", role.Name)
 	assert.Equal(t, map[string]any{"Service": []any{service}}, s.Principal, "%s trusted principal", role.Name)
 	assert.Empty(t, s.Condition)
+}
+
+// controllerPolicies are the policies of Karpenter's AWS side (the controller's six).
+func controllerPolicies(m *mocks) []registered {
+	var out []registered
+	for _, p := range m.all("aws:iam/policy:Policy") {
+		if p.Parent() == "lux-gpu-ci:infra:KarpenterAWS::karpenter" {
+			out = append(out, p)
+		}
+	}
+	return out
 }

@@ -13,33 +13,41 @@ import (
 func TestDevStackResourceCounts(t *testing.T) {
 	m := runDev(t)
 	want := map[string]int{
-		"lux-gpu-ci:infra:Network":                              1,
-		"lux-gpu-ci:infra:Cluster":                              1,
-		"lux-gpu-ci:infra:KarpenterAWS":                         1,
-		"aws:ec2/vpc:Vpc":                                       1,
-		"aws:ec2/internetGateway:InternetGateway":               1,
-		"aws:ec2/subnet:Subnet":                                 4,
-		"aws:ec2/routeTable:RouteTable":                         2,
-		"aws:ec2/routeTableAssociation:RouteTableAssociation":   4,
-		"aws:ec2/eip:Eip":                                       1,
-		"aws:ec2/natGateway:NatGateway":                         1,
-		"eks:index:Cluster":                                     1,
-		"eks:index:ManagedNodeGroup":                            1,
-		"aws:eks/addon:Addon":                                   4,
-		"aws:ec2/tag:Tag":                                       1,
-		"aws:sqs/queue:Queue":                                   1,
-		"aws:sqs/queuePolicy:QueuePolicy":                       1,
-		"aws:cloudwatch/eventRule:EventRule":                    5,
-		"aws:cloudwatch/eventTarget:EventTarget":                5,
-		"aws:iam/role:Role":                                     3, // system nodes, Karpenter nodes, Karpenter controller
-		"aws:iam/policy:Policy":                                 6,
-		"aws:iam/rolePolicyAttachment:RolePolicyAttachment":     4 + 4 + 6,
-		"aws:eks/accessEntry:AccessEntry":                       1,
-		"aws:eks/podIdentityAssociation:PodIdentityAssociation": 1,
-		"aws:iam/serviceLinkedRole:ServiceLinkedRole":           1, // the account has none yet: created
-		"aws:ec2/launchTemplate:LaunchTemplate":                 1, // the system nodes
-		"lux-gpu-ci:infra:Budget":                               0,
-		"aws:budgets/budget:Budget":                             0,
+		"lux-gpu-ci:infra:Network":                            1,
+		"lux-gpu-ci:infra:Cluster":                            1,
+		"lux-gpu-ci:infra:KarpenterAWS":                       1,
+		"aws:ec2/vpc:Vpc":                                     1,
+		"aws:ec2/internetGateway:InternetGateway":             1,
+		"aws:ec2/subnet:Subnet":                               4,
+		"aws:ec2/routeTable:RouteTable":                       2,
+		"aws:ec2/routeTableAssociation:RouteTableAssociation": 4,
+		"aws:ec2/eip:Eip":                                     1,
+		"aws:ec2/natGateway:NatGateway":                       1,
+		"eks:index:Cluster":                                   1,
+		"eks:index:ManagedNodeGroup":                          1,
+		"aws:eks/addon:Addon":                                 4,
+		"aws:ec2/tag:Tag":                                     1,
+		"aws:sqs/queue:Queue":                                 1,
+		"aws:sqs/queuePolicy:QueuePolicy":                     1,
+		"aws:cloudwatch/eventRule:EventRule":                  5,
+		"aws:cloudwatch/eventTarget:EventTarget":              5,
+		"aws:iam/role:Role":                                   3,     // system nodes, Karpenter nodes, Karpenter controller
+		"aws:iam/policy:Policy":                               6 + 1, // Karpenter's controller, the image cache's first pull
+		"aws:iam/rolePolicyAttachment:RolePolicyAttachment":   4 + 4 + 6 + 2,
+		"aws:ec2/vpcEndpoint:VpcEndpoint":                     1, // S3, on the private route table
+		// The image cache: ghcr.io (runner images) and docker.io (CUDA images), each with
+		// its credential's secret, a rule and a repository template.
+		"lux-gpu-ci:infra:ImageCache":                                   1,
+		"aws:secretsmanager/secret:Secret":                              2,
+		"aws:secretsmanager/secretVersion:SecretVersion":                2,
+		"aws:ecr/pullThroughCacheRule:PullThroughCacheRule":             2,
+		"aws:ecr/repositoryCreationTemplate:RepositoryCreationTemplate": 2,
+		"aws:eks/accessEntry:AccessEntry":                               1,
+		"aws:eks/podIdentityAssociation:PodIdentityAssociation":         1,
+		"aws:iam/serviceLinkedRole:ServiceLinkedRole":                   1, // the account has none yet: created
+		"aws:ec2/launchTemplate:LaunchTemplate":                         1, // the system nodes
+		"lux-gpu-ci:infra:Budget":                                       0,
+		"aws:budgets/budget:Budget":                                     0,
 
 		"lux-gpu-ci:k8s:GPUCI":                         1,
 		"lux-gpu-ci:k8s:Karpenter":                     1,

@@ -35,6 +35,7 @@ func Program(ctx *pulumi.Context) error {
 		Tags:               cfg.Tags,
 		Pools:              cfg.GPUPools,
 		GitHub:             cfg.GitHub,
+		ImageCache:         aws.ImageCache,
 		SkipAwait:          cfg.HelmSkipAwait,
 		Charts:             k8s.ChartsWith(cfg.HelmCharts),
 	})
@@ -58,5 +59,8 @@ func Program(ctx *pulumi.Context) error {
 	ctx.Export("karpenterNodeRoleName", aws.NodeRoleName)
 	ctx.Export("karpenterControllerRoleArn", aws.ControllerRoleArn)
 	ctx.Export("runsOn", cluster.RunsOn)
+	// Where a job names its image to pull it through the cache, by upstream registry
+	// (examples/workflows/cuda.yml: container: <imageCache["docker.io"]>/nvidia/cuda:…).
+	ctx.Export("imageCache", pulumi.ToStringMap(aws.ImageCache))
 	return nil
 }

@@ -56,6 +56,10 @@ var NvidiaDevicePluginChart = Chart{
 	Module: "github.com/NVIDIA/k8s-device-plugin@v0.19.3", Path: "deployments/helm/nvidia-device-plugin",
 }
 
+// NvidiaDevicePluginImage is the image the pinned chart runs (its appVersion; a chart render
+// test keeps them equal). It is on nvcr.io, which ECR's pull-through cache does not support.
+const NvidiaDevicePluginImage = "nvcr.io/nvidia/k8s-device-plugin:v0.19.3"
+
 // Actions Runner Controller in scale-set mode; 0.14 added scaleSetLabels. No Go module
 // version holds the 0.14 charts, so both are copied into k8s/arc (the source of ARC's CRDs);
 // bump these with that copy (k8s/arc/README.md).

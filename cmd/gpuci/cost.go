@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"flag"
+	"fmt"
 	"os"
 	"time"
 
@@ -20,8 +21,8 @@ func runCost(args []string) error {
 	u := cost.Usage{}
 	fs.Float64Var(&u.BuildsPerDay, "builds-per-day", 30, "GPU builds per day")
 	fs.Float64Var(&u.MinutesPerBuild, "minutes", 10, "minutes per build")
-	fs.Float64Var(&u.BootMinutes, "boot-minutes", 4, "minutes from a cold node's launch to the job starting")
-	fs.Float64Var(&u.ImageGB, "image-gb", 0, "GB of images a cold node pulls (CUDA images are several)")
+	fs.Float64Var(&u.BootMinutes, "boot-minutes", -1, "minutes from a queued job to its first step on a cold node (default: each pool's cold-start estimate)")
+	fs.Float64Var(&u.JobImageGB, "image-gb", -1, fmt.Sprintf("GB (as pulled) of a container-form job's image (default: the smoke workflow's %s, %.0f GB)", cost.SmokeJobImage, cost.SmokeJobImageGB))
 	fs.Float64Var(&u.ColdStarts, "cold-starts", 1, "share of builds that start a new node (0–1)")
 	fs.Float64Var(&u.InterruptionRate, "interruption-rate", cost.DefaultInterruptionRate, "share of builds a spot interruption re-runs on a pool's on-demand twin (0–1)")
 	if err := fs.Parse(args); err != nil {

@@ -28,10 +28,16 @@ type Prices struct {
 	OnDemand        map[string]float64 `json:"onDemandPerHour"`
 	Spot            map[string]float64 `json:"spotPerHour"`
 	// Other units.
-	NATPerGB           float64 `json:"natPerGB"`
-	GP3PerGiBMonth     float64 `json:"gp3PerGiBMonth"`
-	HostedT4PerMinute  float64 `json:"githubHostedT4PerMinute"`
-	SystemRootVolumeGi float64 `json:"systemRootVolumeGi"`
+	NATPerGB       float64 `json:"natPerGB"`
+	GP3PerGiBMonth float64 `json:"gp3PerGiBMonth"`
+	// gp3 performance above its baseline (125 MiB/s, 3,000 IOPS), per month provisioned.
+	GP3ThroughputPerMiBsMonth float64 `json:"gp3ThroughputPerMiBsMonth"`
+	GP3IOPSPerMonth           float64 `json:"gp3IopsPerMonth"`
+	// ECRStoragePerGBMonth is what the image cache's repositories cost; pulls from ECR within
+	// the region and S3 traffic through a gateway endpoint cost nothing.
+	ECRStoragePerGBMonth float64 `json:"ecrStoragePerGBMonth"`
+	HostedT4PerMinute    float64 `json:"githubHostedT4PerMinute"`
+	SystemRootVolumeGi   float64 `json:"systemRootVolumeGi"`
 }
 
 // DefaultPrices are the table's built-in prices.
@@ -41,7 +47,9 @@ func DefaultPrices() Prices {
 			"EC2 on-demand https://aws.amazon.com/ec2/pricing/on-demand/; spot: averages of 2025-11-30 " +
 			"(https://aws.amazon.com/ec2/spot/pricing/, as collected by https://instances.vantage.sh); " +
 			"NAT gateway and public IPv4 (charged since 2024-02-01) https://aws.amazon.com/vpc/pricing/; " +
-			"EBS gp3 https://aws.amazon.com/ebs/pricing/; GitHub-hosted Linux 4-core GPU runner from 2026-01-01 " +
+			"EBS gp3 (storage, throughput and IOPS above the baseline) https://aws.amazon.com/ebs/pricing/; " +
+			"ECR storage, and free data transfer within a region https://aws.amazon.com/ecr/pricing/; gateway endpoints " +
+			"carry no charge https://docs.aws.amazon.com/vpc/latest/privatelink/gateway-endpoints.html; GitHub-hosted Linux 4-core GPU runner from 2026-01-01 " +
 			"https://docs.github.com/en/billing/reference/actions-runner-pricing. Check them before you rely on them.",
 		EKSControlPlane: 0.10,
 		NATGateway:      0.045,
@@ -52,10 +60,13 @@ func DefaultPrices() Prices {
 		Spot: map[string]float64{
 			"g4dn.xlarge": 0.2497, "g5.xlarge": 0.5328, "g6.xlarge": 0.4152,
 		},
-		NATPerGB:           0.045,
-		GP3PerGiBMonth:     0.08,
-		HostedT4PerMinute:  0.052,
-		SystemRootVolumeGi: 20,
+		NATPerGB:                  0.045,
+		GP3PerGiBMonth:            0.08,
+		GP3ThroughputPerMiBsMonth: 0.04,
+		GP3IOPSPerMonth:           0.005,
+		ECRStoragePerGBMonth:      0.10,
+		HostedT4PerMinute:         0.052,
+		SystemRootVolumeGi:        20,
 	}
 }
 
@@ -84,10 +95,13 @@ const DefaultInterruptionRate = 0.05
 type Usage struct {
 	BuildsPerDay    float64 `json:"buildsPerDay"`
 	MinutesPerBuild float64 `json:"minutesPerBuild"`
-	// BootMinutes is from job queued to runner up on a cold node (launch, join, image pull).
+	// BootMinutes is from job queued to the job's first step on a cold node (launch, join,
+	// image pulls); below zero, each pool's own cold-start estimate (ColdStartOf).
 	BootMinutes float64 `json:"bootMinutes"`
-	// ImageGB a cold node pulls; through a NAT gateway it costs NATPerGB.
-	ImageGB float64 `json:"imageGB"`
+	// JobImageGB is the container form's job image (its `container:`), as pulled; below
+	// zero, the smoke workflow's CUDA image (SmokeJobImageGB). Through a NAT gateway a pull
+	// costs NATPerGB; from the image cache, nothing.
+	JobImageGB float64 `json:"jobImageGB"`
 	// ColdStarts is the share of builds that start a new node (1: every build, idle between).
 	ColdStarts float64 `json:"coldStarts"`
 	// InterruptionRate is the share of a pool's builds a spot interruption sends to its
@@ -111,6 +125,9 @@ type PoolEstimate struct {
 	PerBuild     []Item  `json:"perBuild"`
 	BuildUSD     float64 `json:"perBuildUSD"`
 	MonthlyUSD   float64 `json:"monthlyUSD"`
+	// Images are what a cold node of the pool pulls; ColdStart how long until the job runs.
+	Images    []PulledImage `json:"images"`
+	ColdStart ColdStart     `json:"coldStart"`
 	// OnDemandBuildUSD is the per-build cost if spot is short and the pool falls back.
 	OnDemandBuildUSD float64 `json:"onDemandPerBuildUSD,omitempty"`
 	// RetryTwinOf names the pool whose interrupted builds this twin re-runs; its month
@@ -126,8 +143,19 @@ type Report struct {
 	IdleUSD   float64        `json:"idleMonthlyUSD"`
 	Pools     []PoolEstimate `json:"pools"`
 	HostedUSD float64        `json:"githubHostedT4PerBuildUSD"`
-	// BreakEvenBuilds is the builds per month above which self-hosting the first pool is
-	// cheaper than GitHub's hosted T4 runner (0: never).
+	// Comparisons put each pool (with its retry twin) against GitHub's hosted T4 runner.
+	Comparisons []Comparison `json:"comparisons"`
+}
+
+// Comparison is one pool running every build, against GitHub's hosted T4 runner.
+type Comparison struct {
+	Pool string `json:"pool"`
+	// Times is how many times cheaper a build is here (GitHub's per build / the pool's).
+	Times float64 `json:"timesCheaperPerBuild"`
+	// MonthUSD is the idle month plus the pool's builds (and its twin's re-runs).
+	MonthUSD       float64 `json:"monthUSD"`
+	HostedMonthUSD float64 `json:"githubHostedMonthUSD"`
+	// BreakEvenBuilds is the builds per month above which self-hosting is cheaper (0: never).
 	BreakEvenBuilds float64 `json:"breakEvenBuildsPerMonth"`
 }
 
@@ -151,27 +179,61 @@ func Estimate(cfg *config.Config, p Prices, u Usage) (Report, error) {
 		// The lean profile has no NAT: every node has a public IPv4 address instead.
 		r.Idle = append(r.Idle, Item{fmt.Sprintf("%d × public IPv4 of the system nodes (no NAT)", cfg.SystemNodes.Count), n * p.PublicIPv4 * HoursPerMonth})
 	}
+	if u.JobImageGB < 0 {
+		u.JobImageGB = SmokeJobImageGB
+		r.Usage.JobImageGB = u.JobImageGB
+	}
+	if gb := cachedGB(cfg, u); gb > 0 {
+		r.Idle = append(r.Idle, Item{fmt.Sprintf("ECR image cache: %.1f GB of cached images", gb), gb * p.ECRStoragePerGBMonth})
+	}
 	for _, it := range r.Idle {
 		r.IdleUSD += it.USD
 	}
 
 	r.HostedUSD = u.MinutesPerBuild * p.HostedT4PerMinute
 	for _, pool := range cfg.GPUPools {
-		e, err := estimatePool(pool, p, u, nat)
+		e, err := estimatePool(cfg, pool, p, u, nat)
 		if err != nil {
 			return r, err
 		}
 		r.Pools = append(r.Pools, e)
 	}
-	if len(r.Pools) > 0 && r.HostedUSD > r.Pools[0].BuildUSD {
-		r.BreakEvenBuilds = r.IdleUSD / (r.HostedUSD - r.Pools[0].BuildUSD)
+	for _, e := range r.Pools {
+		if e.RetryTwinOf != "" {
+			continue
+		}
+		c := Comparison{Pool: e.Pool, Times: r.HostedUSD / e.BuildUSD, MonthUSD: r.IdleUSD + e.MonthlyUSD, HostedMonthUSD: r.HostedUSD * u.BuildsPerDay * 30}
+		for _, twin := range r.Pools {
+			if twin.RetryTwinOf == e.Pool {
+				c.MonthUSD += twin.MonthlyUSD
+			}
+		}
+		if r.HostedUSD > e.BuildUSD {
+			c.BreakEvenBuilds = r.IdleUSD / (r.HostedUSD - e.BuildUSD)
+		}
+		r.Comparisons = append(r.Comparisons, c)
 	}
 	return r, nil
 }
 
+// cachedGB is what the image cache stores: each distinct cached image the pools pull, once
+// (ECR keeps a few versions of a changing tag; a new version shares most layers).
+func cachedGB(cfg *config.Config, u Usage) float64 {
+	seen, gb := map[string]bool{}, 0.0
+	for _, pool := range cfg.GPUPools {
+		for _, img := range PulledImages(cfg, pool, u.JobImageGB) {
+			if img.Cached && !seen[img.Image] {
+				seen[img.Image] = true
+				gb += img.GB
+			}
+		}
+	}
+	return gb
+}
+
 // estimatePool prices a build on the pool's cheapest instance type: Karpenter launches the
 // cheapest type that fits, preferring spot when the pool allows it.
-func estimatePool(pool config.GPUPool, p Prices, u Usage, nat bool) (PoolEstimate, error) {
+func estimatePool(cfg *config.Config, pool config.GPUPool, p Prices, u Usage, nat bool) (PoolEstimate, error) {
 	e := PoolEstimate{Pool: pool.Name}
 	if u.InterruptionRate < 0 || u.InterruptionRate > 1 {
 		return e, fmt.Errorf("interruption rate %v is not a share of builds (0–1)", u.InterruptionRate)
@@ -194,17 +256,24 @@ func estimatePool(pool config.GPUPool, p Prices, u Usage, nat bool) (PoolEstimat
 	if err != nil {
 		return e, fmt.Errorf("pool %s: %w", pool.Name, err)
 	}
+	e.Images = PulledImages(cfg, pool, u.JobImageGB)
+	e.ColdStart = ColdStartOf(pool, e.Images)
+	boot := u.BootMinutes
+	if boot < 0 {
+		boot = e.ColdStart.Seconds / 60
+	}
 	// A node runs for the job, plus (for a cold start) its boot, plus the warm window after.
-	e.NodeMinutes = u.MinutesPerBuild + u.ColdStarts*(u.BootMinutes+warm)
+	e.NodeMinutes = u.MinutesPerBuild + u.ColdStarts*(boot+warm)
 	hours := e.NodeMinutes / 60
 	ebsPerHour := float64(pool.RootVolumeGi) * p.GP3PerGiBMonth / HoursPerMonth
 	e.PerBuild = []Item{
 		{fmt.Sprintf("%s %s, %.1f node-minutes", e.InstanceType, capacity, e.NodeMinutes), hours * e.PerHour},
 		{fmt.Sprintf("%d GiB gp3 root volume", pool.RootVolumeGi), hours * ebsPerHour},
 	}
-	if nat && u.ImageGB > 0 {
-		e.PerBuild = append(e.PerBuild, Item{fmt.Sprintf("%.1f GB image pull through the NAT", u.ImageGB*u.ColdStarts), u.ImageGB * u.ColdStarts * p.NATPerGB})
+	if extra := float64(pool.RootVolumeThroughput-config.GP3BaselineThroughput)*p.GP3ThroughputPerMiBsMonth + float64(pool.RootVolumeIOPS-config.GP3BaselineIOPS)*p.GP3IOPSPerMonth; extra > 0 {
+		e.PerBuild = append(e.PerBuild, Item{fmt.Sprintf("root volume at %d MiB/s, %d IOPS (above gp3's baseline)", pool.RootVolumeThroughput, pool.RootVolumeIOPS), hours * extra / HoursPerMonth})
 	}
+	e.PerBuild = append(e.PerBuild, imagePath(e.Images, u.ColdStarts, p, nat)...)
 	if !nat {
 		e.PerBuild = append(e.PerBuild, Item{"the GPU node's public IPv4 (no NAT)", hours * p.PublicIPv4})
 	}
@@ -222,6 +291,34 @@ func estimatePool(pool config.GPUPool, p Prices, u Usage, nat bool) (PoolEstimat
 		}
 	}
 	return e, nil
+}
+
+// imagePath prices the images a cold node pulls, by the way they come: from the ECR cache
+// (S3 through the gateway endpoint, free), over the internet through the NAT ($/GB), or
+// through the internet gateway of the lean profile (free: AWS charges no data in).
+func imagePath(images []PulledImage, coldStarts float64, p Prices, nat bool) []Item {
+	var cachedGB, natGB, igwGB float64
+	for _, img := range images {
+		switch {
+		case img.Cached:
+			cachedGB += img.GB * coldStarts
+		case nat:
+			natGB += img.GB * coldStarts
+		default:
+			igwGB += img.GB * coldStarts
+		}
+	}
+	var items []Item
+	if cachedGB > 0 {
+		items = append(items, Item{fmt.Sprintf("%.1f GB of images from the ECR cache (S3 gateway endpoint)", cachedGB), 0})
+	}
+	if natGB > 0 {
+		items = append(items, Item{fmt.Sprintf("%.1f GB of images through the NAT", natGB), natGB * p.NATPerGB})
+	}
+	if igwGB > 0 {
+		items = append(items, Item{fmt.Sprintf("%.1f GB of images through the internet gateway", igwGB), 0})
+	}
+	return items
 }
 
 // minutes converts a Karpenter duration (30s, 5m, 1h30m: valid Go durations) to minutes.

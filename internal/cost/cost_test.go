@@ -6,11 +6,16 @@ import (
 	"bytes"
 	"context"
 	"math"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"gopkg.in/yaml.v3"
 
+	"github.com/luxfi/lux-gpu-ci/config"
 	"github.com/luxfi/lux-gpu-ci/internal/cost"
 	"github.com/luxfi/lux-gpu-ci/internal/testkit"
 )
@@ -26,51 +31,182 @@ func TestCostReproducesTheSeedArithmetic(t *testing.T) {
 	p := cost.DefaultPrices()
 	p.Spot = map[string]float64{"g4dn.xlarge": 0.16}
 	p.PublicIPv4 = 0
-	r, err := cost.Estimate(testkit.DevConfig(t), p, cost.Usage{BuildsPerDay: 30, MinutesPerBuild: 10})
+	r, err := cost.Estimate(noCache(t), p, cost.Usage{BuildsPerDay: 30, MinutesPerBuild: 10})
 	require.NoError(t, err)
 	near(t, 137.82, r.IdleUSD, "idle per month")
 	require.Len(t, r.Pools, 3, "dev's two pools (one per job form, priced alike, each as if it ran every build) and gpu-spot's retry twin")
-	assert.Equal(t, r.Pools[0].BuildUSD, r.Pools[2].BuildUSD)
 	pool := r.Pools[0]
 	assert.Equal(t, "g4dn.xlarge", pool.InstanceType)
 	near(t, 24.00, pool.PerBuild[0].USD*30*30, "GPU instance per month")
 }
 
+// noCache is the dev stack without its image cache: images come from their registries.
+func noCache(t *testing.T, kv ...string) *config.Config {
+	return testkit.DevConfig(t, append([]string{"imageCache", "[]", "registryCredentials", testkit.Unset}, kv...)...)
+}
+
+// defaultUsage is gpuci cost's defaults: 30 ten-minute builds a day, every one on a new node,
+// each pool's own cold start and the smoke workflow's CUDA image.
+var defaultUsage = cost.Usage{BuildsPerDay: 30, MinutesPerBuild: 10, BootMinutes: -1, JobImageGB: -1, ColdStarts: 1, InterruptionRate: cost.DefaultInterruptionRate}
+
+func item(t *testing.T, e cost.PoolEstimate, prefix string) cost.Item {
+	t.Helper()
+	for _, it := range e.PerBuild {
+		if strings.HasPrefix(it.What, prefix) {
+			return it
+		}
+	}
+	t.Fatalf("pool %s has no per-build item %q: %v", e.Pool, prefix, e.PerBuild)
+	return cost.Item{}
+}
+
+func poolNamed(t *testing.T, r cost.Report, name string) cost.PoolEstimate {
+	t.Helper()
+	for _, e := range r.Pools {
+		if e.Pool == name {
+			return e
+		}
+	}
+	t.Fatalf("no pool %s", name)
+	return cost.PoolEstimate{}
+}
+
 func TestCostOfTheDefaultStack(t *testing.T) {
-	r, err := cost.Estimate(testkit.DevConfig(t), cost.DefaultPrices(), cost.Usage{BuildsPerDay: 30, MinutesPerBuild: 10, BootMinutes: 4, ImageGB: 8, ColdStarts: 1})
+	r, err := cost.Estimate(testkit.DevConfig(t), cost.DefaultPrices(), defaultUsage)
 	require.NoError(t, err)
 	var idle []string
 	for _, it := range r.Idle {
 		idle = append(idle, it.What)
 	}
-	assert.Equal(t, []string{"EKS control plane", "1 × t3.medium system node", "1 × 20 GiB gp3 system root volume", "NAT gateway hours and its public IPv4"}, idle)
-	near(t, 73+30.368+1.6+36.5, r.IdleUSD, "idle")
-	pool := r.Pools[0]
+	assert.Equal(t, []string{"EKS control plane", "1 × t3.medium system node", "1 × 20 GiB gp3 system root volume", "NAT gateway hours and its public IPv4", "ECR image cache: 8.5 GB of cached images"}, idle)
+	near(t, 73+30.368+1.6+36.5+0.85, r.IdleUSD, "idle: the cache stores the runner image (0.5 GB) and the CUDA image (8 GB) at $0.10/GB-month")
+	near(t, 8.0, r.Usage.JobImageGB, "the smoke workflow's CUDA image by default")
+
+	pool := poolNamed(t, r, "gpu-spot")
 	assert.Equal(t, "spot", pool.CapacityType)
 	assert.Equal(t, "g4dn.xlarge", pool.InstanceType, "the cheaper of the pool's types")
-	near(t, 14.5, pool.NodeMinutes, "node minutes: job + boot + 30 s warm window")
-	near(t, 14.5/60*0.2497, pool.PerBuild[0].USD, "instance")
-	near(t, 8*0.045, pool.PerBuild[2].USD, "image through the NAT")
+	near(t, 10+pool.ColdStart.Seconds/60+0.5, pool.NodeMinutes, "node minutes: job + the pool's cold start + 30 s warm window")
+	near(t, pool.NodeMinutes/60*0.2497, pool.PerBuild[0].USD, "instance")
+	near(t, pool.NodeMinutes/60*(250-125)*0.04/730, item(t, pool, "root volume at 250 MiB/s").USD, "throughput above gp3's baseline, for the node's life")
+	assert.Equal(t, cost.Item{What: "0.5 GB of images from the ECR cache (S3 gateway endpoint)", USD: 0}, item(t, pool, "0.5 GB"), "the runner image")
+	near(t, 0.1*0.045, item(t, pool, "0.1 GB of images through the NAT").USD, "the device plugin's image: nvcr.io has no cache rule")
 	near(t, pool.BuildUSD*30*30, pool.MonthlyUSD, "monthly")
 	near(t, 10*0.052, r.HostedUSD, "hosted T4 per build")
-	near(t, r.IdleUSD/(r.HostedUSD-pool.BuildUSD), r.BreakEvenBuilds, "break-even")
+
+	container := poolNamed(t, r, "gpu-spot-container")
+	assert.Equal(t, cost.Item{What: "8.5 GB of images from the ECR cache (S3 gateway endpoint)", USD: 0}, item(t, container, "8.5 GB"), "fs-init's runner image and the CUDA image")
 
 	var out bytes.Buffer
 	require.NoError(t, r.WriteTable(&out))
-	assert.Contains(t, out.String(), "Break-even")
-	for _, source := range []string{"https://aws.amazon.com/eks/pricing/", "https://aws.amazon.com/vpc/pricing/", "https://docs.github.com/en/billing/reference/actions-runner-pricing"} {
+	assert.Contains(t, out.String(), "break-even")
+	assert.Contains(t, out.String(), "Cold start: queued job → first step on a new GPU node")
+	for _, source := range []string{"https://aws.amazon.com/eks/pricing/", "https://aws.amazon.com/vpc/pricing/", "https://aws.amazon.com/ecr/pricing/", "https://aws.amazon.com/ebs/pricing/", "https://docs.github.com/en/billing/reference/actions-runner-pricing"} {
 		assert.Contains(t, out.String(), source, "prices cite public sources")
 	}
 	assert.NotContains(t, out.String(), "upstream.md", "no source outside the repository a user cannot open")
+}
 
-	lean, err := cost.Estimate(testkit.DevConfig(t, "natMode", "none"), cost.DefaultPrices(), cost.Usage{BuildsPerDay: 30, MinutesPerBuild: 10, ImageGB: 8, ColdStarts: 1})
+// The product's reason to exist, with the CUDA image a job really pulls: through the cache,
+// every pool is at least 7× cheaper per build than GitHub's hosted T4, and the month far
+// cheaper; without the cache, the container form's 8 GB through the NAT costs more than
+// GitHub — the case the image path exists for.
+func TestTheImagePathKeepsTheStackCheaperThanGitHub(t *testing.T) {
+	r, err := cost.Estimate(testkit.DevConfig(t), cost.DefaultPrices(), defaultUsage)
 	require.NoError(t, err)
-	near(t, r.IdleUSD-36.5+3.65, lean.IdleUSD, "lean idle has no NAT, but the system node's public IPv4 ($0.005/h)")
+	require.Len(t, r.Comparisons, 2, "gpu-spot (with its twin) and gpu-spot-container")
+	for _, c := range r.Comparisons {
+		assert.GreaterOrEqual(t, c.Times, 7.0, "pool %s per build", c.Pool)
+		assert.Less(t, c.MonthUSD, 0.5*c.HostedMonthUSD, "pool %s: a month at 30 builds/day under half of GitHub's", c.Pool)
+	}
+
+	before, err := cost.Estimate(noCache(t), cost.DefaultPrices(), defaultUsage)
+	require.NoError(t, err)
+	container := poolNamed(t, before, "gpu-spot-container")
+	near(t, 8.6*0.045, item(t, container, "8.6 GB of images through the NAT").USD, "device plugin, runner and CUDA image through the NAT")
+	for _, c := range before.Comparisons {
+		if c.Pool == "gpu-spot-container" {
+			assert.Less(t, c.Times, 1.5, "through the NAT the CUDA pull dwarfs the GPU time")
+			assert.Greater(t, c.MonthUSD, c.HostedMonthUSD, "and the month costs more than GitHub's")
+		}
+	}
+
+	// The lean profile has no NAT: image bytes come in through the internet gateway, free,
+	// and each node pays for its public IPv4.
+	lean, err := cost.Estimate(noCache(t, "natMode", "none"), cost.DefaultPrices(), defaultUsage)
+	require.NoError(t, err)
+	near(t, before.IdleUSD-36.5+3.65, lean.IdleUSD, "lean idle has no NAT, but the system node's public IPv4 ($0.005/h)")
 	assert.Contains(t, lean.Idle, cost.Item{What: "1 × public IPv4 of the system nodes (no NAT)", USD: 0.005 * 730})
-	require.Len(t, lean.Pools[0].PerBuild, 3, "no NAT data charge without a NAT")
-	ipv4 := lean.Pools[0].PerBuild[2]
-	assert.Equal(t, "the GPU node's public IPv4 (no NAT)", ipv4.What)
-	near(t, lean.Pools[0].NodeMinutes/60*0.005, ipv4.USD, "the GPU node's IPv4 for its life")
+	lc := poolNamed(t, lean, "gpu-spot-container")
+	assert.Equal(t, cost.Item{What: "8.6 GB of images through the internet gateway", USD: 0}, item(t, lc, "8.6 GB"))
+	near(t, lc.NodeMinutes/60*0.005, item(t, lc, "the GPU node's public IPv4").USD, "the GPU node's IPv4 for its life")
+}
+
+// The cold-start model, step by step, for both forms; the container form against the hooks'
+// 10-minute wait for the job pod.
+func TestColdStart(t *testing.T) {
+	c := testkit.DevConfig(t)
+	runner := cost.ColdStartOf(c.GPUPools[0], cost.PulledImages(c, c.GPUPools[0], 8))
+	var steps []string
+	for _, s := range runner.Steps {
+		steps = append(steps, s.What)
+	}
+	assert.Equal(t, []string{
+		"ARC: job → runner pod", "Karpenter: batch, CreateFleet", "instance launch → node Ready",
+		"pull nvcr.io/nvidia/k8s-device-plugin:v0.19.3 (0.1 GB, over the internet, through the NAT, 250 MiB/s disk)",
+		"device plugin registers the GPU",
+		"pull ghcr.io/actions/actions-runner:latest (0.5 GB, from the ECR cache, 250 MiB/s disk)",
+		"container start",
+	}, steps)
+	assert.Nil(t, runner.PrepareJobMarginSeconds, "the runner form has no hooks' wait")
+
+	pool := c.GPUPools[2]
+	require.Equal(t, "container", pool.JobForm)
+	cached := cost.ColdStartOf(pool, cost.PulledImages(c, pool, 8))
+	require.NotNil(t, cached.PrepareJobMarginSeconds)
+	assert.Greater(t, *cached.PrepareJobMarginSeconds, 300.0, "through the cache the CUDA image leaves half the hooks' wait spare")
+	assert.Less(t, cached.Seconds, 330.0, "queued → running in under five and a half minutes")
+
+	nc := noCache(t)
+	slow := pool
+	slow.RootVolumeThroughput = 125
+	upstream := cost.ColdStartOf(slow, cost.PulledImages(nc, slow, 8))
+	assert.Greater(t, upstream.Seconds, cached.Seconds+150, "over the internet at gp3's baseline: minutes more")
+	huge := cost.ColdStartOf(slow, cost.PulledImages(nc, slow, 20))
+	assert.Negative(t, *huge.PrepareJobMarginSeconds, "a 20 GB image from Docker Hub at 125 MiB/s outlasts the hooks' wait: the job would fail")
+}
+
+// A pull: download, then the slower of unpacking and writing. 8 GB at 250 MiB/s from ECR:
+// 8000 MB / 300 MB/s = 26.67 s, then max(16000 MB / 200 MB/s = 80 s, 24000 MB / 262.144 MB/s =
+// 91.55 s) = 118.22 s. From the internet at 125 MiB/s: 133.33 + 183.11 = 316.44 s.
+func TestPullSeconds(t *testing.T) {
+	near(t, 118.22, cost.PullSeconds(8, true, 250), "8 GB from ECR at 250 MiB/s")
+	near(t, 316.44, cost.PullSeconds(8, false, 125), "8 GB over the internet at 125 MiB/s")
+	for _, gb := range []float64{0.5, 8, 20} {
+		for _, tp := range []int{125, 250, 500, 1000} {
+			assert.Less(t, cost.PullSeconds(gb, true, tp), cost.PullSeconds(gb, false, tp), "the cache is faster (%v GB, %d MiB/s)", gb, tp)
+			if tp > 125 {
+				assert.LessOrEqual(t, cost.PullSeconds(gb, true, tp), cost.PullSeconds(gb, true, tp/2), "more throughput is never slower")
+			}
+		}
+	}
+}
+
+// gpuci cost prices the image the smoke workflow's container job really runs.
+func TestSmokeJobImageIsTheWorkflows(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(testkit.RepoRoot(t), "examples", "workflows", "cuda.yml"))
+	require.NoError(t, err)
+	var wf struct {
+		Jobs map[string]struct {
+			Container struct {
+				Image string `yaml:"image"`
+			} `yaml:"container"`
+		} `yaml:"jobs"`
+	}
+	require.NoError(t, yaml.Unmarshal(b, &wf))
+	image := wf.Jobs["in-container"].Container.Image
+	require.NotEmpty(t, image, "cuda.yml's in-container job names its image")
+	assert.True(t, strings.HasSuffix(image, "|| '"+cost.SmokeJobImage+"' }}"), "from Docker Hub without the cache: %s", image)
+	assert.Contains(t, image, "format('{0}/"+cost.SmokeJobImage+"', vars.LUX_GPU_CI_DOCKER_HUB_CACHE)", "through the cache with it")
 }
 
 func TestCostNamesAMissingPrice(t *testing.T) {
@@ -115,7 +251,7 @@ func TestParseOnDemandPrice(t *testing.T) {
 // A retry twin is priced on-demand and counted only for the builds an interruption re-runs.
 func TestCostCountsTheRetryTwinAtTheInterruptionRate(t *testing.T) {
 	p := cost.DefaultPrices()
-	u := cost.Usage{BuildsPerDay: 30, MinutesPerBuild: 10, InterruptionRate: 0.05}
+	u := defaultUsage
 	r, err := cost.Estimate(testkit.DevConfig(t), p, u)
 	require.NoError(t, err)
 	var spot, twin cost.PoolEstimate
@@ -136,7 +272,12 @@ func TestCostCountsTheRetryTwinAtTheInterruptionRate(t *testing.T) {
 	var out bytes.Buffer
 	require.NoError(t, r.WriteTable(&out))
 	assert.Contains(t, out.String(), "per month, re-running 5% of gpu-spot's 30 builds/day (spot interruptions)")
-	assert.Contains(t, out.String(), "self-hosted (idle + pool gpu-spot + its retry twin)")
+	assert.Contains(t, out.String(), "self-hosted (idle + the pool + its retry twin, if any)")
+	for _, c := range r.Comparisons {
+		if c.Pool == "gpu-spot" {
+			near(t, r.IdleUSD+spot.MonthlyUSD+twin.MonthlyUSD, c.MonthUSD, "gpu-spot's month counts its twin's re-runs")
+		}
+	}
 
 	u.InterruptionRate = 1.5
 	_, err = cost.Estimate(testkit.DevConfig(t), p, u)

@@ -15,7 +15,11 @@ func (r Report) WriteTable(w io.Writer) error {
 	}
 	fmt.Fprintf(tw, "  total\t$%8.2f\n\t\n", r.IdleUSD)
 	u := r.Usage
-	fmt.Fprintf(tw, "Per build (%.0f min job, %.0f min boot, %.0f%% cold starts, %.1f GB image)\t\n", u.MinutesPerBuild, u.BootMinutes, u.ColdStarts*100, u.ImageGB)
+	boot := "each pool's cold start below"
+	if u.BootMinutes >= 0 {
+		boot = fmt.Sprintf("%.0f min boot", u.BootMinutes)
+	}
+	fmt.Fprintf(tw, "Per build (%.0f min job, %s, %.0f%% cold starts, %.1f GB container-form job image)\t\n", u.MinutesPerBuild, boot, u.ColdStarts*100, u.JobImageGB)
 	for _, p := range r.Pools {
 		fmt.Fprintf(tw, "  pool %s\t\n", p.Pool)
 		for _, it := range p.PerBuild {
@@ -31,28 +35,44 @@ func (r Report) WriteTable(w io.Writer) error {
 		}
 		fmt.Fprintf(tw, "    per month at %.0f builds/day\t$%8.2f\n", u.BuildsPerDay, p.MonthlyUSD)
 	}
-	fmt.Fprintf(tw, "\t\nGitHub-hosted T4 runner, per build\t$%8.4f\n", r.HostedUSD)
-	if len(r.Pools) > 0 {
-		total := r.IdleUSD + r.Pools[0].MonthlyUSD
-		what := "idle + pool " + r.Pools[0].Pool
-		for _, p := range r.Pools {
-			if p.RetryTwinOf == r.Pools[0].Pool {
-				total += p.MonthlyUSD
-				what += " + its retry twin"
-			}
-		}
-		hosted := r.HostedUSD * u.BuildsPerDay * 30
-		fmt.Fprintf(tw, "Month at %.0f builds/day: self-hosted (%s)\t$%8.2f\n", u.BuildsPerDay, what, total)
-		fmt.Fprintf(tw, "Month at %.0f builds/day: GitHub-hosted T4\t$%8.2f\n", u.BuildsPerDay, hosted)
+	// Each section aligns its own columns.
+	if err := tw.Flush(); err != nil {
+		return err
 	}
-	if r.BreakEvenBuilds > 0 {
-		fmt.Fprintf(tw, "Break-even\t%.0f builds/month\n", r.BreakEvenBuilds)
-	} else {
-		fmt.Fprintf(tw, "Break-even\tnever at these prices\n")
+	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "\t\nGitHub-hosted T4 runner, per build\t$%8.4f\n", r.HostedUSD)
+	for _, c := range r.Comparisons {
+		fmt.Fprintf(tw, "Pool %s: per build %.1f× cheaper than GitHub-hosted T4\t\n", c.Pool, c.Times)
+		fmt.Fprintf(tw, "  month at %.0f builds/day: self-hosted (idle + the pool + its retry twin, if any)\t$%8.2f\n", u.BuildsPerDay, c.MonthUSD)
+		fmt.Fprintf(tw, "  month at %.0f builds/day: GitHub-hosted T4\t$%8.2f\n", u.BuildsPerDay, c.HostedMonthUSD)
+		if c.BreakEvenBuilds > 0 {
+			fmt.Fprintf(tw, "  break-even\t%.0f builds/month\n", c.BreakEvenBuilds)
+		} else {
+			fmt.Fprintf(tw, "  break-even\tnever at these prices\n")
+		}
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	_, err := fmt.Fprintf(w, "\nPrices: %s\n", r.Prices)
+	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "\t\nCold start: queued job → first step on a new GPU node (estimate)\t\n")
+	for _, p := range r.Pools {
+		if p.RetryTwinOf != "" {
+			continue
+		}
+		cs := p.ColdStart
+		fmt.Fprintf(tw, "  pool %s\t\n", p.Pool)
+		for _, s := range cs.Steps {
+			fmt.Fprintf(tw, "    %s\t%6.0f s\n", s.What, s.Seconds)
+		}
+		fmt.Fprintf(tw, "    total\t%6.0f s\n", cs.Seconds)
+		if m := cs.PrepareJobMarginSeconds; m != nil {
+			fmt.Fprintf(tw, "    left of the container hooks' %.0f s wait for the job pod\t%6.0f s\n", PrepareJobWaitSeconds, *m)
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintf(w, "\nPrices: %s\nCold-start figures: internal/cost/coldstart.go names the source or the reasoning of each.\n", r.Prices)
 	return err
 }

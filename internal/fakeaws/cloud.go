@@ -185,6 +185,23 @@ var types = map[string]outputs{
 		return map[string]resource.PropertyValue{"arn": r.arn("ec2", "launch-template/"+r.id), "name": resource.NewProperty(r.physical("name")), "latestVersion": r.computed(1.0), "defaultVersion": r.computed(1.0)}
 	},
 	"aws:ec2/tag:Tag": nothing,
+	"aws:ec2/vpcEndpoint:VpcEndpoint": func(r res) map[string]resource.PropertyValue {
+		return map[string]resource.PropertyValue{"arn": r.arn("ec2", "vpc-endpoint/"+r.id), "state": r.computed("available"), "prefixListId": r.computed("pl-68a54001")}
+	},
+
+	"aws:ecr/pullThroughCacheRule:PullThroughCacheRule": func(r res) map[string]resource.PropertyValue {
+		return map[string]resource.PropertyValue{"registryId": r.computed(Account)}
+	},
+	"aws:ecr/repositoryCreationTemplate:RepositoryCreationTemplate": func(r res) map[string]resource.PropertyValue {
+		return map[string]resource.PropertyValue{"registryId": r.computed(Account)}
+	},
+	"aws:secretsmanager/secret:Secret": func(r res) map[string]resource.PropertyValue {
+		name := r.physical("name")
+		return map[string]resource.PropertyValue{"name": resource.NewProperty(name), "arn": r.arn("secretsmanager", "secret:"+name+"-AbCdEf")}
+	},
+	"aws:secretsmanager/secretVersion:SecretVersion": func(r res) map[string]resource.PropertyValue {
+		return map[string]resource.PropertyValue{"arn": resource.NewProperty(r.str("secretId")), "versionId": r.computed("v-" + r.name)}
+	},
 
 	"aws:eks/cluster:Cluster": func(r res) map[string]resource.PropertyValue {
 		endpoint, ca := r.cloud.EKSEndpoint, r.cloud.EKSCA
@@ -296,6 +313,9 @@ func (c *Cloud) Create(typ, name string, inputs resource.PropertyMap, preview bo
 	}
 	outs, err := c.outputs(typ, name, id, inputs, preview)
 	if err == nil {
+		err = checkRequest(c, typ, inputs)
+	}
+	if err == nil {
 		err = c.refuse(typ, res{cloud: c, typ: typ, name: name, in: inputs}, preview)
 	}
 	if err == nil && !preview {
@@ -310,6 +330,9 @@ func (c *Cloud) Create(typ, name string, inputs resource.PropertyMap, preview bo
 // Update returns the outputs of an updated resource: the new inputs plus what AWS computes.
 // The resource exists, so everything computed is known, in a preview too.
 func (c *Cloud) Update(typ, name, id string, news resource.PropertyMap) (resource.PropertyMap, error) {
+	if err := checkRequest(c, typ, news); err != nil {
+		return nil, err
+	}
 	return c.outputs(typ, name, id, news, false)
 }
 

@@ -94,3 +94,47 @@ func TestTheAccountRemembersWhatAWSDoes(t *testing.T) {
 	_, _, err = c.Create("aws:iam/serviceLinkedRole:ServiceLinkedRole", "spot", slr, false)
 	assert.ErrorContains(t, err, "has been taken in this account")
 }
+
+// The fake keeps AWS's rules for the image path's requests: what AWS refuses fails here.
+func TestImagePathRequestsFollowAWSRules(t *testing.T) {
+	c := &fakeaws.Cloud{Region: "us-west-2"}
+	rule := func(kv ...any) resource.PropertyMap {
+		m := map[string]any{"ecrRepositoryPrefix": "lux-gpu-ci/docker-hub", "upstreamRegistryUrl": "registry-1.docker.io",
+			"credentialArn": "arn:aws:secretsmanager:us-west-2:123456789012:secret:ecr-pullthroughcache/lux-gpu-ci/docker-hub-x-AbCdEf"}
+		for i := 0; i+1 < len(kv); i += 2 {
+			if kv[i+1] == nil {
+				delete(m, kv[i].(string))
+			} else {
+				m[kv[i].(string)] = kv[i+1]
+			}
+		}
+		return resource.NewPropertyMapFromMap(m)
+	}
+	const ptc = "aws:ecr/pullThroughCacheRule:PullThroughCacheRule"
+	_, _, err := c.Create(ptc, "ok", rule(), false)
+	require.NoError(t, err, "a well-formed rule")
+	for what, in := range map[string]resource.PropertyMap{
+		"a credentialArn is required":                          rule("credentialArn", nil),
+		"must have a name starting with ecr-pullthroughcache/": rule("credentialArn", "arn:aws:secretsmanager:us-west-2:123456789012:secret:dockerhub-AbCdEf"),
+		"ecrRepositoryPrefix":                                  rule("ecrRepositoryPrefix", "lux-gpu-ci-production-cluster/docker-hub"),
+		"is not a supported upstream registry":                 rule("upstreamRegistryUrl", "nvcr.io"),
+	} {
+		_, _, err := c.Create(ptc, "bad", in, false)
+		assert.ErrorContains(t, err, what)
+	}
+	_, _, err = c.Create(ptc, "public", rule("upstreamRegistryUrl", "public.ecr.aws", "credentialArn", nil), false)
+	assert.NoError(t, err, "ECR Public needs no credential")
+
+	_, _, err = c.Create("aws:ec2/vpcEndpoint:VpcEndpoint", "s3", resource.NewPropertyMapFromMap(map[string]any{
+		"serviceName": "com.amazonaws.us-east-1.s3", "vpcEndpointType": "Gateway", "routeTableIds": []any{"rt"},
+	}), false)
+	assert.ErrorContains(t, err, "InvalidServiceName", "a gateway endpoint serves its own region")
+	_, _, err = c.Create("aws:secretsmanager/secret:Secret", "s", resource.NewPropertyMapFromMap(map[string]any{
+		"namePrefix": "ecr-pullthroughcache/x-", "recoveryWindowInDays": 3,
+	}), false)
+	assert.ErrorContains(t, err, "RecoveryWindowInDays")
+	_, _, err = c.Create("aws:ecr/repositoryCreationTemplate:RepositoryCreationTemplate", "t", resource.NewPropertyMapFromMap(map[string]any{
+		"prefix": "lux-gpu-ci/ghcr", "appliedFors": []any{"PULL_THROUGH_CACHE"}, "lifecyclePolicy": `{"rules": []}`,
+	}), false)
+	assert.ErrorContains(t, err, "lifecyclePolicy")
+}

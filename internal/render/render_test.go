@@ -87,15 +87,21 @@ func TestRenderWritesEveryResource(t *testing.T) {
 			assert.True(t, isObject, "policy documents are written as objects")
 		case "kubernetes:core/v1:Secret":
 			assert.Equal(t, "[secret]", e.Inputs["stringData"], "secrets are redacted")
-		case "kubernetes:karpenter.sh/v1:NodePool":
-			if e.Name != "gpu-ci-gpu-spot-nodepool" {
-				continue
-			}
-			assert.Contains(t, e.DependsOn, "urn:pulumi:dev::lux-gpu-ci::lux-gpu-ci:k8s:GPUCI$lux-gpu-ci:k8s:GPUPool$kubernetes:karpenter.k8s.aws/v1:EC2NodeClass::gpu-ci-gpu-spot-nodeclass")
+		case "aws:secretsmanager/secretVersion:SecretVersion":
+			assert.Equal(t, "[secret]", e.Inputs["secretString"], "registry credentials are redacted")
 		}
 	}
+	var nodePoolDeps [][]string
+	for _, e := range entries {
+		if e.Name == "gpu-ci-gpu-spot-nodepool" {
+			nodePoolDeps = append(nodePoolDeps, e.DependsOn)
+		}
+	}
+	require.Len(t, nodePoolDeps, 1, "resources.json has gpu-spot's NodePool once")
+	assert.Contains(t, nodePoolDeps[0], "urn:pulumi:dev::lux-gpu-ci::lux-gpu-ci:k8s:GPUCI$lux-gpu-ci:k8s:GPUPool$kubernetes:karpenter.k8s.aws/v1:EC2NodeClass::gpu-ci-gpu-spot-nodeclass")
 	for name, content := range readTree(t, out) {
 		assert.NotContains(t, string(content), "ghp_", "%s holds no token", name)
+		assert.NotContains(t, string(content), "dckr_pat_", "%s holds no registry credential", name)
 	}
 }
 

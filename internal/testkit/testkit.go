@@ -22,8 +22,12 @@ import (
 // leaves a secret.
 const Token = "ghp_TESTTOKEN0123456789"
 
+// RegistryCredentials stand in for the image cache's registry credentials (docker.io and
+// ghcr.io), which a real stack holds encrypted; tests check they never leave a secret.
+const RegistryCredentials = `{"docker.io": {"username": "luxci", "accessToken": "dckr_pat_TESTTOKEN"}, "ghcr.io": {"username": "luxci", "accessToken": "ghp_TESTREADPACKAGES"}}`
+
 // SecretKeys are the config keys a real stack stores with --secret.
-var SecretKeys = []string{"lux-gpu-ci:githubToken", "lux-gpu-ci:githubAppPrivateKey"}
+var SecretKeys = []string{"lux-gpu-ci:githubToken", "lux-gpu-ci:githubAppPrivateKey", "lux-gpu-ci:registryCredentials"}
 
 // Unset, as a value for With, removes the key.
 const Unset = "<unset>"
@@ -49,13 +53,43 @@ func StackFile(t testing.TB, stack string) string {
 }
 
 // StackConfig reads Pulumi.<stack>.yaml as the Pulumi CLI hands it to a program, plus the
-// GitHub token a real stack holds encrypted (Token).
+// credentials a real stack holds encrypted (Token, and RegistryCredentials where the stack
+// caches registries that need them).
 func StackConfig(t testing.TB, stack string) map[string]string {
 	t.Helper()
 	cfg, _, err := config.ReadStackFile(StackFile(t, stack))
 	require.NoError(t, err)
 	cfg["lux-gpu-ci:githubToken"] = Token
+	if creds := RegistryCredentialsFor(t, cfg["lux-gpu-ci:imageCache"]); creds != "" {
+		cfg["lux-gpu-ci:registryCredentials"] = creds
+	}
 	return cfg
+}
+
+// RegistryCredentialsFor is RegistryCredentials for the registries of an imageCache value
+// (its JSON) that need one; "" when none does.
+func RegistryCredentialsFor(t testing.TB, imageCache string) string {
+	t.Helper()
+	var hosts []string
+	if imageCache != "" {
+		require.NoError(t, json.Unmarshal([]byte(imageCache), &hosts))
+	}
+	var all, creds map[string]config.RegistryCredential
+	require.NoError(t, json.Unmarshal([]byte(RegistryCredentials), &all))
+	for _, h := range hosts {
+		if c, ok := all[h]; ok {
+			if creds == nil {
+				creds = map[string]config.RegistryCredential{}
+			}
+			creds[h] = c
+		}
+	}
+	if creds == nil {
+		return ""
+	}
+	b, err := json.Marshal(creds)
+	require.NoError(t, err)
+	return string(b)
 }
 
 // EngineConfig is the config the engine hands the program for a stack file: StackConfig,

@@ -160,12 +160,14 @@ func under(ancestors ...string) func(Graph, *Node) bool {
 var Rules = []Lifeline{
 	{
 		Dependents:  "Kubernetes-layer resources",
-		Why:         "everything in the cluster runs on the system nodes and reaches AWS and GitHub through the routes, NAT and CoreDNS",
+		Why:         "everything in the cluster runs on the system nodes, reaches AWS and GitHub through the routes, NAT and CoreDNS, and pulls its images through the image cache and the S3 endpoint",
 		IsDependent: under("lux-gpu-ci:k8s:GPUCI"),
 		IsLifeline: ofType(
 			"aws:ec2/routeTable:RouteTable", "aws:ec2/routeTableAssociation:RouteTableAssociation",
 			"aws:ec2/natGateway:NatGateway", "aws:ec2/eip:Eip", "aws:ec2/internetGateway:InternetGateway",
+			"aws:ec2/vpcEndpoint:VpcEndpoint",
 			"aws:eks/addon:Addon", "eks:index:ManagedNodeGroup", "aws:eks/nodeGroup:NodeGroup",
+			"aws:ecr/pullThroughCacheRule:PullThroughCacheRule", "aws:secretsmanager/secretVersion:SecretVersion",
 		),
 	},
 	{

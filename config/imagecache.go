@@ -1,0 +1,145 @@
+package config
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+)
+
+// ImageCache is the stack's ECR pull-through cache: each upstream registry listed in
+// imageCache gets a cache rule, so nodes pull its images from ECR in the stack's own region
+// (layers served from S3, through the VPC's free S3 gateway endpoint) instead of over the
+// internet through the NAT gateway. ECR fetches an image from the upstream once, on the first
+// pull of each tag, and re-checks a tag at most once every 24 hours.
+type ImageCache struct {
+	Upstreams []CachedUpstream
+}
+
+// CachedUpstream is one upstream registry behind a cache rule.
+type CachedUpstream struct {
+	Registry Upstream
+	// RepositoryPrefix is the ECR repository prefix of the rule: unique per stack, so two
+	// stacks in one account and region keep rules of their own.
+	RepositoryPrefix string
+	// Credential is the Secrets Manager secret's value ({"username", "accessToken"}), a
+	// Pulumi secret; nil for a registry that needs none.
+	Credential *pulumi.StringOutput
+}
+
+// Upstream is a registry ECR's pull-through cache supports.
+type Upstream struct {
+	// Host is how images name the registry (docker.io for "nvidia/cuda:12.8.1-…").
+	Host string
+	// URL is the upstreamRegistryUrl ECR's rule takes.
+	URL string
+	// Short names the rule's repository prefix.
+	Short string
+	// NeedsCredential: ECR refuses a rule for this registry without a Secrets Manager secret.
+	NeedsCredential bool
+}
+
+// Upstreams are the registries ECR's pull-through cache supports that images here come from,
+// as the ECR user guide's "Supported upstream registries" lists them (pull-through-cache.html;
+// Docker Hub's URL is registry-1.docker.io). NVIDIA's nvcr.io is not one of them.
+var Upstreams = []Upstream{
+	{Host: "docker.io", URL: "registry-1.docker.io", Short: "docker-hub", NeedsCredential: true},
+	{Host: "ghcr.io", URL: "ghcr.io", Short: "ghcr", NeedsCredential: true},
+	{Host: "registry.gitlab.com", URL: "registry.gitlab.com", Short: "gitlab", NeedsCredential: true},
+	{Host: "public.ecr.aws", URL: "public.ecr.aws", Short: "ecr-public"},
+	{Host: "quay.io", URL: "quay.io", Short: "quay"},
+	{Host: "registry.k8s.io", URL: "registry.k8s.io", Short: "k8s"},
+}
+
+// UpstreamFor looks a registry up by host.
+func UpstreamFor(host string) (Upstream, bool) {
+	i := slices.IndexFunc(Upstreams, func(u Upstream) bool { return u.Host == host })
+	if i < 0 {
+		return Upstream{}, false
+	}
+	return Upstreams[i], true
+}
+
+func upstreamHosts() string {
+	var hosts []string
+	for _, u := range Upstreams {
+		hosts = append(hosts, u.Host)
+	}
+	return strings.Join(hosts, ", ")
+}
+
+// maxRepositoryPrefix is ECR's limit on a pull-through cache rule's repository prefix.
+const maxRepositoryPrefix = 30
+
+// RepositoryPrefix is a rule's ECR repository prefix for a cluster: "<cluster>/<short>", with
+// the cluster's name shortened (and a hash of it kept) where the whole would pass ECR's 30
+// characters. ECR's prefixes are per account and region, so two stacks must not share one.
+func RepositoryPrefix(cluster, short string) string {
+	if p := cluster + "/" + short; len(p) <= maxRepositoryPrefix {
+		return p
+	}
+	sum := sha256.Sum256([]byte(cluster))
+	hash := hex.EncodeToString(sum[:])[:6]
+	keep := maxRepositoryPrefix - len(short) - 1 - len(hash) - 1
+	return strings.TrimRight(cluster[:keep], "-") + "-" + hash + "/" + short
+}
+
+// RegistryCredential is what ECR expects in a pull-through cache rule's secret.
+type RegistryCredential struct {
+	Username    string `json:"username"`
+	AccessToken string `json:"accessToken"`
+}
+
+const registryCredentialsExample = `'{"docker.io": {"username": "<user>", "accessToken": "<token>"}, "ghcr.io": {"username": "<user>", "accessToken": "<PAT with read:packages>"}}'`
+
+// parseImageCache reads imageCache (the upstream hosts) and registryCredentials (a secret:
+// a JSON object of host → {username, accessToken}). No message contains a credential.
+func (p *parser) parseImageCache(cluster string) ImageCache {
+	var hosts []string
+	p.object(KeyImageCache, &hosts)
+	var creds map[string]RegistryCredential
+	if raw, ok := p.raw(KeyRegistryCredentials); ok && raw != "" {
+		if p.isSecret != nil && !p.isSecret(qualify(KeyRegistryCredentials)) {
+			p.fail(KeyRegistryCredentials, "is stored in plain text in the stack file", registryCredentialsExample)
+		} else if err := json.Unmarshal([]byte(raw), &creds); err != nil {
+			// The error would quote the value: say only what is wrong with its shape.
+			p.fail(KeyRegistryCredentials, "is not a JSON object of registry host → {username, accessToken}", registryCredentialsExample)
+		}
+	}
+	var c ImageCache
+	for _, host := range hosts {
+		u, ok := UpstreamFor(host)
+		switch {
+		case !ok:
+			p.fail(KeyImageCache, fmt.Sprintf("%q is not a registry ECR's pull-through cache supports (%s)", host, upstreamHosts()), `["ghcr.io", "docker.io"]`)
+			continue
+		case slices.ContainsFunc(c.Upstreams, func(x CachedUpstream) bool { return x.Registry.Host == host }):
+			p.fail(KeyImageCache, fmt.Sprintf("%q is listed twice", host), `["ghcr.io", "docker.io"]`)
+			continue
+		}
+		up := CachedUpstream{Registry: u, RepositoryPrefix: RepositoryPrefix(cluster, u.Short)}
+		cred, has := creds[host]
+		switch {
+		case has && (cred.Username == "" || cred.AccessToken == ""):
+			p.fail(KeyRegistryCredentials, fmt.Sprintf("%s: needs both username and accessToken", host), registryCredentialsExample)
+		case has:
+			b, _ := json.Marshal(cred)
+			s := pulumi.ToSecret(pulumi.String(string(b))).(pulumi.StringOutput)
+			up.Credential = &s
+		case u.NeedsCredential:
+			p.fail(KeyRegistryCredentials, fmt.Sprintf("has no entry for %s, whose cache rule ECR only accepts with a credential (Docker Hub: a user and an access token; ghcr.io: a user and a PAT with read:packages)", host), registryCredentialsExample)
+		}
+		c.Upstreams = append(c.Upstreams, up)
+	}
+	for _, host := range slices.Sorted(maps.Keys(creds)) {
+		if !slices.Contains(hosts, host) {
+			p.failHow(KeyRegistryCredentials, fmt.Sprintf("has an entry for %s, which imageCache does not list", host), "add "+host+" to imageCache in Pulumi.<stack>.yaml, or drop its entry")
+		}
+	}
+	return c
+}

@@ -1,0 +1,179 @@
+package cost
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/distribution/reference"
+
+	"github.com/luxfi/lux-gpu-ci/config"
+	"github.com/luxfi/lux-gpu-ci/versions"
+)
+
+// What a cold GPU node pulls, and how long from a queued job to its first step. Every figure
+// is a named constant with its source or its reasoning; an estimate says so. Measure yours
+// on a live stack: a NodeClaim's conditions (Launched, Registered, Initialized) carry their
+// times, and a pod's events carry each image's "Successfully pulled … in …".
+
+// SmokeJobImage is the container-form smoke job's image (examples/workflows/cuda.yml): the
+// CUDA image people write jobs in. A test keeps the two equal.
+const SmokeJobImage = "nvidia/cuda:12.8.1-devel-ubuntu24.04"
+
+// Image sizes as pulled (compressed bytes on the wire, GB).
+const (
+	// SmokeJobImageGB is the CUDA devel image as the issue that priced it measured a pull
+	// (~8 GB): an upper bound for its compressed linux/amd64 layers, so what crosses a NAT
+	// costs at most this.
+	SmokeJobImageGB = 8.0
+	// RunnerImageGB is ghcr.io/actions/actions-runner: an estimate from its Dockerfile's
+	// layers (the .NET runtime-deps base, the runner and its Node.js externals, the Docker
+	// CLI and buildx, the container hooks). A runner-form node pulls it for the runner; a
+	// container-form job pod pulls it for its fs-init container, which copies the runner's
+	// externals into the job.
+	RunnerImageGB = 0.5
+	// DevicePluginImageGB is the NVIDIA device plugin (nvcr.io, which ECR's pull-through
+	// cache does not support: it always comes through the NAT), an estimate. Every cold GPU
+	// node pulls it before it advertises its GPU.
+	DevicePluginImageGB = 0.1
+	// UnpackedPerPulled is how much larger an image is on disk than on the wire: gzip of
+	// binaries and libraries (a CUDA image is mostly both) saves about half.
+	UnpackedPerPulled = 2.0
+)
+
+// Rates of the steps of a pull (MB/s).
+const (
+	// FromECRMBps is an ECR pull in the node's region, layers from S3 through the gateway
+	// endpoint: S3 serves ~100 MB/s per connection and containerd fetches three layers at a
+	// time (its max_concurrent_downloads default). An estimate.
+	FromECRMBps = 300.0
+	// FromUpstreamMBps is a pull from a public registry over the internet through the NAT
+	// gateway (which itself scales to tens of Gbps): the registry's CDN per connection is the
+	// bound. An estimate; Docker Hub also limits anonymous pulls per source IP, and every
+	// node behind one NAT shares its address.
+	FromUpstreamMBps = 60.0
+	// UnpackMBps is gzip decompression in containerd, one core per layer, layers applied in
+	// order (each on top of the last): an estimate of its output rate.
+	UnpackMBps = 200.0
+)
+
+// Steps of a cold start before the pull (seconds).
+const (
+	// ARCJobToPodSeconds: the scale set's listener holds a long poll on GitHub's broker,
+	// hears of the job at once, and ARC creates the ephemeral runner's pod. An estimate.
+	ARCJobToPodSeconds = 5.0
+	// KarpenterDecideSeconds: Karpenter batches pending pods for 1 s of quiet (at most 10 s:
+	// its BATCH_IDLE_DURATION and BATCH_MAX_DURATION defaults), then calls CreateFleet.
+	KarpenterDecideSeconds = 5.0
+	// LaunchToReadySeconds: a spot instance from CreateFleet to a Ready node: boot of the
+	// AL2023 NVIDIA AMI, the driver loaded, nodeadm configuring kubelet, registration. An
+	// estimate; the NodeClaim's Launched and Registered conditions measure it.
+	LaunchToReadySeconds = 75.0
+	// DevicePluginSeconds: the device plugin's pod started on the new node (its image pulled
+	// as DevicePluginImageGB) registers nvidia.com/gpu; only then does the GPU pod fit.
+	DevicePluginSeconds = 10.0
+	// StartSeconds: kubelet starts a pulled container.
+	StartSeconds = 2.0
+	// PrepareJobWaitSeconds is how long the container form's hooks wait for the job pod to
+	// run before they fail the job (runner-container-hooks v0.8.1,
+	// packages/k8s/src/k8s/index.ts, DEFAULT_WAIT_FOR_POD_TIME_SECONDS).
+	PrepareJobWaitSeconds = 600.0
+)
+
+// PulledImage is an image a cold GPU node pulls for a pool's job.
+type PulledImage struct {
+	Image string  `json:"image"`
+	GB    float64 `json:"gb"`
+	// Cached: its registry has an image cache rule, so it comes from ECR in the region.
+	Cached bool `json:"cached"`
+}
+
+// PulledImages are what a cold GPU node of the pool pulls for a job, in order: the device
+// plugin's, then the runner form's runner, or the container form's fs-init (the runner
+// image) and the job's image (jobImageGB of it; the smoke job's CUDA image by default).
+func PulledImages(cfg *config.Config, pool config.GPUPool, jobImageGB float64) []PulledImage {
+	images := []PulledImage{{Image: versions.NvidiaDevicePluginImage, GB: DevicePluginImageGB}, {Image: pool.RunnerImage, GB: RunnerImageGB}}
+	if pool.JobForm == config.JobFormContainer {
+		images = append(images, PulledImage{Image: SmokeJobImage, GB: jobImageGB})
+	}
+	for i := range images {
+		images[i].Cached = cached(cfg, images[i].Image)
+	}
+	return images
+}
+
+// cached tells whether image's registry has a cache rule in the stack.
+func cached(cfg *config.Config, image string) bool {
+	named, err := reference.ParseNormalizedNamed(image)
+	if err != nil {
+		return false
+	}
+	host := reference.Domain(named)
+	return slices.ContainsFunc(cfg.ImageCache.Upstreams, func(u config.CachedUpstream) bool { return u.Registry.Host == host })
+}
+
+// Step is one part of a cold start.
+type Step struct {
+	What    string  `json:"what"`
+	Seconds float64 `json:"seconds"`
+}
+
+// ColdStart is the time from a queued job to its first step on a new GPU node.
+type ColdStart struct {
+	Pool    string  `json:"pool"`
+	Steps   []Step  `json:"steps"`
+	Seconds float64 `json:"seconds"`
+	// PrepareJobMarginSeconds is, for the container form, what is left of the hooks' wait
+	// for the job pod (PrepareJobWaitSeconds) once the node is up and the images pulled;
+	// negative, the job fails before it starts.
+	PrepareJobMarginSeconds *float64 `json:"prepareJobMarginSeconds,omitempty"`
+}
+
+// PullSeconds is how long a pull of gb takes at a volume throughput (MiB/s): the download
+// (from ECR in the region, or over the internet), then the slower of unpacking and writing
+// (the disk takes the compressed layers and the unpacked files).
+func PullSeconds(gb float64, fromECR bool, throughputMiBps int) float64 {
+	source := FromUpstreamMBps
+	if fromECR {
+		source = FromECRMBps
+	}
+	mb := gb * 1000
+	disk := float64(throughputMiBps) * 1.048576
+	return mb/source + max(mb*UnpackedPerPulled/UnpackMBps, mb*(1+UnpackedPerPulled)/disk)
+}
+
+// ColdStartOf estimates a pool's cold start, step by step.
+func ColdStartOf(pool config.GPUPool, images []PulledImage) ColdStart {
+	cs := ColdStart{Pool: pool.Name}
+	add := func(what string, s float64) { cs.Steps = append(cs.Steps, Step{what, s}) }
+	add("ARC: job → runner pod", ARCJobToPodSeconds)
+	if pool.JobForm == config.JobFormContainer {
+		// The runner runs on a system node at once; its hooks then create the job pod.
+		add("runner on a system node starts, the hooks create the job pod", StartSeconds+ARCJobToPodSeconds)
+	}
+	waitFrom := len(cs.Steps) // the hooks' wait starts once the job pod exists
+	add("Karpenter: batch, CreateFleet", KarpenterDecideSeconds)
+	add("instance launch → node Ready", LaunchToReadySeconds)
+	for _, img := range images {
+		where := "over the internet, through the NAT"
+		if img.Cached {
+			where = "from the ECR cache"
+		}
+		add(fmt.Sprintf("pull %s (%.1f GB, %s, %d MiB/s disk)", img.Image, img.GB, where, pool.RootVolumeThroughput), PullSeconds(img.GB, img.Cached, pool.RootVolumeThroughput))
+		if img.Image == versions.NvidiaDevicePluginImage {
+			add("device plugin registers the GPU", DevicePluginSeconds)
+		}
+	}
+	add("container start", StartSeconds)
+	for _, s := range cs.Steps {
+		cs.Seconds += s.Seconds
+	}
+	if pool.JobForm == config.JobFormContainer {
+		waited := 0.0
+		for _, s := range cs.Steps[waitFrom:] {
+			waited += s.Seconds
+		}
+		margin := PrepareJobWaitSeconds - waited
+		cs.PrepareJobMarginSeconds = &margin
+	}
+	return cs
+}

@@ -1,0 +1,185 @@
+package stack_test
+
+// The image path under mocks: the S3 gateway endpoint, the ECR pull-through cache (rules,
+// credentials as secrets, repository templates), the first-pull permission of both node
+// roles, the runner images through the cache, the root volume's performance.
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/luxfi/lux-gpu-ci/internal/testkit"
+)
+
+const testRegistry = testAccount + ".dkr.ecr.us-west-2.amazonaws.com"
+
+// The private subnets reach S3 through a gateway endpoint: image layers from ECR never cross
+// the NAT. The lean profile has no NAT and no endpoint.
+func TestS3GatewayEndpointOnThePrivateRouteTable(t *testing.T) {
+	m := runDev(t)
+	ep := m.one(t, "aws:ec2/vpcEndpoint:VpcEndpoint")
+	assert.Equal(t, "com.amazonaws.us-west-2.s3", ep.Inputs["serviceName"])
+	assert.Equal(t, "Gateway", ep.Inputs["vpcEndpointType"])
+	assert.Equal(t, []any{"network-private-rt_id"}, ep.Inputs["routeTableIds"], "the private route table, which the nodes' subnets use")
+	assert.Equal(t, "network-vpc_id", ep.Inputs["vpcId"])
+	assert.Equal(t, "dev", ep.Inputs["tags"].(map[string]any)["env"])
+
+	lean := runDev(t, "natMode", "none")
+	assert.Empty(t, lean.all("aws:ec2/vpcEndpoint:VpcEndpoint"))
+}
+
+func TestImageCacheRules(t *testing.T) {
+	m := runDev(t)
+	rules := map[string]registered{}
+	for _, r := range m.all("aws:ecr/pullThroughCacheRule:PullThroughCacheRule") {
+		rules[r.Inputs["upstreamRegistryUrl"].(string)] = r
+	}
+	require.ElementsMatch(t, []string{"ghcr.io", "registry-1.docker.io"}, keys(rules), "dev caches the runner images' and the CUDA images' registries")
+	assert.Equal(t, "lux-gpu-ci/ghcr", rules["ghcr.io"].Inputs["ecrRepositoryPrefix"])
+	assert.Equal(t, "lux-gpu-ci/docker-hub", rules["registry-1.docker.io"].Inputs["ecrRepositoryPrefix"])
+
+	// Each rule's credential is a secret of its own, named as ECR requires, holding exactly
+	// the registry's credential — encrypted in the state, never in plain text anywhere.
+	var creds map[string]map[string]string
+	require.NoError(t, json.Unmarshal([]byte(testkit.RegistryCredentials), &creds))
+	for url, host := range map[string]string{"ghcr.io": "ghcr.io", "registry-1.docker.io": "docker.io"} {
+		rule := rules[url]
+		secretName := "image-cache-" + map[string]string{"ghcr.io": "ghcr", "docker.io": "docker-hub"}[host]
+		secret := m.get(t, "aws:secretsmanager/secret:Secret", secretName)
+		assert.Equal(t, "ecr-pullthroughcache/"+rule.Inputs["ecrRepositoryPrefix"].(string)+"-", secret.Inputs["namePrefix"])
+		assert.EqualValues(t, 0, secret.Inputs["recoveryWindowInDays"], "deleted at once, so an up right after a destroy can reuse nothing stale")
+		assert.Contains(t, rule.Deps(), "aws:secretsmanager/secretVersion:SecretVersion::"+secretName, "the rule waits for the credential's value")
+		assert.Contains(t, rule.Inputs["credentialArn"], ":secret:ecr-pullthroughcache/")
+
+		version := m.get(t, "aws:secretsmanager/secretVersion:SecretVersion", secretName)
+		raw := version.Raw.Inputs["secretString"]
+		require.True(t, raw.IsSecret(), "%s's credential is a Pulumi secret", host)
+		var got map[string]string
+		require.NoError(t, json.Unmarshal([]byte(raw.SecretValue().Element.StringValue()), &got))
+		assert.Equal(t, creds[host], got, "ECR's secret shape: username and accessToken")
+	}
+	for _, r := range m.programResources() {
+		for k, v := range r.Raw.Inputs {
+			assertNoPlain(t, r.Key()+"."+string(k), v, "dckr_pat_TESTTOKEN", "ghp_TESTREADPACKAGES")
+		}
+	}
+
+	// Cached repositories keep their newest images only: a bumped CUDA tag leaves gigabytes.
+	for _, tmpl := range m.all("aws:ecr/repositoryCreationTemplate:RepositoryCreationTemplate") {
+		assert.Equal(t, []any{"PULL_THROUGH_CACHE"}, tmpl.Inputs["appliedFors"], tmpl.Name)
+		var lp struct {
+			Rules []struct {
+				Selection struct {
+					CountType   string `json:"countType"`
+					CountNumber int    `json:"countNumber"`
+				} `json:"selection"`
+				Action struct{ Type string } `json:"action"`
+			} `json:"rules"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(tmpl.Inputs["lifecyclePolicy"].(string)), &lp), tmpl.Name)
+		require.Len(t, lp.Rules, 1)
+		assert.Equal(t, "imageCountMoreThan", lp.Rules[0].Selection.CountType)
+		assert.Equal(t, 5, lp.Rules[0].Selection.CountNumber)
+		assert.Equal(t, "expire", lp.Rules[0].Action.Type)
+	}
+	prefixes := []any{}
+	for _, tmpl := range m.all("aws:ecr/repositoryCreationTemplate:RepositoryCreationTemplate") {
+		prefixes = append(prefixes, tmpl.Inputs["prefix"])
+	}
+	assert.ElementsMatch(t, []any{"lux-gpu-ci/ghcr", "lux-gpu-ci/docker-hub"}, prefixes)
+}
+
+// A node's first pull of an image ECR does not hold yet creates its repository and imports
+// it, as the node's role: both node roles may do exactly that, in the cache's repositories.
+func TestImageCacheFirstPullPermission(t *testing.T) {
+	m := runDev(t)
+	policy := m.get(t, "aws:iam/policy:Policy", "image-cache-first-pull")
+	assert.Equal(t, "lux-gpu-ci-image-cache-first-pull", policy.Inputs["name"])
+	var doc struct {
+		Statement []struct {
+			Effect   string
+			Action   any
+			Resource any
+		}
+	}
+	require.NoError(t, json.Unmarshal([]byte(policy.Inputs["policy"].(string)), &doc))
+	require.Len(t, doc.Statement, 1)
+	st := doc.Statement[0]
+	assert.Equal(t, "Allow", st.Effect)
+	assert.ElementsMatch(t, []any{"ecr:CreateRepository", "ecr:BatchImportUpstreamImage"}, st.Action)
+	assert.ElementsMatch(t, []any{
+		"arn:aws:ecr:us-west-2:" + testAccount + ":repository/lux-gpu-ci/ghcr/*",
+		"arn:aws:ecr:us-west-2:" + testAccount + ":repository/lux-gpu-ci/docker-hub/*",
+	}, st.Resource, "the cache's repositories, nothing else")
+
+	var roles []any
+	for _, a := range m.all("aws:iam/rolePolicyAttachment:RolePolicyAttachment") {
+		if a.Inputs["policyArn"] == "arn:aws:iam::"+testAccount+":policy/lux-gpu-ci-image-cache-first-pull" {
+			roles = append(roles, a.Inputs["role"])
+		}
+	}
+	assert.ElementsMatch(t, []any{"cluster-system-node-role", "lux-gpu-ci-karpenter-node"}, roles, "the system nodes (container-form runners) and Karpenter's GPU nodes pull")
+}
+
+// The runner image comes through the cache in both forms (the container form's job pod
+// pulls it again for its fs-init container: the chart passes the runner's image on).
+func TestRunnerImagesComeThroughTheCache(t *testing.T) {
+	m := runDev(t)
+	want := testRegistry + "/lux-gpu-ci/ghcr/actions/actions-runner:latest"
+	for _, name := range []string{"lux-gpu-t4", "lux-gpu-t4-on-demand", "lux-gpu-t4-container"} {
+		v := releaseNamed(t, m, name).Inputs["values"]
+		containers := path(v, "template", "spec", "containers").([]any)
+		require.Len(t, containers, 1, name)
+		assert.Equal(t, want, containers[0].(map[string]any)["image"], name)
+		assert.Equal(t, "Always", containers[0].(map[string]any)["imagePullPolicy"], "%s follows the runner release, through the cache too", name)
+	}
+
+	off := runDev(t, "imageCache", "[]", "registryCredentials", testkit.Unset)
+	v := releaseNamed(t, off, "lux-gpu-t4").Inputs["values"]
+	assert.Equal(t, "ghcr.io/actions/actions-runner:latest", path(v, "template", "spec", "containers").([]any)[0].(map[string]any)["image"], "no cache: straight from ghcr.io")
+	assert.Empty(t, off.all("aws:ecr/pullThroughCacheRule:PullThroughCacheRule"))
+	assert.Empty(t, off.all("lux-gpu-ci:infra:ImageCache"))
+	assert.Len(t, off.all("aws:ec2/vpcEndpoint:VpcEndpoint"), 1, "the S3 endpoint is free and serves ECR's own images (EKS add-ons) too")
+}
+
+// GPU nodes' root volume gets the configured throughput and IOPS.
+func TestRootVolumePerformance(t *testing.T) {
+	m := runDev(t)
+	nc := m.get(t, "kubernetes:karpenter.k8s.aws/v1:EC2NodeClass", "gpu-ci-gpu-spot-nodeclass")
+	bdm := path(nc.Inputs, "spec", "blockDeviceMappings").([]any)
+	require.Len(t, bdm, 1)
+	ebs := bdm[0].(map[string]any)["ebs"].(map[string]any)
+	assert.EqualValues(t, 250, ebs["throughput"], "the default: twice gp3's baseline")
+	assert.EqualValues(t, 3000, ebs["iops"])
+
+	m = runDev(t, "gpuPools", `[{"name": "fast", "instanceTypes": ["g4dn.xlarge"], "rootVolumeThroughput": 1000, "rootVolumeIOPS": 4000}]`)
+	ebs = path(m.get(t, "kubernetes:karpenter.k8s.aws/v1:EC2NodeClass", "gpu-ci-fast-nodeclass").Inputs, "spec", "blockDeviceMappings").([]any)[0].(map[string]any)["ebs"].(map[string]any)
+	assert.EqualValues(t, 1000, ebs["throughput"])
+	assert.EqualValues(t, 4000, ebs["iops"])
+}
+
+func assertNoPlain(t *testing.T, where string, v resource.PropertyValue, needles ...string) {
+	t.Helper()
+	switch {
+	case v.IsSecret():
+		return
+	case v.IsString():
+		for _, n := range needles {
+			assert.NotContains(t, v.StringValue(), n, "a credential leaks in plain text at %s", where)
+		}
+	case v.IsArray():
+		for _, x := range v.ArrayValue() {
+			assertNoPlain(t, where, x, needles...)
+		}
+	case v.IsObject():
+		for k, x := range v.ObjectValue() {
+			assertNoPlain(t, where+"."+string(k), x, needles...)
+		}
+	case v.IsOutput():
+		assertNoPlain(t, where, v.OutputValue().Element, needles...)
+	}
+}
