@@ -74,7 +74,7 @@ func TestPulumiLoadsTheProjectAndStacks(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "lux-gpu-ci", string(project.Name))
 	assert.Equal(t, "go", project.Runtime.Name())
-	files, _ := filepath.Glob(filepath.Join(testkit.RepoRoot(t), "Pulumi.*.yaml"))
+	files := stackFiles(t)
 	sink := diag.DefaultSink(io.Discard, io.Discard, diag.FormatOptions{Color: colors.Never})
 	for _, f := range files {
 		stack, err := workspace.LoadProjectStack(sink, project, f)
@@ -94,8 +94,7 @@ func TestActionlintKnowsOurRunnerLabels(t *testing.T) {
 	}
 	require.NoError(t, yaml.Unmarshal(b, &cfg))
 	builtin := []string{"self-hosted", "linux", "x64", "arm64"}
-	files, _ := filepath.Glob(filepath.Join(testkit.RepoRoot(t), "Pulumi.*.yaml"))
-	for _, f := range files {
+	for _, f := range stackFiles(t) {
 		c, err := config.ParseStackFileOffline(f)
 		require.NoError(t, err, f)
 		for _, p := range c.GPUPools {
@@ -104,6 +103,17 @@ func TestActionlintKnowsOurRunnerLabels(t *testing.T) {
 			}
 		}
 	}
+}
+
+// stackFiles are the repository's Pulumi.<stack>.yaml files: dev and prod at least, so a wrong
+// root or pattern fails instead of checking nothing.
+func stackFiles(t *testing.T) []string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(testkit.RepoRoot(t), "Pulumi.*.yaml"))
+	require.NoError(t, err)
+	require.Contains(t, files, filepath.Join(testkit.RepoRoot(t), "Pulumi.dev.yaml"))
+	require.Contains(t, files, filepath.Join(testkit.RepoRoot(t), "Pulumi.prod.yaml"))
+	return files
 }
 
 // jsonOf is v's canonical JSON (object keys sorted), for comparing values of different types.
@@ -121,10 +131,8 @@ func jsonOf(t *testing.T, v any) string {
 // Two stacks in one account never collide: every stack file names a cluster of its own, and
 // so IAM roles, policies, queue and budget of their own.
 func TestStacksDoNotShareClusterNames(t *testing.T) {
-	files, _ := filepath.Glob(filepath.Join(testkit.RepoRoot(t), "Pulumi.*.yaml"))
-	require.GreaterOrEqual(t, len(files), 2)
 	owner := map[string]string{}
-	for _, f := range files {
+	for _, f := range stackFiles(t) {
 		c, err := config.ParseStackFileOffline(f)
 		require.NoError(t, err, f)
 		assert.Empty(t, owner[c.ClusterName], "%s and %s both name cluster %s", owner[c.ClusterName], filepath.Base(f), c.ClusterName)
@@ -144,19 +152,16 @@ func TestStacksDoNotShareScaleSets(t *testing.T) {
 		}
 		return out
 	}
-	root := testkit.RepoRoot(t)
-	files, _ := filepath.Glob(filepath.Join(root, "Pulumi.*.yaml"))
-	require.GreaterOrEqual(t, len(files), 2)
-	assert.Empty(t, config.ScaleSetClashes(load(files...)), "the repository's stack files")
+	assert.Empty(t, config.ScaleSetClashes(load(stackFiles(t)...)), "the repository's stack files")
 
 	// The prod file as it was: its T4 pool copied dev's scale set name and labels.
-	clashes := config.ScaleSetClashes(load(filepath.Join(root, "Pulumi.dev.yaml"), filepath.Join("testdata", "shared-scale-set", "Pulumi.prod.yaml")))
+	clashes := config.ScaleSetClashes(load(filepath.Join(testkit.FixtureDir(t), "Pulumi.dev.yaml"), filepath.Join("testdata", "shared-scale-set", "Pulumi.prod.yaml")))
 	require.Len(t, clashes, 2, "%q", clashes)
 	assert.Contains(t, clashes[0], `stacks dev (pool gpu-spot) and prod (pool gpu-t4), organization luxfi, runner group "Default": both register scale set "lux-gpu-t4"`)
 	assert.Contains(t, clashes[1], "a labels-form runs-on of [amd64,cuda,gpu,linux,self-hosted,t4] also matches [amd64,cuda,gpu,linux,self-hosted,t4]")
 
 	// A label added on one side only is not enough: dev's runs-on still reaches prod.
-	superset := load(filepath.Join(root, "Pulumi.dev.yaml"), filepath.Join("testdata", "shared-scale-set", "Pulumi.prod.yaml"))
+	superset := load(filepath.Join(testkit.FixtureDir(t), "Pulumi.dev.yaml"), filepath.Join("testdata", "shared-scale-set", "Pulumi.prod.yaml"))
 	superset[1].GPUPools[0].RunnerScaleSetName = "lux-prod-gpu-t4"
 	superset[1].GPUPools[0].RunnerLabels = append(superset[1].GPUPools[0].RunnerLabels, "prod")
 	clashes = config.ScaleSetClashes(superset)
@@ -164,7 +169,7 @@ func TestStacksDoNotShareScaleSets(t *testing.T) {
 	assert.Contains(t, clashes[0], "[amd64,cuda,gpu,linux,self-hosted,t4] also matches [amd64,cuda,gpu,linux,prod,self-hosted,t4]")
 
 	// A runner group of its own separates them; so do distinct names and labels.
-	sep := load(filepath.Join(root, "Pulumi.dev.yaml"), filepath.Join("testdata", "shared-scale-set", "Pulumi.prod.yaml"))
+	sep := load(filepath.Join(testkit.FixtureDir(t), "Pulumi.dev.yaml"), filepath.Join("testdata", "shared-scale-set", "Pulumi.prod.yaml"))
 	sep[1].GPUPools[0].RunnerGroup = "production"
 	assert.Empty(t, config.ScaleSetClashes(sep))
 	sep[1].GPUPools[0].RunnerGroup = "default" // GitHub's names ignore case

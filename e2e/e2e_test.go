@@ -619,10 +619,10 @@ func assertClusterEmpty(t *testing.T, ctx context.Context, kube dynamic.Interfac
 		"ephemeralrunnersets.actions.github.com", "ephemeralrunners.actions.github.com"} {
 		waitGone(t, ctx, kube.Resource(crds), crd)
 	}
-	sets, err := kube.Resource(runnerSets).Namespace("").List(ctx, metav1.ListOptions{})
-	if err == nil {
-		assert.Empty(t, sets.Items, "no AutoscalingRunnerSet is left")
-	}
+	// Deleting a CRD deletes every object of its kind: with it gone, no AutoscalingRunnerSet
+	// can be left (a List that succeeded would mean the CRD is back).
+	_, err := kube.Resource(runnerSets).Namespace("").List(ctx, metav1.ListOptions{})
+	assert.True(t, apierrors.IsNotFound(err), "AutoscalingRunnerSets cannot exist without their CRD: %v", err)
 	helm, err := kube.Resource(secrets).Namespace("kube-system").List(ctx, metav1.ListOptions{LabelSelector: "owner=helm"})
 	require.NoError(t, err)
 	assert.Empty(t, helm.Items, "no Helm release is left in kube-system")

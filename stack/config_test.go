@@ -130,7 +130,7 @@ func TestEveryStackFileIsValid(t *testing.T) {
 		stack := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(f), "Pulumi."), ".yaml")
 		t.Run(stack, func(t *testing.T) {
 			m := newMocks()
-			require.NoError(t, m.run(testkit.StackConfig(t, stack)), "%s must validate", f)
+			require.NoError(t, m.run(testkit.RepoStackConfig(t, stack)), "%s must validate", f)
 			assert.NotEmpty(t, m.all("kubernetes:karpenter.sh/v1:NodePool"))
 		})
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/util/version"
 
 	"github.com/luxfi/lux-gpu-ci/internal/fakeaws"
 )
@@ -20,8 +21,9 @@ import (
 func TestTheProbesPassPulumiEKSChecks(t *testing.T) {
 	var out bytes.Buffer
 	require.NoError(t, awsCLI(&out, fakeaws.Config{}, []string{"--version"}))
-	version := strings.TrimPrefix(strings.Fields(out.String())[0], "aws-cli/")
-	assert.Regexp(t, `^2\.(7|[89]|[1-9][0-9])\.`, version)
+	aws, err := version.ParseGeneric(strings.TrimPrefix(strings.Fields(out.String())[0], "aws-cli/"))
+	require.NoError(t, err)
+	assert.True(t, aws.AtLeast(version.MustParseGeneric("2.7.0")), "pulumi-eks needs aws-cli 2.7.0 or later, the stand-in says %s", aws)
 
 	out.Reset()
 	require.NoError(t, kubectl(&out, fakeaws.Config{}, []string{"version", "--client=true", "--output=json"}))
@@ -29,7 +31,9 @@ func TestTheProbesPassPulumiEKSChecks(t *testing.T) {
 		ClientVersion struct{ GitVersion string } `json:"clientVersion"`
 	}
 	require.NoError(t, json.Unmarshal(out.Bytes(), &v))
-	assert.Equal(t, "v1.36.3", v.ClientVersion.GitVersion)
+	kubectlVersion, err := version.ParseSemantic(v.ClientVersion.GitVersion)
+	require.NoError(t, err)
+	assert.True(t, kubectlVersion.AtLeast(version.MustParseSemantic("1.24.0")), "pulumi-eks needs kubectl 1.24.0 or later, the stand-in says %s", kubectlVersion)
 
 	assert.Error(t, awsCLI(&out, fakeaws.Config{}, []string{"s3", "ls"}), "anything else is not faked")
 }

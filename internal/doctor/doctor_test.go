@@ -81,6 +81,16 @@ func TestDoctorFindsEachSymptom(t *testing.T) {
 		n.CreationTimestamp = metav1.NewTime(doctorNow.Add(-age))
 		return n
 	}
+	// healthyPlugin: the device plugin runs on each GPU node (its DaemonSet's status says so),
+	// so only the symptom under test shows.
+	healthyPlugin := func(c *fakecluster.Cluster) {
+		for _, o := range c.Objects {
+			if ds, ok := o.(*appsv1.DaemonSet); ok {
+				ds.Status.DesiredNumberScheduled++
+				ds.Status.NumberReady++
+			}
+		}
+	}
 	longAgo := doctorNow.Add(-time.Hour)
 	cases := map[string]struct {
 		breakIt func(c *fakecluster.Cluster)
@@ -110,8 +120,12 @@ func TestDoctorFindsEachSymptom(t *testing.T) {
 				Reason:         "SpotInterrupted", Message: "Spot interruption warning was triggered", Type: "Normal",
 				LastTimestamp: metav1.NewTime(doctorNow.Add(-10 * time.Minute)),
 			})
+			healthyPlugin(c)
 		}, "Jobs failed by spot interruptions", "2026-12-03T11:50:00Z: node ip-10-0-2-2: Spot interruption warning was triggered; runner pods on it: lux-gpu-t4-7xk2p-runner-abcde"},
-		"cost spike": {func(c *fakecluster.Cluster) { c.Objects = append(c.Objects, gpuNode(1, 3*time.Hour)) }, "Cost spike: GPU nodes up without a job", "has no runner pod, up 3h0m0s"},
+		"cost spike": {func(c *fakecluster.Cluster) {
+			c.Objects = append(c.Objects, gpuNode(1, 3*time.Hour))
+			healthyPlugin(c)
+		}, "Cost spike: GPU nodes up without a job", "has no runner pod, up 3h0m0s"},
 		"spot quota": {func(c *fakecluster.Cluster) {
 			c.Custom = append(c.Custom, nodeClaim("gpu-spot-x4", []any{map[string]any{"type": "Launched", "status": "False", "reason": "LaunchFailed", "message": "creating instance, MaxSpotInstanceCountExceeded: Max spot instance count exceeded"}}, nil))
 		}, "GPU vCPU quota", "aws service-quotas request-service-quota-increase --service-code ec2 --quota-code L-3819A6DF --desired-value 8 --region us-west-2"},
@@ -124,7 +138,7 @@ func TestDoctorFindsEachSymptom(t *testing.T) {
 			c := doctorCluster()
 			tc.breakIt(&c)
 			_, findings, out := examine(t, c)
-			assert.Contains(t, problem(findings), tc.symptom, out)
+			assert.Equal(t, []string{tc.symptom}, problem(findings), "this symptom, and no other: %s", out)
 			assert.Contains(t, out, tc.want)
 			assert.Contains(t, out, "→ ", "a problem comes with its fix")
 		})

@@ -65,7 +65,14 @@ func Condition(u *unstructured.Unstructured, typ string) (status, reason string)
 func Conditions(u *unstructured.Unstructured) string {
 	var parts []string
 	for _, m := range conditions(u) {
-		parts = append(parts, fmt.Sprintf("%v=%v %v %v", m["type"], m["status"], m["reason"], m["message"]))
+		// A condition without a reason or message leaves them out (not "<nil>").
+		part := fmt.Sprintf("%v=%v", m["type"], m["status"])
+		for _, k := range []string{"reason", "message"} {
+			if v, ok := m[k].(string); ok && v != "" {
+				part += " " + v
+			}
+		}
+		parts = append(parts, part)
 	}
 	if len(parts) == 0 {
 		return "no conditions"

@@ -47,7 +47,7 @@ func TestConditions(t *testing.T) {
 	}}}}
 	status, reason := live.Condition(u, "Ready")
 	assert.Equal(t, []string{"False", "NotLaunched"}, []string{status, reason})
-	assert.Equal(t, "Launched=False InsufficientCapacity no spot; Ready=False NotLaunched <nil>", live.Conditions(u))
+	assert.Equal(t, "Launched=False InsufficientCapacity no spot; Ready=False NotLaunched", live.Conditions(u))
 	status, reason = live.Condition(&unstructured.Unstructured{Object: map[string]any{}}, "Ready")
 	assert.Equal(t, []string{"", "no status yet"}, []string{status, reason})
 	assert.Equal(t, "no conditions", live.Conditions(&unstructured.Unstructured{Object: map[string]any{}}))

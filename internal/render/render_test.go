@@ -26,7 +26,7 @@ import (
 func renderDev(t *testing.T, charts ...string) string {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), "out")
-	require.NoError(t, render.Run(render.Options{ProjectDir: testkit.RepoRoot(t), Stack: "dev", Out: out, Charts: charts}))
+	require.NoError(t, render.Run(render.Options{ProjectDir: testkit.FixtureDir(t), Stack: "dev", Out: out, Charts: charts}))
 	return out
 }
 
@@ -139,24 +139,20 @@ func TestRenderChartsOffline(t *testing.T) {
 	assert.Contains(t, files, "nvidia-device-plugin/daemonset-nvidia-device-plugin.yaml")
 	assert.Contains(t, string(files["karpenter/deployment-karpenter.yaml"]), "replicas: 1")
 
-	err := render.Run(render.Options{ProjectDir: testkit.RepoRoot(t), Stack: "dev", Out: filepath.Join(t.TempDir(), "x"), Charts: []string{"karpenterr"}})
+	err := render.Run(render.Options{ProjectDir: testkit.FixtureDir(t), Stack: "dev", Out: filepath.Join(t.TempDir(), "x"), Charts: []string{"karpenterr"}})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `no Helm release "karpenterr"`)
 }
 
 func TestRenderRefusesBadConfigAndWritesNothing(t *testing.T) {
 	dir := t.TempDir()
-	for _, f := range []string{"Pulumi.yaml", "Pulumi.dev.yaml"} {
-		b, err := os.ReadFile(filepath.Join(testkit.RepoRoot(t), f))
-		require.NoError(t, err)
-		if f == "Pulumi.dev.yaml" {
-			b = append(b, []byte("  lux-gpu-ci:azCount: 1\n")...)
-		}
-		require.NoError(t, os.WriteFile(filepath.Join(dir, f), b, 0o644))
-	}
+	b, err := os.ReadFile(filepath.Join(testkit.FixtureDir(t), "Pulumi.dev.yaml"))
+	require.NoError(t, err)
+	b = append(b, []byte("  lux-gpu-ci:azCount: 1\n")...)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "Pulumi.dev.yaml"), b, 0o644))
 	out := filepath.Join(dir, "out")
 	require.NoError(t, os.Mkdir(out, 0o755))
-	err := render.Run(render.Options{ProjectDir: dir, Stack: "dev", Out: out})
+	err = render.Run(render.Options{ProjectDir: dir, Stack: "dev", Out: out})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "lux-gpu-ci:azCount: must be 2 or 3")
 	entries, err := os.ReadDir(out)

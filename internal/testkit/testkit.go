@@ -1,5 +1,6 @@
-// Package testkit holds the fixtures the unit tests of several packages share: the
-// repository's stack files as the engine hands them to the program, and small edits of them.
+// Package testkit holds the fixtures the unit tests of several packages share: test stacks
+// (testdata/Pulumi.<stack>.yaml, copies of the repository's that the operator's edits do not
+// reach) as the engine hands them to the program, and small edits of them.
 // Its subpackages hold the fake live cluster of verify and doctor (fakecluster) and the
 // destroy-order rules (destroyorder).
 package testkit
@@ -47,17 +48,29 @@ func RepoRoot(t testing.TB) string {
 	}
 }
 
-// StackFile is the path of the repository's Pulumi.<stack>.yaml.
-func StackFile(t testing.TB, stack string) string {
-	return config.StackFile(RepoRoot(t), stack)
+// FixtureDir holds the test stacks, testdata/Pulumi.<stack>.yaml.
+func FixtureDir(t testing.TB) string {
+	return filepath.Join(RepoRoot(t), "internal", "testkit", "testdata")
 }
 
-// StackConfig reads Pulumi.<stack>.yaml as the Pulumi CLI hands it to a program, plus the
-// credentials a real stack holds encrypted (Token, and RegistryCredentials where the stack
-// caches registries that need them).
+// StackConfig reads the test stack's Pulumi.<stack>.yaml as the Pulumi CLI hands it to a
+// program, plus the credentials a real stack holds encrypted (Token, and RegistryCredentials
+// where the stack caches registries that need them).
 func StackConfig(t testing.TB, stack string) map[string]string {
 	t.Helper()
-	cfg, _, err := config.ReadStackFile(StackFile(t, stack))
+	return stackConfig(t, config.StackFile(FixtureDir(t), stack))
+}
+
+// RepoStackConfig is StackConfig for the repository's own Pulumi.<stack>.yaml: only for the
+// tests that validate the repository's stack files.
+func RepoStackConfig(t testing.TB, stack string) map[string]string {
+	t.Helper()
+	return stackConfig(t, config.StackFile(RepoRoot(t), stack))
+}
+
+func stackConfig(t testing.TB, file string) map[string]string {
+	t.Helper()
+	cfg, _, err := config.ReadStackFile(file)
 	require.NoError(t, err)
 	cfg["lux-gpu-ci:githubToken"] = Token
 	if creds := RegistryCredentialsFor(t, cfg["lux-gpu-ci:imageCache"]); creds != "" {
@@ -92,15 +105,15 @@ func RegistryCredentialsFor(t testing.TB, imageCache string) string {
 	return string(b)
 }
 
-// EngineConfig is the config the engine hands the program for a stack file: StackConfig,
-// plus Pulumi.yaml's default for every declared key the stack leaves unset (as
-// pkg/workspace.ValidateStackConfigAndApplyProjectConfig does: scalars as text, lists and
-// objects as JSON).
+// EngineConfig is the config the engine hands the program for one of the repository's stack
+// files: RepoStackConfig, plus Pulumi.yaml's default for every declared key the stack leaves
+// unset (as pkg/workspace.ValidateStackConfigAndApplyProjectConfig does: scalars as text,
+// lists and objects as JSON).
 func EngineConfig(t testing.TB, stack string) map[string]string {
 	t.Helper()
 	project, err := workspace.LoadProject(filepath.Join(RepoRoot(t), "Pulumi.yaml"))
 	require.NoError(t, err)
-	cfg := StackConfig(t, stack)
+	cfg := RepoStackConfig(t, stack)
 	for key, decl := range project.Config {
 		k := config.Project + ":" + key
 		if _, set := cfg[k]; set || decl.Default == nil {
@@ -150,7 +163,7 @@ func Parse(t testing.TB, stack string, cfg map[string]string) *config.Config {
 	return c
 }
 
-// DevConfig is the dev stack's validated configuration, with overrides as for With.
+// DevConfig is the test dev stack's validated configuration, with overrides as for With.
 func DevConfig(t testing.TB, kv ...string) *config.Config {
 	t.Helper()
 	return Parse(t, "dev", With(StackConfig(t, "dev"), kv...))
