@@ -1,7 +1,7 @@
 package e2e
 
 // The real pulumi-eks that make e2e runs is the one go.mod pins. (No build tag: make test
-// runs this check; only e2e_test.go needs the e2e tools.)
+// runs this check; only the files with the e2e build tag need the e2e tools.)
 
 import (
 	"encoding/json"

@@ -1,0 +1,278 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/auto"
+	"github.com/pulumi/pulumi/sdk/v3/go/common/apitype"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	sigsyaml "sigs.k8s.io/yaml"
+
+	"github.com/luxfi/lux-gpu-ci/config"
+	"github.com/luxfi/lux-gpu-ci/internal/fakeaws"
+	"github.com/luxfi/lux-gpu-ci/internal/verify"
+	"github.com/luxfi/lux-gpu-ci/internal/wellknown"
+)
+
+// assertAccount checks what the stack chose in the account: the zones EKS accepts that
+// offer the GPUs, and the spot role it found there, adopted.
+func assertAccount(t *testing.T, outputs auto.OutputMap, resources []apitype.ResourceV3) {
+	assert.Equal(t, []any{"us-west-2b (usw2-az2)", "us-west-2c (usw2-az3)"}, outputs["availabilityZones"].Value,
+		"us-west-2a offers no GPU type of the pool")
+	var spotRole []string
+	for _, r := range resources {
+		if r.Type == "aws:iam/serviceLinkedRole:ServiceLinkedRole" {
+			spotRole = append(spotRole, string(r.ID))
+			assert.True(t, r.RetainOnDelete)
+		}
+	}
+	assert.Equal(t, []string{fakeaws.SpotRoleArn}, spotRole)
+}
+
+// assertEKSChildren names what pulumi-eks created itself and asserts it: the cluster with
+// its service role and security groups, its own two Kubernetes providers, and for the node
+// group a launch template — and nothing unused or registered twice.
+func assertEKSChildren(t *testing.T, resources []apitype.ResourceV3) {
+	cluster := descendants(resources, "eks:index:Cluster")
+	nodeGroup := descendants(resources, "eks:index:ManagedNodeGroup")
+	t.Logf("pulumi-eks created for the cluster:\n  %s", strings.Join(cluster, "\n  "))
+	t.Logf("pulumi-eks created for the system node group:\n  %s", strings.Join(nodeGroup, "\n  "))
+
+	count := func(list []string, typ string) int {
+		return len(slices.DeleteFunc(slices.Clone(list), func(s string) bool { return !strings.HasPrefix(s, typ+"::") }))
+	}
+	assert.Equal(t, 1, count(cluster, "aws:eks/cluster:Cluster"))
+	assert.Equal(t, 1, count(cluster, "aws:iam/role:Role"), "only the cluster's service role: no unused default instance role")
+	assert.Zero(t, count(cluster, "aws:eks/accessEntry:AccessEntry"),
+		"pulumi-eks registers no access entry: EKS makes the system node role's, the stack makes Karpenter's")
+	assert.Zero(t, count(cluster, "kubernetes:core/v1:ConfigMap"), "no aws-auth ConfigMap with API authentication")
+	assert.Zero(t, count(cluster, "aws:iam/instanceProfile:InstanceProfile"))
+	assert.Equal(t, 1, count(nodeGroup, "aws:eks/nodeGroup:NodeGroup"))
+	assert.Zero(t, count(nodeGroup, "aws:ec2/launchTemplate:LaunchTemplate"), "the node group uses the stack's tagged launch template")
+
+	// Across the stack: one access entry, Karpenter's node role's, of type EC2_LINUX.
+	var entries []string
+	for _, r := range resources {
+		if r.Type == "aws:eks/accessEntry:AccessEntry" {
+			entries = append(entries, fmt.Sprintf("%s %v %v", r.URN.Name(), r.Inputs["principalArn"], r.Inputs["type"]))
+		}
+	}
+	assert.Equal(t, []string{"karpenter-node arn:aws:iam::" + fakeaws.Account + ":role/lux-gpu-ci-karpenter-node EC2_LINUX"}, entries)
+}
+
+// assertFakeCalls checks the fake AWS's log: no call failed, and the program's kubeconfig
+// authenticated with `aws eks get-token` for this cluster and region.
+func assertFakeCalls(t *testing.T, calls []fakeaws.Call) {
+	require.NotEmpty(t, calls)
+	var failed, tokens []string
+	invokes := map[string]int{}
+	for _, c := range calls {
+		if c.Error != "" {
+			failed = append(failed, c.Method+" "+c.Type+c.Token+": "+c.Error)
+		}
+		if c.Method == "Invoke" {
+			invokes[c.Token]++
+		}
+		if c.Method == "aws" && len(c.Args) > 1 && c.Args[1] == "get-token" {
+			tokens = append(tokens, strings.Join(c.Args, " "))
+		}
+	}
+	assert.Empty(t, failed, "calls the fake refused")
+	t.Logf("invokes: %v", invokes)
+	assert.Contains(t, tokens, "eks get-token --cluster-name lux-gpu-ci --region us-west-2 --profile "+e2eProfile+" --output json",
+		"the program's kubeconfig reached the cluster as the identity that created it")
+}
+
+// assertCluster checks what the Kubernetes layer put into the API server.
+func assertCluster(t *testing.T, ctx context.Context, restCfg *rest.Config, kube dynamic.Interface) {
+	np, err := kube.Resource(nodePools).Get(ctx, "gpu-spot", metav1.GetOptions{})
+	require.NoError(t, err, "NodePool")
+	limit, _, _ := unstructured.NestedString(np.Object, "spec", "limits", "nvidia.com/gpu")
+	assert.Equal(t, "1", limit)
+	labels, _, _ := unstructured.NestedStringMap(np.Object, "spec", "template", "metadata", "labels")
+	assert.Equal(t, "true", labels["nvidia.com/gpu.present"])
+	nc, err := kube.Resource(ec2NodeClasses).Get(ctx, "gpu-spot", metav1.GetOptions{})
+	require.NoError(t, err, "EC2NodeClass")
+	role, _, _ := unstructured.NestedString(nc.Object, "spec", "role")
+	assert.Equal(t, "lux-gpu-ci-karpenter-node", role, "the role the AWS layer created, by its output")
+
+	for ns, releases := range map[string][]string{
+		"kube-system":          {"karpenter-crd", "karpenter"},
+		"nvidia-device-plugin": {"nvidia-device-plugin"},
+		"arc-systems":          {"arc"},
+		"arc-runners":          {"lux-gpu-t4", "lux-gpu-t4-on-demand", "lux-gpu-t4-container"},
+	} {
+		for _, rel := range releases {
+			list, err := kube.Resource(secrets).Namespace(ns).List(ctx, metav1.ListOptions{LabelSelector: "owner=helm,status=deployed,name=" + rel})
+			require.NoError(t, err)
+			assert.Len(t, list.Items, 1, "Helm release %s/%s is deployed", ns, rel)
+		}
+	}
+	karpenter, err := kube.Resource(secrets).Namespace("kube-system").List(ctx, metav1.ListOptions{LabelSelector: "owner=helm,name=karpenter"})
+	require.NoError(t, err)
+	require.NotEmpty(t, karpenter.Items)
+	creds, err := kube.Resource(secrets).Namespace("arc-runners").Get(ctx, "arc-github-credentials", metav1.GetOptions{})
+	require.NoError(t, err)
+	data, _, _ := unstructured.NestedStringMap(creds.Object, "data")
+	assert.Equal(t, b64(token), data["github_token"], "the credential reached the cluster intact")
+	runnerSet, err := kube.Resource(runnerSets).Namespace("arc-runners").Get(ctx, "lux-gpu-t4", metav1.GetOptions{})
+	require.NoError(t, err, "the scale set's AutoscalingRunnerSet")
+	secretName, _, _ := unstructured.NestedString(runnerSet.Object, "spec", "githubConfigSecret")
+	assert.Equal(t, "arc-github-credentials", secretName)
+	_, err = kube.Resource(configMaps).Namespace("kube-system").Get(ctx, "aws-auth", metav1.GetOptions{})
+	assert.True(t, apierrors.IsNotFound(err), "no aws-auth ConfigMap (API authentication only): %v", err)
+	assertContainerForm(t, ctx, restCfg, kube)
+
+	// onDemandRetry: gpu-spot's twin, on-demand capacity only, with a scale set of its own.
+	twin, err := kube.Resource(nodePools).Get(ctx, "gpu-spot-on-demand", metav1.GetOptions{})
+	require.NoError(t, err, "the retry twin's NodePool")
+	reqs, _, _ := unstructured.NestedSlice(twin.Object, "spec", "template", "spec", "requirements")
+	assert.Contains(t, reqs, map[string]any{"key": "karpenter.sh/capacity-type", "operator": "In", "values": []any{"on-demand"}})
+	twinSet, err := kube.Resource(runnerSets).Namespace("arc-runners").Get(ctx, "lux-gpu-t4-on-demand", metav1.GetOptions{})
+	require.NoError(t, err, "the retry twin's scale set")
+	minRunners, _, _ := unstructured.NestedInt64(twinSet.Object, "spec", "minRunners")
+	assert.Zero(t, minRunners, "idle at zero")
+}
+
+// assertContainerForm checks the container-form pool as the API server holds it: the job pod
+// template the runner mounts, the runner's account, and what that account may do according
+// to the API server's own RBAC authorizer.
+func assertContainerForm(t *testing.T, ctx context.Context, restCfg *rest.Config, kube dynamic.Interface) {
+	set, err := kube.Resource(runnerSets).Namespace("arc-runners").Get(ctx, "lux-gpu-t4-container", metav1.GetOptions{})
+	require.NoError(t, err, "the container-form scale set")
+	var tmpl corev1.PodTemplateSpec
+	raw, _, _ := unstructured.NestedMap(set.Object, "spec", "template")
+	require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(raw, &tmpl))
+	assert.Equal(t, wellknown.ContainerHooksServiceAccount, tmpl.Spec.ServiceAccountName)
+	require.Len(t, tmpl.Spec.Volumes, 1)
+	cmName := tmpl.Spec.Volumes[0].ConfigMap.Name
+
+	cm, err := kube.Resource(configMaps).Namespace("arc-runners").Get(ctx, cmName, metav1.GetOptions{})
+	require.NoError(t, err, "the runner mounts ConfigMap %s: it must exist", cmName)
+	data, _, _ := unstructured.NestedStringMap(cm.Object, "data")
+	var job corev1.PodTemplateSpec
+	require.NoError(t, sigsyaml.UnmarshalStrict([]byte(data["job-pod.yaml"]), &job))
+	require.Len(t, job.Spec.Containers, 1)
+	assert.Equal(t, "1", job.Spec.Containers[0].Resources.Limits.Name(wellknown.GPUResource, "").String(), "the job pod gets the GPU")
+	assert.Equal(t, "gpu-spot-container", job.Spec.NodeSelector[wellknown.NodePoolLabel])
+
+	core, err := kubernetes.NewForConfig(restCfg)
+	require.NoError(t, err)
+	runner := "system:serviceaccount:arc-runners:" + wellknown.ContainerHooksServiceAccount
+	for _, c := range []struct {
+		ns, verb, resource, subresource, group string
+		allowed                                bool
+	}{
+		{"arc-runners", "create", "pods", "", "", true},
+		{"arc-runners", "delete", "pods", "", "", true},
+		{"arc-runners", "create", "pods", "exec", "", true},
+		{"arc-runners", "watch", "pods", "log", "", true},
+		{"arc-runners", "create", "secrets", "", "", true},
+		{"arc-runners", "patch", "pods", "", "", false},
+		{"arc-runners", "create", "jobs", "", "batch", false},
+		{"arc-runners", "create", "rolebindings", "", "rbac.authorization.k8s.io", false},
+		{"kube-system", "create", "pods", "", "", false},
+		{"kube-system", "get", "secrets", "", "", false},
+		{"", "list", "nodes", "", "", false},
+	} {
+		review, err := core.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+			User: runner, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:arc-runners", "system:authenticated"},
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: c.ns, Verb: c.verb, Group: c.group, Resource: c.resource, Subresource: c.subresource},
+		}}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		assert.Equal(t, c.allowed, review.Status.Allowed, "may the container-form runner %s %s/%s in %q?", c.verb, c.resource, c.subresource, c.ns)
+	}
+}
+
+// assertClusterEmpty checks that destroy left nothing of ours in the API server.
+func assertClusterEmpty(t *testing.T, ctx context.Context, kube dynamic.Interface) {
+	for _, ns := range []string{"nvidia-device-plugin", "arc-systems", "arc-runners"} {
+		waitGone(t, ctx, kube.Resource(namespaces), ns)
+	}
+	// Karpenter's CRDs are templates of the karpenter-crd release, so they go with it; ARC's
+	// are the program's own.
+	for _, crd := range []string{"nodepools.karpenter.sh", "nodeclaims.karpenter.sh", "ec2nodeclasses.karpenter.k8s.aws",
+		"autoscalingrunnersets.actions.github.com", "autoscalinglisteners.actions.github.com",
+		"ephemeralrunnersets.actions.github.com", "ephemeralrunners.actions.github.com"} {
+		waitGone(t, ctx, kube.Resource(crds), crd)
+	}
+	// Deleting a CRD deletes every object of its kind: with it gone, no AutoscalingRunnerSet
+	// can be left (a List that succeeded would mean the CRD is back).
+	_, err := kube.Resource(runnerSets).Namespace("").List(ctx, metav1.ListOptions{})
+	assert.True(t, apierrors.IsNotFound(err), "AutoscalingRunnerSets cannot exist without their CRD: %v", err)
+	helm, err := kube.Resource(secrets).Namespace("kube-system").List(ctx, metav1.ListOptions{LabelSelector: "owner=helm"})
+	require.NoError(t, err)
+	assert.Empty(t, helm.Items, "no Helm release is left in kube-system")
+}
+
+// verifyHealthyCluster writes what a healthy cluster would show — a Ready system node,
+// Running Karpenter and ARC pods, a Ready NodePool — through the API (status subresources;
+// no kubelet or controllers run here), then runs gpuci verify's checks against it.
+func verifyHealthyCluster(t *testing.T, ctx context.Context, restCfg *rest.Config, kube dynamic.Interface) {
+	t.Helper()
+	core, err := kubernetes.NewForConfig(restCfg)
+	require.NoError(t, err)
+	n, err := core.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "system-1", Labels: map[string]string{
+		wellknown.SystemNodeLabel: wellknown.SystemNodeValue, corev1.LabelInstanceTypeStable: "t3.medium",
+	}}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady", LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()}}
+	_, err = core.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	defer func() { _ = core.CoreV1().Nodes().Delete(context.Background(), "system-1", metav1.DeleteOptions{}) }()
+
+	for _, p := range []struct{ ns, name, label, value string }{
+		{"kube-system", "karpenter-e2e", "app.kubernetes.io/name", "karpenter"},
+		{"arc-systems", "arc-gha-rs-controller-e2e", "app.kubernetes.io/part-of", "gha-rs-controller"},
+	} {
+		pod, err := core.CoreV1().Pods(p.ns).Create(ctx, &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: p.name, Labels: map[string]string{p.label: p.value}},
+			Spec:       corev1.PodSpec{NodeName: "system-1", Containers: []corev1.Container{{Name: "c", Image: "example.invalid/none"}}},
+		}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		pod.Status.Phase = corev1.PodRunning
+		_, err = core.CoreV1().Pods(p.ns).UpdateStatus(ctx, pod, metav1.UpdateOptions{})
+		require.NoError(t, err)
+		defer func(ns, name string) {
+			_ = core.CoreV1().Pods(ns).Delete(context.Background(), name, *metav1.NewDeleteOptions(0))
+		}(p.ns, p.name)
+	}
+
+	for _, pool := range []string{"gpu-spot", "gpu-spot-on-demand", "gpu-spot-container"} {
+		np, err := kube.Resource(nodePools).Get(ctx, pool, metav1.GetOptions{})
+		require.NoError(t, err)
+		require.NoError(t, unstructured.SetNestedSlice(np.Object, []any{map[string]any{
+			"type": "Ready", "status": "True", "reason": "Ready", "message": "", "lastTransitionTime": time.Now().UTC().Format(time.RFC3339),
+		}}, "status", "conditions"))
+		_, err = kube.Resource(nodePools).UpdateStatus(ctx, np, metav1.UpdateOptions{})
+		require.NoError(t, err)
+	}
+
+	cfg, err := config.ParseStackFileOffline(filepath.Join(repoRoot(t), "Pulumi."+stackName+".yaml"))
+	require.NoError(t, err)
+	checks := verify.Run(ctx, core, kube, cfg)
+	var out strings.Builder
+	verify.Write(&out, checks)
+	t.Logf("gpuci verify:\n%s", out.String())
+	for _, c := range checks {
+		assert.True(t, c.OK, "%s — %s", c.Name, c.Evidence)
+	}
+}

@@ -1,0 +1,320 @@
+//go:build e2e
+
+// Package e2e runs the whole program — stack.Program, exactly what `pulumi up` runs: config,
+// then the AWS layer, then the Kubernetes layer — through the real Pulumi engine (Automation
+// API, local file backend), from the repository's own Pulumi.yaml and Pulumi.dev.yaml, with:
+//
+//   - the real pulumi-eks component: the @pulumi/eks npm package at the version go.mod pins,
+//     run by Node as the eks plugin, creating its own children;
+//   - a fake AWS (hack/fakeaws, answering from internal/fakeaws like the unit tests' mocks)
+//     as the aws plugin and the `aws`/`kubectl` CLIs, whose EKS cluster is
+//   - a real kube-apiserver + etcd + kube-controller-manager on 127.0.0.1, reached with the
+//     kubeconfig the program builds.
+//
+// It proves what neither the mocks nor an offline render can: the engine accepts the stack's
+// config; pulumi-eks accepts our arguments and creates only what we expect; preview and up
+// succeed; a second preview changes nothing; a gpuLimit change updates a pool (and its twin) in place;
+// the destroy order holds on the real state; destroy leaves nothing.
+//
+// Run it with `make e2e` (hack/e2e.sh builds the tools and starts the API server). Run
+// directly without them, it fails, naming what is missing.
+package e2e
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/auto"
+	"github.com/pulumi/pulumi/sdk/v3/go/common/apitype"
+	"github.com/pulumi/pulumi/sdk/v3/go/common/workspace"
+	"github.com/stretchr/testify/require"
+	"gopkg.in/yaml.v3"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/luxfi/lux-gpu-ci/config"
+	"github.com/luxfi/lux-gpu-ci/internal/chartrender"
+	"github.com/luxfi/lux-gpu-ci/internal/fakeaws"
+	"github.com/luxfi/lux-gpu-ci/internal/wellknown"
+	"github.com/luxfi/lux-gpu-ci/stack"
+	"github.com/luxfi/lux-gpu-ci/versions"
+)
+
+const (
+	// stackName is the repository stack file the e2e deploys.
+	stackName = "dev"
+	token     = "ghp_E2ETOKEN_0123456789"
+	// previousARCModule holds an older ARC (controller chart 0.6.1, v0.27.6 being the newest
+	// ARC in a Go module): the e2e moves the stack to it and back to show that ARC's CRDs
+	// follow the chart version. The pinned 0.14.2 charts come from their copy in k8s/arc.
+	previousARCModule = "github.com/actions/actions-runner-controller@v0.27.6"
+)
+
+var (
+	nodePools      = wellknown.NodePools
+	ec2NodeClasses = wellknown.EC2NodeClasses
+	crds           = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+	namespaces     = schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
+	secrets        = schema.GroupVersionResource{Version: "v1", Resource: "secrets"}
+	configMaps     = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+	runnerSets     = wellknown.AutoscalingRunnerSets
+)
+
+// overrides is everything the e2e changes in the repository's Pulumi.dev.yaml (besides the
+// GitHub token, set as a secret): there is no kubelet, so releases cannot become ready; there
+// is no registry, so charts come from Go modules; and it deploys with a named AWS profile,
+// as a team does, which the kubeconfig must use too.
+func overrides(t *testing.T) map[string]any {
+	return map[string]any{
+		config.Project + ":" + config.KeyHelmSkipAwait: true,
+		config.Project + ":" + config.KeyHelmCharts:    localCharts(t),
+		config.KeyAWSProfile:                           e2eProfile,
+	}
+}
+
+// e2eProfile is the AWS profile the e2e deploys with.
+const e2eProfile = "lux-gpu-ci-e2e"
+
+// fakeAccount is the AWS account the e2e deploys into: one of its zones offers no GPU type,
+// and it already has the EC2 Spot service-linked role.
+func fakeAccount(work string) fakeaws.Cloud {
+	return fakeaws.Cloud{
+		Region:         "us-west-2",
+		Offerings:      map[string][]string{"us-west-2a": {"t3.medium"}},
+		SpotRoleExists: true,
+		StateDir:       work,
+	}
+}
+
+// localCharts are the upstream charts from Go modules, by directory (a local chart has no
+// version to pin), as helmCharts config.
+func localCharts(t *testing.T) map[string]any {
+	out := map[string]any{}
+	for _, c := range versions.Charts {
+		var dir string
+		switch {
+		case c.Module != "":
+			var err error
+			dir, err = chartrender.Locate(c, t.TempDir())
+			require.NoError(t, err)
+		case c == versions.ARCControllerChart || c == versions.ARCScaleSetChart:
+			dir = filepath.Join(repoRoot(t), "k8s", "arc", c.Name())
+		default:
+			t.Fatalf("chart %s: no Go module and no copy in the repository", c.Name())
+		}
+		out[c.Name()] = map[string]any{"chart": dir}
+	}
+	return out
+}
+
+// env is what hack/e2e.sh provides.
+type env struct {
+	pulumi, pulumiHome string
+	// clusterDir holds the local control plane's kubeconfig and certificates.
+	clusterDir string
+	// fakeBin holds hack/fakeaws as pulumi-resource-aws, aws and kubectl; eksPlugin holds
+	// pulumi-resource-eks (Node running @pulumi/eks).
+	fakeBin, eksPlugin string
+}
+
+func mustEnv(t *testing.T, key string) string {
+	t.Helper()
+	v := os.Getenv(key)
+	if v == "" {
+		t.Fatalf("%s is not set: run the e2e tests with `make e2e` (it builds the tools and starts the API server)", key)
+	}
+	return v
+}
+
+// step runs one phase of a scenario as a subtest and logs its time. A failed phase stops the
+// scenario: later phases build on the state it leaves.
+func step(t *testing.T, name string, phase func(t *testing.T)) {
+	t.Helper()
+	start := time.Now()
+	ok := t.Run(name, phase)
+	t.Logf("── %s: %s", name, time.Since(start).Round(100*time.Millisecond))
+	if !ok {
+		t.FailNow()
+	}
+}
+
+// harness is one stack of the repository's project in a scratch workspace.
+type harness struct {
+	work      string
+	stackFile string
+	fakeLog   string
+	stack     auto.Stack
+}
+
+func newHarness(t *testing.T, ctx context.Context, e env) *harness {
+	work := t.TempDir()
+	h := &harness{work: work, stackFile: filepath.Join(work, "Pulumi."+stackName+".yaml"), fakeLog: filepath.Join(work, "fakeaws.log")}
+
+	// The fake AWS's EKS cluster is the local API server.
+	kubeconfig, err := clientcmd.LoadFromFile(filepath.Join(e.clusterDir, "kubeconfig"))
+	require.NoError(t, err)
+	server := kubeconfig.Clusters[kubeconfig.Contexts[kubeconfig.CurrentContext].Cluster].Server
+	ca, err := os.ReadFile(filepath.Join(e.clusterDir, "ca.crt"))
+	require.NoError(t, err)
+	cloud := fakeAccount(work)
+	cloud.EKSEndpoint, cloud.EKSCA = server, base64.StdEncoding.EncodeToString(ca)
+	fakeCfg := fakeaws.Config{
+		Cloud:      cloud,
+		Log:        h.fakeLog,
+		ClientCert: filepath.Join(e.clusterDir, "admin.crt"),
+		ClientKey:  filepath.Join(e.clusterDir, "admin.key"),
+	}
+	fakeCfgPath := filepath.Join(work, "fakeaws.json")
+	writeJSON(t, fakeCfgPath, fakeCfg)
+
+	// The repository's project, plus where its plugins come from and where state goes.
+	project, err := workspace.LoadProject(filepath.Join(repoRoot(t), "Pulumi.yaml"))
+	require.NoError(t, err)
+	state := filepath.Join(work, "state")
+	require.NoError(t, os.MkdirAll(state, 0o755))
+	project.Backend = &workspace.ProjectBackend{URL: "file://" + state}
+	project.Plugins = &workspace.Plugins{Providers: []workspace.PluginOptions{
+		{Name: "aws", Path: e.fakeBin},
+		{Name: "eks", Path: e.eksPlugin},
+	}}
+
+	// The repository's stack file, with the e2e's overrides.
+	h.editStackFile(t, func(cfg map[string]any) {
+		for k, v := range overrides(t) {
+			cfg[k] = v
+		}
+	}, filepath.Join(repoRoot(t), "Pulumi."+stackName+".yaml"))
+
+	// The Automation API looks for <root>/bin/pulumi.
+	root := filepath.Join(work, "pulumi-root")
+	require.NoError(t, os.MkdirAll(filepath.Join(root, "bin"), 0o755))
+	require.NoError(t, os.Symlink(e.pulumi, filepath.Join(root, "bin", "pulumi")))
+	cmd, err := auto.NewPulumiCommand(&auto.PulumiCommandOptions{Root: root, SkipVersionCheck: true})
+	require.NoError(t, err)
+
+	h.stack, err = auto.UpsertStackInlineSource(ctx, stackName, project.Name.String(), stack.Program,
+		auto.Pulumi(cmd),
+		auto.PulumiHome(e.pulumiHome),
+		auto.WorkDir(work),
+		auto.SecretsProvider("passphrase"),
+		auto.Project(*project),
+		auto.EnvVars(map[string]string{
+			"PULUMI_CONFIG_PASSPHRASE":                    "e2e",
+			"PULUMI_SKIP_UPDATE_CHECK":                    "true",
+			"PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true",
+			// pulumi-eks probes `aws --version` and `kubectl version`; the kubeconfigs run
+			// `aws eks get-token`: the fake's stand-ins answer, first on PATH.
+			"PATH":            e.fakeBin + string(os.PathListSeparator) + os.Getenv("PATH"),
+			fakeaws.ConfigEnv: fakeCfgPath,
+		}),
+	)
+	require.NoError(t, err)
+	require.NoError(t, h.stack.SetConfig(ctx, config.Project+":"+config.KeyGitHubToken, auto.ConfigValue{Value: token, Secret: true}))
+	require.NoError(t, h.stack.SetConfig(ctx, config.Project+":"+config.KeyRegistryCredentials, auto.ConfigValue{Value: registryCredentials, Secret: true}))
+	return h
+}
+
+func repoRoot(t *testing.T) string {
+	dir, err := filepath.Abs("..")
+	require.NoError(t, err)
+	return dir
+}
+
+func writeJSON(t *testing.T, path string, v any) {
+	b, err := json.MarshalIndent(v, "", "  ")
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(path, b, 0o644))
+}
+
+// editStackFile rewrites the workspace's stack file (read from `from`, or from itself),
+// changing its config. Structured values stay YAML lists and objects, as the engine's type
+// checks against Pulumi.yaml require.
+func (h *harness) editStackFile(t *testing.T, edit func(cfg map[string]any), from ...string) {
+	src := h.stackFile
+	if len(from) > 0 {
+		src = from[0]
+	}
+	b, err := os.ReadFile(src)
+	require.NoError(t, err)
+	var file map[string]any
+	require.NoError(t, yaml.Unmarshal(b, &file))
+	cfg, _ := file["config"].(map[string]any)
+	if cfg == nil {
+		cfg = map[string]any{}
+	}
+	edit(cfg)
+	file["config"] = cfg
+	out, err := yaml.Marshal(file)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(h.stackFile, out, 0o644))
+}
+
+// state is the stack's current state, as `pulumi stack export` gives it.
+func (h *harness) state(t *testing.T, ctx context.Context) (apitype.UntypedDeployment, []apitype.ResourceV3) {
+	d, err := h.stack.Export(ctx)
+	require.NoError(t, err)
+	var dep apitype.DeploymentV3
+	require.NoError(t, json.Unmarshal(d.Deployment, &dep))
+	return d, dep.Resources
+}
+
+// calls reads the fake AWS's log.
+func (h *harness) calls(t *testing.T) []fakeaws.Call {
+	calls, err := fakeaws.ReadCalls(h.fakeLog)
+	require.NoError(t, err)
+	return calls
+}
+
+// setPoolField sets a field of the stack's first GPU pool.
+func setPoolField(t *testing.T, cfg map[string]any, field string, v any) {
+	pools, _ := cfg[config.Project+":"+config.KeyGPUPools].([]any)
+	require.NotEmpty(t, pools, "the stack file configures gpuPools")
+	pools[0].(map[string]any)[field] = v
+}
+
+// descendants lists the resources under any resource of type ancestor, as type::name.
+func descendants(resources []apitype.ResourceV3, ancestor string) []string {
+	byURN := map[string]apitype.ResourceV3{}
+	for _, r := range resources {
+		byURN[string(r.URN)] = r
+	}
+	var out []string
+	for _, r := range resources {
+		for p, ok := byURN[string(r.Parent)]; ok; p, ok = byURN[string(p.Parent)] {
+			if string(p.Type) == ancestor {
+				out = append(out, string(r.Type)+"::"+r.URN.Name())
+				break
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// waitGone waits for an object to disappear (namespaces finalize asynchronously).
+func waitGone(t *testing.T, ctx context.Context, r dynamic.ResourceInterface, name string) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		_, err := r.Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("%s still exists after destroy (err=%v)", name, err)
+			return
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+func b64(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }

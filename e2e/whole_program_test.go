@@ -1,0 +1,147 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/auto"
+	"github.com/pulumi/pulumi/sdk/v3/go/auto/optdestroy"
+	"github.com/pulumi/pulumi/sdk/v3/go/auto/optpreview"
+	"github.com/pulumi/pulumi/sdk/v3/go/auto/optup"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/luxfi/lux-gpu-ci/internal/testkit/destroyorder"
+)
+
+func TestWholeProgram(t *testing.T) {
+	e := env{
+		pulumi:     mustEnv(t, "E2E_PULUMI"),
+		pulumiHome: mustEnv(t, "E2E_PULUMI_HOME"),
+		clusterDir: mustEnv(t, "E2E_CLUSTER_DIR"),
+		fakeBin:    mustEnv(t, "E2E_FAKEAWS_BIN"),
+		eksPlugin:  mustEnv(t, "E2E_EKS_PLUGIN"),
+	}
+	restCfg, err := clientcmd.BuildConfigFromFlags("", filepath.Join(e.clusterDir, "kubeconfig"))
+	require.NoError(t, err)
+	kube, err := dynamic.NewForConfig(restCfg)
+	require.NoError(t, err)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
+	defer cancel()
+	go standInForARCController(ctx, kube)
+
+	var h *harness
+	step(t, "workspace: the repository's Pulumi.yaml and Pulumi."+stackName+".yaml", func(t *testing.T) { h = newHarness(t, ctx, e) })
+	defer func() {
+		// Leave nothing behind even when an assertion failed half-way.
+		cleanup, stop := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer stop()
+		_, _ = h.stack.Destroy(cleanup)
+		_ = h.stack.Workspace().RemoveStack(cleanup, stackName)
+	}()
+
+	step(t, "preview of a new stack", func(t *testing.T) {
+		_, err := h.stack.Preview(ctx, optpreview.SuppressProgress())
+		require.NoError(t, err, "preview")
+	})
+
+	var up auto.UpResult
+	step(t, "up", func(t *testing.T) {
+		var err error
+		up, err = h.stack.Up(ctx, optup.SuppressProgress())
+		require.NoError(t, err, "up")
+		changes := *up.Summary.ResourceChanges
+		t.Logf("up: %v", changes)
+		assert.Equal(t, 0, changes["update"]+changes["replace"]+changes["delete"], "a new stack only creates")
+		assert.Equal(t, 1, changes["import"], "the account's EC2 Spot service-linked role is adopted, not created twice")
+	})
+
+	step(t, "what up made", func(t *testing.T) {
+		deployment, resources := h.state(t, ctx)
+		t.Run("the account is as the stack found it", func(t *testing.T) { assertAccount(t, up.Outputs, resources) })
+		t.Run("pulumi-eks creates only what we expect", func(t *testing.T) { assertEKSChildren(t, resources) })
+		t.Run("the fake AWS was asked only what it knows", func(t *testing.T) { assertFakeCalls(t, h.calls(t)) })
+		t.Run("destroy order holds on the real state", func(t *testing.T) {
+			g, err := destroyorder.GraphFromDeployment(deployment)
+			require.NoError(t, err)
+			assert.Empty(t, g.Violations(destroyorder.Rules))
+		})
+		t.Run("the cluster holds the Kubernetes layer", func(t *testing.T) { assertCluster(t, ctx, restCfg, kube) })
+		t.Run("images come through the cache, inside AWS", func(t *testing.T) { assertImagePath(t, ctx, up.Outputs, resources, kube) })
+	})
+
+	step(t, "gpuci verify against the API server", func(t *testing.T) { verifyHealthyCluster(t, ctx, restCfg, kube) })
+
+	step(t, "preview after up: no changes", func(t *testing.T) {
+		_, err := h.stack.Preview(ctx, optpreview.ExpectNoChanges(), optpreview.SuppressProgress())
+		require.NoError(t, err, "a preview after up must show no changes (no perpetual diff)")
+	})
+
+	step(t, "update: gpuLimit 1 → 2", func(t *testing.T) {
+		h.editStackFile(t, func(cfg map[string]any) { setPoolField(t, cfg, "gpuLimit", 2) })
+		upd, err := h.stack.Up(ctx, optup.SuppressProgress())
+		require.NoError(t, err)
+		changes := *upd.Summary.ResourceChanges
+		t.Logf("update: %v", changes)
+		assert.Equal(t, 2, changes["update"], "only gpu-spot's NodePool and its retry twin's (which shares its gpuLimit) change")
+		assert.Zero(t, changes["replace"]+changes["create"]+changes["delete"], "nothing is replaced")
+		for _, name := range []string{"gpu-spot", "gpu-spot-on-demand"} {
+			np, err := kube.Resource(nodePools).Get(ctx, name, metav1.GetOptions{})
+			require.NoError(t, err)
+			limit, _, _ := unstructured.NestedString(np.Object, "spec", "limits", "nvidia.com/gpu")
+			assert.Equal(t, "2", limit, "%s (the twin follows its pool)", name)
+		}
+	})
+
+	step(t, "bad config: refused before anything is sent", func(t *testing.T) {
+		np, err := kube.Resource(nodePools).Get(ctx, "gpu-spot", metav1.GetOptions{})
+		require.NoError(t, err)
+		before := np.GetResourceVersion()
+		h.editStackFile(t, func(cfg map[string]any) { setPoolField(t, cfg, "capacityTypes", []any{"preemptible"}) })
+		_, err = h.stack.Up(ctx, optup.SuppressProgress())
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "lux-gpu-ci:gpuPools")
+		assert.Contains(t, err.Error(), `"preemptible" is not spot or on-demand`)
+		np, err = kube.Resource(nodePools).Get(ctx, "gpu-spot", metav1.GetOptions{})
+		require.NoError(t, err)
+		assert.Equal(t, before, np.GetResourceVersion(), "the NodePool was not touched")
+		h.editStackFile(t, func(cfg map[string]any) { setPoolField(t, cfg, "capacityTypes", []any{"spot"}) })
+	})
+
+	step(t, "ARC version change: its CRDs follow the controller chart", func(t *testing.T) { arcVersionChange(t, ctx, h, kube) })
+
+	step(t, "destroy", func(t *testing.T) {
+		_, err := h.stack.Destroy(ctx, optdestroy.SuppressProgress())
+		require.NoError(t, err)
+		_, left := h.state(t, ctx)
+		assert.Empty(t, left, "destroy leaves nothing in the state")
+		assertClusterEmpty(t, ctx, kube)
+	})
+
+	// SQS refuses a deleted queue's name for 60 s (the fake too): the stack must come back at
+	// once all the same.
+	step(t, "up again at once, onto ARC CRDs an earlier Helm install left, then destroy", func(t *testing.T) {
+		installARCCRDsAsHelmDid(t, ctx, kube)
+		_, err := h.stack.Up(ctx, optup.SuppressProgress())
+		require.NoError(t, err, "the stack is recreatable right after a destroy, and adopts the CRDs it finds")
+		_, err = h.stack.Destroy(ctx, optdestroy.SuppressProgress())
+		require.NoError(t, err)
+		_, left := h.state(t, ctx)
+		assert.Empty(t, left)
+		assertClusterEmpty(t, ctx, kube)
+		for _, c := range h.calls(t) {
+			if c.Method == "Delete" {
+				assert.NotEqual(t, "aws:iam/serviceLinkedRole:ServiceLinkedRole", c.Type, "the account-wide spot role is kept on destroy")
+			}
+		}
+	})
+}
