@@ -253,6 +253,7 @@ func TestScaleSetChartRendersBothJobForms(t *testing.T) {
 	assert.Equal(t, map[string]string{wellknown.SystemNodeLabel: wellknown.SystemNodeValue}, pod.NodeSelector)
 	e := env(runner)
 	assert.Equal(t, "/home/runner/job-pod-template/job-pod.yaml", e["ACTIONS_RUNNER_CONTAINER_HOOK_TEMPLATE"], "our variable survives the chart's merge")
+	assert.Equal(t, "1200", e["ACTIONS_RUNNER_PREPARE_JOB_TIMEOUT_SECONDS"], "our job pod wait survives the chart's merge")
 	assert.Equal(t, "/home/runner/k8s-novolume/index.js", e["ACTIONS_RUNNER_CONTAINER_HOOKS"], "the chart sets the hooks")
 	assert.Equal(t, "true", e["ACTIONS_RUNNER_REQUIRE_JOB_CONTAINER"])
 	require.Len(t, runner.VolumeMounts, 1)

@@ -12,6 +12,7 @@ package k8s
 import (
 	"fmt"
 	"path"
+	"strconv"
 
 	k8scorev1 "k8s.io/api/core/v1"
 	k8srbacv1 "k8s.io/api/rbac/v1"
@@ -31,6 +32,10 @@ const (
 	// hookTemplateEnv names the template file for the hooks (runner-container-hooks
 	// packages/k8s/src/k8s/utils.ts ENV_HOOK_TEMPLATE_PATH).
 	hookTemplateEnv = "ACTIONS_RUNNER_CONTAINER_HOOK_TEMPLATE"
+	// prepareJobTimeoutEnv sets how long the hooks wait for the job pod
+	// (wellknown.PrepareJobTimeoutSeconds; runner-container-hooks packages/k8s/src/k8s/index.ts
+	// getPrepareJobTimeoutSeconds).
+	prepareJobTimeoutEnv = "ACTIONS_RUNNER_PREPARE_JOB_TIMEOUT_SECONDS"
 	// jobContainerExtension is the hook template's name for the job container ("$" +
 	// JOB_CONTAINER_NAME in the hooks' constants.ts).
 	jobContainerExtension = "$job"
@@ -93,8 +98,12 @@ func containerFormRunnerTemplate(pool config.GPUPool, cache ImageCache) k8scorev
 				ImagePullPolicy: runnerPullPolicy(pool),
 				Command:         []string{"/home/runner/run.sh"},
 				Resources:       containerFormRunnerResources,
-				Env:             []k8scorev1.EnvVar{{Name: hookTemplateEnv, Value: path.Join(hookTemplateDir, hookTemplateKey)}},
-				VolumeMounts:    []k8scorev1.VolumeMount{{Name: volume, MountPath: hookTemplateDir, ReadOnly: true}},
+				Env: []k8scorev1.EnvVar{
+					{Name: hookTemplateEnv, Value: path.Join(hookTemplateDir, hookTemplateKey)},
+					// A cold GPU node and its image pull fit in the wait (PrepareJobTimeoutSeconds).
+					{Name: prepareJobTimeoutEnv, Value: strconv.Itoa(wellknown.PrepareJobTimeoutSeconds)},
+				},
+				VolumeMounts: []k8scorev1.VolumeMount{{Name: volume, MountPath: hookTemplateDir, ReadOnly: true}},
 			}},
 			Volumes: []k8scorev1.Volume{{Name: volume, VolumeSource: k8scorev1.VolumeSource{
 				ConfigMap: &k8scorev1.ConfigMapVolumeSource{LocalObjectReference: k8scorev1.LocalObjectReference{Name: HookTemplateConfigMapName(pool)}},

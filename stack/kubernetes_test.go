@@ -242,7 +242,10 @@ func TestContainerJobForm(t *testing.T) {
 	assert.Equal(t, "runner", path(runner, "name"))
 	assert.Equal(t, map[string]any{"cpu": "100m", "memory": "384Mi"}, path(runner, "resources", "requests"), "no GPU")
 	assert.Equal(t, map[string]any{"memory": "1Gi"}, path(runner, "resources", "limits"))
-	assert.Equal(t, []any{map[string]any{"name": "ACTIONS_RUNNER_CONTAINER_HOOK_TEMPLATE", "value": "/home/runner/job-pod-template/job-pod.yaml"}}, path(runner, "env"))
+	assert.Equal(t, []any{
+		map[string]any{"name": "ACTIONS_RUNNER_CONTAINER_HOOK_TEMPLATE", "value": "/home/runner/job-pod-template/job-pod.yaml"},
+		map[string]any{"name": "ACTIONS_RUNNER_PREPARE_JOB_TIMEOUT_SECONDS", "value": "1200"},
+	}, path(runner, "env"), "the hook template, and a wait for the job pod that covers a cold GPU node")
 	assert.Equal(t, []any{map[string]any{"name": "job-pod-template", "mountPath": "/home/runner/job-pod-template", "readOnly": true}}, path(runner, "volumeMounts"))
 	assert.Equal(t, []any{map[string]any{"name": "job-pod-template", "configMap": map[string]any{"name": "lux-gpu-t4-container-job-pod"}}}, path(tmpl, "spec", "volumes"))
 

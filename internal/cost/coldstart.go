@@ -7,6 +7,7 @@ import (
 	"github.com/distribution/reference"
 
 	"github.com/luxfi/lux-gpu-ci/config"
+	"github.com/luxfi/lux-gpu-ci/internal/wellknown"
 	"github.com/luxfi/lux-gpu-ci/versions"
 )
 
@@ -74,9 +75,10 @@ const (
 	// StartSeconds: kubelet starts a pulled container.
 	StartSeconds = 2.0
 	// PrepareJobWaitSeconds is how long the container form's hooks wait for the job pod to
-	// run before they fail the job (runner-container-hooks v0.8.1,
+	// run before they fail the job: the stack sets it (wellknown.PrepareJobTimeoutSeconds);
+	// the hooks' own default would be 600 s (runner-container-hooks v0.8.1,
 	// packages/k8s/src/k8s/index.ts, DEFAULT_WAIT_FOR_POD_TIME_SECONDS).
-	PrepareJobWaitSeconds = 600.0
+	PrepareJobWaitSeconds = float64(wellknown.PrepareJobTimeoutSeconds)
 )
 
 // PulledImage is an image a cold GPU node pulls for a pool's job.

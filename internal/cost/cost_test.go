@@ -163,7 +163,8 @@ func TestColdStart(t *testing.T) {
 	require.Equal(t, "container", pool.JobForm)
 	cached := cost.ColdStartOf(pool, cost.PulledImages(c, pool, 8))
 	require.NotNil(t, cached.PrepareJobMarginSeconds)
-	assert.Greater(t, *cached.PrepareJobMarginSeconds, 300.0, "through the cache the CUDA image leaves half the hooks' wait spare")
+	assert.Greater(t, *cached.PrepareJobMarginSeconds, 600.0, "through the cache the CUDA image leaves half the hooks' wait spare")
+	assert.Greater(t, cached.Seconds, 150.0, "and yet more than the runner form's")
 	assert.Less(t, cached.Seconds, 330.0, "queued → running in under five and a half minutes")
 
 	nc := noCache(t)
@@ -171,8 +172,9 @@ func TestColdStart(t *testing.T) {
 	slow.RootVolumeThroughput = 125
 	upstream := cost.ColdStartOf(slow, cost.PulledImages(nc, slow, 8))
 	assert.Greater(t, upstream.Seconds, cached.Seconds+150, "over the internet at gp3's baseline: minutes more")
-	huge := cost.ColdStartOf(slow, cost.PulledImages(nc, slow, 20))
-	assert.Negative(t, *huge.PrepareJobMarginSeconds, "a 20 GB image from Docker Hub at 125 MiB/s outlasts the hooks' wait: the job would fail")
+	assert.Greater(t, *upstream.PrepareJobMarginSeconds, 600.0, "even then the wait is twice what it takes")
+	huge := cost.ColdStartOf(slow, cost.PulledImages(nc, slow, 30))
+	assert.Negative(t, *huge.PrepareJobMarginSeconds, "a 30 GB image from Docker Hub at 125 MiB/s outlasts the wait: the job would fail")
 }
 
 // A pull: download, then the slower of unpacking and writing. 8 GB at 250 MiB/s from ECR:

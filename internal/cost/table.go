@@ -67,7 +67,7 @@ func (r Report) WriteTable(w io.Writer) error {
 		}
 		fmt.Fprintf(tw, "    total\t%6.0f s\n", cs.Seconds)
 		if m := cs.PrepareJobMarginSeconds; m != nil {
-			fmt.Fprintf(tw, "    left of the container hooks' %.0f s wait for the job pod\t%6.0f s\n", PrepareJobWaitSeconds, *m)
+			fmt.Fprintf(tw, "    left of the container hooks' %.0f s wait for the job pod (600 s without the stack's setting)\t%6.0f s\n", PrepareJobWaitSeconds, *m)
 		}
 	}
 	if err := tw.Flush(); err != nil {

@@ -30,3 +30,13 @@ const (
 	// RoleBinding): the permissions the container hooks need, nothing else.
 	ContainerHooksServiceAccount = "arc-container-hooks"
 )
+
+// PrepareJobTimeoutSeconds is how long a container-form runner's hooks wait for the job pod to
+// run before they fail the job (ACTIONS_RUNNER_PREPARE_JOB_TIMEOUT_SECONDS; the hooks' own
+// default is 600 s, runner-container-hooks v0.8.1 packages/k8s/src/k8s/index.ts). The wait
+// covers a whole cold start: gpuci cost's model puts the smoke workflow's 8 GB CUDA image at
+// ~4 minutes through the image cache and ~7½ without it at gp3's baseline; a spot
+// InsufficientCapacity on Karpenter's first choice adds a second launch (~1½ minutes); twice
+// that, for the estimates' error, is 20 minutes. Waiting longer costs nothing but a runner
+// on a system node: a job whose pod can never run (quota, gpuLimit) fails 10 minutes later.
+const PrepareJobTimeoutSeconds = 1200
