@@ -39,7 +39,9 @@ type ImageCache struct {
 
 // CachedImagesKept is how many images each cached repository keeps (the newest pushed):
 // a CUDA image is gigabytes at $0.10 per GB-month, and a bumped tag leaves the old one behind.
-const CachedImagesKept = 5
+// ECR's lifecycle counts a multi-platform tag's index and each platform's manifest as images
+// (aws/containers-roadmap#2613), so 10 keeps a few tags.
+const CachedImagesKept = 10
 
 // FirstPullActions are what a node's role needs beyond ECR's pull actions
 // (AmazonEC2ContainerRegistryPullOnly) on the first pull of an image no repository holds yet:

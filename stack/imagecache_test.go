@@ -83,7 +83,7 @@ func TestImageCacheRules(t *testing.T) {
 		require.NoError(t, json.Unmarshal([]byte(tmpl.Inputs["lifecyclePolicy"].(string)), &lp), tmpl.Name)
 		require.Len(t, lp.Rules, 1)
 		assert.Equal(t, "imageCountMoreThan", lp.Rules[0].Selection.CountType)
-		assert.Equal(t, 5, lp.Rules[0].Selection.CountNumber)
+		assert.Equal(t, 10, lp.Rules[0].Selection.CountNumber)
 		assert.Equal(t, "expire", lp.Rules[0].Action.Type)
 	}
 	prefixes := []any{}
