@@ -132,7 +132,7 @@ func TestRenderedKubernetesObjects(t *testing.T) {
 	}
 }
 
-func TestRenderChartsOffline(t *testing.T) {
+func TestRenderChartsFromTheModuleProxy(t *testing.T) {
 	out := renderDev(t, "karpenter", "nvidia-device-plugin")
 	files := readTree(t, filepath.Join(out, "k8s", "helm"))
 	assert.Contains(t, files, "karpenter/deployment-karpenter.yaml")
