@@ -8,9 +8,12 @@ package k8s
 
 import (
 	"fmt"
+	"net"
+	"net/url"
 
 	"github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/luxfi/lux-gpu-ci/config"
 	"github.com/luxfi/lux-gpu-ci/versions"
@@ -89,8 +92,12 @@ func New(ctx *pulumi.Context, name string, args *Args, opts ...pulumi.ResourceOp
 	if err := ctx.RegisterComponentResource("lux-gpu-ci:k8s:GPUCI", name, g, opts...); err != nil {
 		return nil, err
 	}
+	kubeconfig := args.Kubeconfig
+	if args.SkipAwait {
+		kubeconfig = loopbackOnly(args.Kubeconfig)
+	}
 	provider, err := kubernetes.NewProvider(ctx, name, &kubernetes.ProviderArgs{
-		Kubeconfig:            args.Kubeconfig,
+		Kubeconfig:            kubeconfig,
 		EnableServerSideApply: pulumi.Bool(true),
 		// DeleteUnreachable stays off: dropping unreachable objects from state would orphan
 		// Karpenter's EC2 instances. PULUMI_K8S_DELETE_UNREACHABLE is the break-glass.
@@ -104,7 +111,7 @@ func New(ctx *pulumi.Context, name string, args *Args, opts ...pulumi.ResourceOp
 	// (server-side apply upserts) instead of failing with AlreadyExists; everything else
 	// keeps failing on an object it did not create.
 	crdProvider, err := kubernetes.NewProvider(ctx, name+"-crds", &kubernetes.ProviderArgs{
-		Kubeconfig:            args.Kubeconfig,
+		Kubeconfig:            kubeconfig,
 		EnableServerSideApply: pulumi.Bool(true),
 		UpsertExistingObjects: pulumi.Bool(true),
 	}, pulumi.Parent(g), pulumi.DependsOn(args.ProviderDependsOn))
@@ -164,4 +171,34 @@ func New(ctx *pulumi.Context, name string, args *Args, opts ...pulumi.ResourceOp
 		return nil, err
 	}
 	return g, nil
+}
+
+// loopbackOnly passes the kubeconfig on only if its cluster's API server is on the loopback
+// network. helmSkipAwait exists for the e2e's kubelet-less API server; on a real cluster it
+// would remove the teardown order (an uninstall that does not wait lets the GitHub
+// credentials go while ARC still needs them to delete its scale sets), so there it is an
+// error naming the key. The endpoint is known once the cluster exists (a first preview cannot
+// tell; its up stops here, before anything in the cluster is created).
+func loopbackOnly(kubeconfig pulumi.StringInput) pulumi.StringOutput {
+	return pulumi.ToSecret(kubeconfig.ToStringOutput().ApplyT(func(kc string) (string, error) {
+		cfg, err := clientcmd.Load([]byte(kc))
+		if err != nil {
+			return "", fmt.Errorf("reading the kubeconfig: %w", err)
+		}
+		server := ""
+		if c, ok := cfg.Contexts[cfg.CurrentContext]; ok && cfg.Clusters[c.Cluster] != nil {
+			server = cfg.Clusters[c.Cluster].Server
+		}
+		u, err := url.Parse(server)
+		host := ""
+		if err == nil {
+			host = u.Hostname()
+		}
+		if ip := net.ParseIP(host); (ip != nil && ip.IsLoopback()) || host == "localhost" {
+			return kc, nil
+		}
+		return "", fmt.Errorf("%s:%s: true, but the cluster's API server %q is not on the loopback network; "+
+			"skipping Helm's waits is only for a test API server without kubelets, on a real cluster it removes the teardown order "+
+			"(fix: pulumi config set %s false)", config.Project, config.KeyHelmSkipAwait, server, config.KeyHelmSkipAwait)
+	})).(pulumi.StringOutput)
 }

@@ -46,10 +46,25 @@ func TestHelmReleasesArePinned(t *testing.T) {
 		assert.Contains(t, r.Raw.Provider, "pulumi:providers:kubernetes::gpu-ci", "%s uses the cluster's provider", w.name)
 	}
 	assert.Equal(t, true, releaseNamed(t, m, "karpenter").Inputs["skipCrds"], "CRDs come from the karpenter-crd release")
-	m2 := runDev(t, "helmSkipAwait", "true")
-	for _, r := range m2.all("kubernetes:helm.sh/v3:Release") {
+	// helmSkipAwait is for a test API server on the loopback network (the e2e's) only.
+	m2 := newMocks()
+	m2.Cloud.EKSEndpoint = "https://127.0.0.1:6443"
+	require.NoError(t, m2.run(testkit.With(testkit.StackConfig(t, "dev"), "helmSkipAwait", "true")))
+	releases := m2.all("kubernetes:helm.sh/v3:Release")
+	require.Len(t, releases, 7)
+	for _, r := range releases {
 		assert.Equal(t, true, r.Inputs["skipAwait"], "helmSkipAwait reaches %s", r.Inputs["name"])
 	}
+}
+
+// On a real cluster helmSkipAwait would remove the teardown order: refused, naming the key.
+func TestHelmSkipAwaitIsRefusedOffLoopback(t *testing.T) {
+	m := newMocks()
+	err := m.run(testkit.With(testkit.StackConfig(t, "dev"), "helmSkipAwait", "true"))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `lux-gpu-ci:helmSkipAwait: true, but the cluster's API server "`+testEndpoint+`" is not on the loopback network`)
+	assert.Contains(t, err.Error(), "fix: pulumi config set helmSkipAwait false")
+	assert.Empty(t, m.all("kubernetes:helm.sh/v3:Release"), "nothing in the cluster is declared")
 }
 
 // helmCharts moves a chart to a mirror registry or a local directory; the others stay pinned.
