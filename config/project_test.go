@@ -6,6 +6,7 @@ package config_test
 import (
 	"encoding/json"
 	"io"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -174,4 +175,18 @@ func TestStacksDoNotShareScaleSets(t *testing.T) {
 	assert.Empty(t, config.ScaleSetClashes(sep))
 	sep[1].GPUPools[0].RunnerGroup = "default" // GitHub's names ignore case
 	assert.Len(t, config.ScaleSetClashes(sep), 2)
+}
+
+// deploy.yml refuses a stack whose API endpoint does not admit its runner, naming the key.
+func TestAPIAdmits(t *testing.T) {
+	prod, err := config.ParseStackFileOffline(filepath.Join(testkit.FixtureDir(t), "Pulumi.prod.yaml"))
+	require.NoError(t, err)
+	require.NoError(t, prod.APIAdmits(netip.MustParseAddr("203.0.113.7")), "inside 203.0.113.0/24")
+	err = prod.APIAdmits(netip.MustParseAddr("20.1.2.3"))
+	require.Error(t, err, "a GitHub-hosted runner's address")
+	assert.Contains(t, err.Error(), "lux-gpu-ci:publicAccessCidrs: [203.0.113.0/24] does not admit 20.1.2.3")
+	assert.Contains(t, err.Error(), "add 20.1.2.3/32, or the runner's egress range, to publicAccessCidrs in Pulumi.prod.yaml")
+	dev, err := config.ParseStackFileOffline(filepath.Join(testkit.FixtureDir(t), "Pulumi.dev.yaml"))
+	require.NoError(t, err)
+	assert.NoError(t, dev.APIAdmits(netip.MustParseAddr("20.1.2.3")), "dev's endpoint is open (0.0.0.0/0)")
 }

@@ -165,3 +165,17 @@ func firstDuplicate(xs []string) string {
 	}
 	return ""
 }
+
+// APIAdmits tells whether the EKS API endpoint admits a client at addr (publicAccessCidrs),
+// and if not, the error that says which key to change. deploy.yml asks it for the runner it
+// runs on: the AWS layer would update, then every Kubernetes step fail.
+func (c *Config) APIAdmits(addr netip.Addr) error {
+	for _, s := range c.PublicAccessCIDRs {
+		if pfx, err := netip.ParsePrefix(s); err == nil && pfx.Contains(addr) {
+			return nil
+		}
+	}
+	return fmt.Errorf("%s: %v does not admit %s, so `pulumi up` from there would update the AWS layer and then fail every Kubernetes step "+
+		"(fix: add %s/32, or the runner's egress range, to publicAccessCidrs in Pulumi.%s.yaml, or deploy from a runner inside %v)",
+		qualify(KeyPublicAccessCidrs), c.PublicAccessCIDRs, addr, addr, c.Stack, c.PublicAccessCIDRs)
+}

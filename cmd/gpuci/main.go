@@ -34,6 +34,7 @@ commands:
   verify   check a live cluster against its stack: gpuci verify --stack dev [--kubeconfig PATH] [--json]
   doctor   troubleshoot a live cluster: symptom, evidence, fix: gpuci doctor --stack dev [--fix] [--json]
   quota    the EC2 G and VT vCPU quotas a stack's pools need: gpuci quota --stack dev [--json]
+  reach    does the stack's EKS API endpoint admit a client address: gpuci reach --stack prod --from IP
   retry    re-run a run's jobs once if they lost the stack's runners: gpuci retry --stack dev --repo O/R --run-id N [--dry-run] [--json] [--cluster]
 
 gpuci <command> -h lists a command's flags.
@@ -58,6 +59,8 @@ func main() {
 		err = runQuota(os.Args[2:])
 	case "retry":
 		err = runRetry(os.Args[2:])
+	case "reach":
+		err = runReach(os.Args[2:])
 	case "-h", "--help", "help":
 		fmt.Print(usage)
 		return

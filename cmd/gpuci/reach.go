@@ -1,0 +1,34 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"net/netip"
+
+	"github.com/luxfi/lux-gpu-ci/config"
+)
+
+// runReach answers whether a stack's EKS API endpoint admits a client address: deploy.yml
+// asks it for its own runner's egress address before `pulumi up`.
+func runReach(args []string) error {
+	fs := flag.NewFlagSet("reach", flag.ExitOnError)
+	stack := fs.String("stack", "dev", "stack whose Pulumi.<stack>.yaml to read")
+	dir := fs.String("project", ".", "directory holding the stack files")
+	from := fs.String("from", "", "the client's public IPv4 address")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	addr, err := netip.ParseAddr(*from)
+	if err != nil {
+		return fmt.Errorf("--from %q is not an IP address", *from)
+	}
+	cfg, err := config.ParseStackFileOffline(config.StackFile(*dir, *stack))
+	if err != nil {
+		return err
+	}
+	if err := cfg.APIAdmits(addr); err != nil {
+		return err
+	}
+	fmt.Printf("the EKS API endpoint of %s admits %s\n", *stack, addr)
+	return nil
+}
