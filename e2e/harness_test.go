@@ -73,10 +73,10 @@ var (
 // GitHub token, set as a secret): there is no kubelet, so releases cannot become ready; there
 // is no registry, so charts come from Go modules; and it deploys with a named AWS profile,
 // as a team does, which the kubeconfig must use too.
-func overrides(t *testing.T) map[string]any {
+func overrides(t *testing.T, work string) map[string]any {
 	return map[string]any{
 		config.Project + ":" + config.KeyHelmSkipAwait: true,
-		config.Project + ":" + config.KeyHelmCharts:    localCharts(t),
+		config.Project + ":" + config.KeyHelmCharts:    localCharts(t, work),
 		config.KeyAWSProfile:                           e2eProfile,
 	}
 }
@@ -97,14 +97,14 @@ func fakeAccount(work string) fakeaws.Cloud {
 
 // localCharts are the upstream charts from Go modules, by directory (a local chart has no
 // version to pin), as helmCharts config.
-func localCharts(t *testing.T) map[string]any {
+func localCharts(t *testing.T, work string) map[string]any {
 	out := map[string]any{}
 	for _, c := range versions.Charts {
 		var dir string
 		switch {
 		case c.Module != "":
 			var err error
-			dir, err = chartrender.Locate(c, t.TempDir())
+			dir, err = chartrender.Locate(c, filepath.Join(work, "charts"))
 			require.NoError(t, err)
 		case c == versions.ARCControllerChart || c == versions.ARCScaleSetChart:
 			dir = filepath.Join(repoRoot(t), "k8s", "arc", c.Name())
@@ -155,8 +155,8 @@ type harness struct {
 	stack     auto.Stack
 }
 
-func newHarness(t *testing.T, ctx context.Context, e env) *harness {
-	work := t.TempDir()
+// newHarness sets up the workspace in work, a directory that outlives the phase that calls it.
+func newHarness(t *testing.T, ctx context.Context, e env, work string) *harness {
 	h := &harness{work: work, stackFile: filepath.Join(work, "Pulumi."+stackName+".yaml"), fakeLog: filepath.Join(work, "fakeaws.log")}
 
 	// The fake AWS's EKS cluster is the local API server.
@@ -189,7 +189,7 @@ func newHarness(t *testing.T, ctx context.Context, e env) *harness {
 
 	// The repository's stack file, with the e2e's overrides.
 	h.editStackFile(t, func(cfg map[string]any) {
-		for k, v := range overrides(t) {
+		for k, v := range overrides(t, work) {
 			cfg[k] = v
 		}
 	}, filepath.Join(repoRoot(t), "Pulumi."+stackName+".yaml"))

@@ -40,7 +40,8 @@ func TestWholeProgram(t *testing.T) {
 	go standInForARCController(ctx, kube)
 
 	var h *harness
-	step(t, "workspace: the repository's Pulumi.yaml and Pulumi."+stackName+".yaml", func(t *testing.T) { h = newHarness(t, ctx, e) })
+	work := t.TempDir() // the scenario's, not a phase's: it holds the stack's state
+	step(t, "workspace: the repository's Pulumi.yaml and Pulumi."+stackName+".yaml", func(t *testing.T) { h = newHarness(t, ctx, e, work) })
 	defer func() {
 		// Leave nothing behind even when an assertion failed half-way.
 		cleanup, stop := context.WithTimeout(context.Background(), 5*time.Minute)
