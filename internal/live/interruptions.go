@@ -124,8 +124,13 @@ func eventTime(e corev1.Event) time.Time {
 // Runner is what the cluster knows of the runner GitHub names (ARC's runner name is its pod's
 // name): known when it knows where the runner's pod, or its job pod, ran; interrupted when
 // that node had a spot interruption after the pod was placed there (node names, from private
-// IPs, are reused). The evidence says which pod, node and event.
-func (in *Interruptions) Runner(name string) (evidence string, known, interrupted bool) {
+// IPs, are reused) and while the job ran (from started to completed, GitHub's times of the
+// job; a zero time leaves that side open): an interruption after the job ended did not end it.
+// The evidence says which pod, node and event.
+func (in *Interruptions) Runner(name string, started, completed time.Time) (evidence string, known, interrupted bool) {
+	during := func(at time.Time) bool {
+		return (started.IsZero() || !at.Before(started.Truncate(time.Second))) && (completed.IsZero() || !at.After(completed))
+	}
 	candidates := append([]string{name, jobPodName(name)}, in.jobOf[name]...)
 	for _, pod := range candidates {
 		at, ok := in.placed[pod]
@@ -134,11 +139,11 @@ func (in *Interruptions) Runner(name string) (evidence string, known, interrupte
 		}
 		known = true
 		for _, e := range in.Events {
-			if e.Node == at.node && !e.At.Before(at.since.Truncate(time.Second)) {
+			if e.Node == at.node && !e.At.Before(at.since.Truncate(time.Second)) && during(e.At) {
 				return fmt.Sprintf("cluster: pod %s was on node %s, spot-interrupted at %s (%s)", pod, at.node, e.At.Format(time.RFC3339), strings.TrimSpace(e.Message)), true, true
 			}
 		}
-		evidence = fmt.Sprintf("cluster: pod %s ran on node %s, which had no spot interruption since", pod, at.node)
+		evidence = fmt.Sprintf("cluster: pod %s ran on node %s, which had no spot interruption while the job ran", pod, at.node)
 	}
 	if !known {
 		evidence = fmt.Sprintf("cluster: nothing left of pod %s or %s (pods and events are gone)", name, jobPodName(name))

@@ -84,30 +84,42 @@ func TestInterruptions(t *testing.T) {
 	in, err := live.ReadInterruptions(context.Background(), kube)
 	require.NoError(t, err)
 	require.Len(t, in.Events, 1)
+	// The jobs ran from 11:00 to 12:30, GitHub says: the 11:58 interruption is theirs.
+	jobStart, jobEnd := at(11, 0).Time, at(12, 30).Time
 	assert.Equal(t, []string{"lux-gpu-t4-container-x-runner-a-workflow"}, in.Events[0].Pods)
 
-	evidence, known, interrupted := in.Runner("lux-gpu-t4-container-x-runner-a")
+	evidence, known, interrupted := in.Runner("lux-gpu-t4-container-x-runner-a", jobStart, jobEnd)
 	assert.True(t, known)
 	assert.True(t, interrupted, "its job pod's node was interrupted")
 	assert.Equal(t, "cluster: pod lux-gpu-t4-container-x-runner-a-workflow was on node ip-10-0-3-7, spot-interrupted at 2026-12-03T11:58:00Z (Spot interruption warning was triggered)", evidence)
 
-	evidence, known, interrupted = in.Runner("lux-gpu-t4-x-runner-b")
+	evidence, known, interrupted = in.Runner("lux-gpu-t4-x-runner-b", jobStart, jobEnd)
 	assert.True(t, known)
 	assert.False(t, interrupted)
-	assert.Equal(t, "cluster: pod lux-gpu-t4-x-runner-b ran on node ip-10-0-3-8, which had no spot interruption since", evidence)
+	assert.Equal(t, "cluster: pod lux-gpu-t4-x-runner-b ran on node ip-10-0-3-8, which had no spot interruption while the job ran", evidence)
 
-	_, known, interrupted = in.Runner("lux-gpu-t4-x-runner-c")
+	_, known, interrupted = in.Runner("lux-gpu-t4-x-runner-c", jobStart, jobEnd)
 	assert.True(t, known && interrupted, "the pod is gone; its Scheduled event places it on the interrupted node")
-	_, known, interrupted = in.Runner(long)
+	_, known, interrupted = in.Runner(long, jobStart, jobEnd)
 	assert.True(t, known && interrupted, "the hooks' cut job pod name is found")
-	_, known, interrupted = in.Runner("lux-gpu-t4-x-runner-d")
+	_, known, interrupted = in.Runner("lux-gpu-t4-x-runner-d", jobStart, jobEnd)
 	assert.True(t, known)
 	assert.False(t, interrupted, "placed after the interruption")
-	_, known, interrupted = in.Runner("lux-gpu-t4-x-runner-e")
+	_, known, interrupted = in.Runner("lux-gpu-t4-x-runner-e", jobStart, jobEnd)
 	assert.True(t, known)
 	assert.False(t, interrupted, "created before the interruption, but bound to the node after it (it sat Pending)")
 
-	evidence, known, _ = in.Runner("lux-gpu-t4-x-runner-gone")
+	// Evidence is bounded by the job: an interruption after the job ended (or before it
+	// started) did not end it.
+	_, known, interrupted = in.Runner("lux-gpu-t4-x-runner-c", at(11, 0).Time, at(11, 57).Time)
+	assert.True(t, known)
+	assert.False(t, interrupted, "the job had ended at 11:57, before the 11:58 interruption")
+	_, _, interrupted = in.Runner("lux-gpu-t4-x-runner-c", at(11, 59).Time, at(12, 30).Time)
+	assert.False(t, interrupted, "a job that started at 11:59, after the interruption")
+	_, _, interrupted = in.Runner("lux-gpu-t4-x-runner-c", time.Time{}, time.Time{})
+	assert.True(t, interrupted, "no times from GitHub: unbounded")
+
+	evidence, known, _ = in.Runner("lux-gpu-t4-x-runner-gone", jobStart, jobEnd)
 	assert.False(t, known, "pods and events gone: the cluster cannot tell")
 	assert.Contains(t, evidence, "nothing left of pod lux-gpu-t4-x-runner-gone")
 }

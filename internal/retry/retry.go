@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/google/go-github/v93/github"
 )
@@ -30,10 +31,14 @@ type Job struct {
 	ID     int64  `json:"id"`
 	Name   string `json:"name"`
 	Runner string `json:"runner"`
-	// Interrupted: its runner was one of ours and GitHub says the runner was lost.
+	// Interrupted: its runner was one of ours and was lost to a spot interruption while the
+	// job ran (the cluster's evidence, or GitHub's where the cluster cannot tell).
 	Interrupted bool `json:"interrupted"`
 	// Evidence is what decided, for the log.
 	Evidence string `json:"evidence"`
+	// started and completed are GitHub's times of the job: the cluster's evidence counts
+	// between them.
+	started, completed time.Time
 }
 
 // Decision is what Decide found and what Apply will do.
@@ -63,9 +68,10 @@ type Retrier struct {
 }
 
 // RunnerEvidence tells what the cluster knows of a runner (by its name): known when it still
-// has the runner's pods, interrupted when their node had a spot interruption.
+// has the runner's pods, interrupted when their node had a spot interruption while the job
+// ran (between GitHub's started and completed times of the job).
 type RunnerEvidence interface {
-	Runner(name string) (evidence string, known, interrupted bool)
+	Runner(name string, started, completed time.Time) (evidence string, known, interrupted bool)
 }
 
 // ours reports whether a runner name belongs to one of the stack's scale sets.
@@ -105,7 +111,7 @@ func (r Retrier) Decide(ctx context.Context, runID int64) (Decision, error) {
 		if job.GetConclusion() != "failure" {
 			continue
 		}
-		j := Job{ID: job.GetID(), Name: job.GetName(), Runner: job.GetRunnerName()}
+		j := Job{ID: job.GetID(), Name: job.GetName(), Runner: job.GetRunnerName(), started: job.GetStartedAt().Time, completed: job.GetCompletedAt().Time}
 		if err := r.judge(ctx, &j); err != nil {
 			return d, err
 		}
@@ -134,7 +140,9 @@ func (r Retrier) Decide(ctx context.Context, runID int64) (Decision, error) {
 }
 
 // judge decides whether a failed job was interrupted, and records which evidence decided:
-// the cluster's, when it saw the runner's node interrupted; otherwise GitHub's annotations.
+// the cluster's, where it knows the runner (its node was interrupted while the job ran, or it
+// was not: then a lost-runner annotation, which a step can print too, does not count);
+// otherwise, where the cluster cannot be asked or no longer knows, GitHub's annotations.
 func (r Retrier) judge(ctx context.Context, j *Job) error {
 	if !r.ours(j.Runner) {
 		j.Evidence = fmt.Sprintf("runner %q is not one of this stack's scale sets %v", j.Runner, r.ScaleSets)
@@ -142,9 +150,14 @@ func (r Retrier) judge(ctx context.Context, j *Job) error {
 	}
 	var cluster string
 	if r.Cluster != nil {
-		var interrupted bool
-		if cluster, _, interrupted = r.Cluster.Runner(j.Runner); interrupted {
+		var known, interrupted bool
+		cluster, known, interrupted = r.Cluster.Runner(j.Runner, j.started, j.completed)
+		switch {
+		case interrupted:
 			j.Interrupted, j.Evidence = true, cluster
+			return nil
+		case known:
+			j.Evidence = cluster + ": failed by itself (a lost-runner annotation is not trusted over the cluster)"
 			return nil
 		}
 	}

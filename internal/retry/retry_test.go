@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-github/v93/github"
 	"github.com/stretchr/testify/assert"
@@ -29,6 +30,12 @@ type fakeJob struct {
 	runner      string
 	annotations []string
 }
+
+// The jobs' times as GitHub reports them.
+var (
+	jobStarted   = time.Date(2026, 12, 3, 11, 50, 0, 0, time.UTC)
+	jobCompleted = time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+)
 
 // fakeGitHub serves one run of luxfi/app; it counts re-run requests.
 type fakeGitHub struct {
@@ -53,7 +60,8 @@ func (f *fakeGitHub) serve(t *testing.T) *github.Client {
 		var jobs []map[string]any
 		for _, j := range f.jobs {
 			jobs = append(jobs, map[string]any{"id": j.id, "run_id": runID, "run_attempt": f.attempt, "name": j.name, "status": "completed", "conclusion": j.conclusion,
-				"labels": []string{"lux-gpu-t4"}, "runner_name": j.runner, "runner_group_name": "Default"})
+				"labels": []string{"lux-gpu-t4"}, "runner_name": j.runner, "runner_group_name": "Default",
+				"started_at": jobStarted.Format(time.RFC3339), "completed_at": jobCompleted.Format(time.RFC3339)})
 		}
 		write(w, map[string]any{"total_count": len(jobs), "jobs": jobs})
 	})
@@ -170,7 +178,10 @@ type clusterSays map[string]struct {
 	interrupted bool
 }
 
-func (c clusterSays) Runner(name string) (string, bool, bool) {
+func (c clusterSays) Runner(name string, started, completed time.Time) (string, bool, bool) {
+	if !started.Equal(jobStarted) || !completed.Equal(jobCompleted) {
+		return fmt.Sprintf("asked about %s for %v–%v, not the job's own times", name, started, completed), false, false
+	}
 	e, ok := c[name]
 	if !ok {
 		return "cluster: nothing left of pod " + name + " or " + name + "-workflow (pods and events are gone)", false, false
@@ -207,7 +218,27 @@ func TestClusterEvidence(t *testing.T) {
 	d, err = r.Decide(context.Background(), runID)
 	require.NoError(t, err)
 	assert.False(t, d.Rerun)
-	assert.Contains(t, d.Failed[0].Evidence, "failed by itself; cluster: pod "+ourA+" ran on node ip-10-0-3-8")
+	assert.Equal(t, "cluster: pod "+ourA+" ran on node ip-10-0-3-8, which had no spot interruption since: failed by itself (a lost-runner annotation is not trusted over the cluster)", d.Failed[0].Evidence)
+}
+
+// A step can print GitHub's lost-runner text itself: where the cluster knows the runner and
+// saw no interruption while the job ran, the annotation does not earn a re-run.
+func TestSpoofedAnnotationWithAHealthyCluster(t *testing.T) {
+	f := &fakeGitHub{status: "completed", conclusion: "failure", attempt: 1, jobs: []fakeJob{{2, "cuda", "failure", ourA, []string{shutdown}}}}
+	r := retry.Retrier{Client: f.serve(t), Owner: "luxfi", Repo: "app", ScaleSets: []string{"lux-gpu-t4"},
+		Cluster: clusterSays{ourA: {"cluster: pod " + ourA + " ran on node ip-10-0-3-8, which had no spot interruption while the job ran", false}}}
+	d, err := r.Decide(context.Background(), runID)
+	require.NoError(t, err)
+	assert.False(t, d.Rerun, d.Reason)
+	require.Len(t, d.Failed, 1)
+	assert.False(t, d.Failed[0].Interrupted)
+	assert.Contains(t, d.Failed[0].Evidence, "not trusted over the cluster")
+
+	// The cluster no longer knows the runner (pods and events gone): GitHub decides.
+	r.Cluster = clusterSays{}
+	d, err = r.Decide(context.Background(), runID)
+	require.NoError(t, err)
+	assert.True(t, d.Rerun, d.Reason)
 }
 
 // A 45-character scale set (ARC's limit): the API server cuts generateName's prefix to 58
