@@ -153,6 +153,9 @@ type harness struct {
 	stackFile string
 	fakeLog   string
 	stack     auto.Stack
+	// fakeCfg is the fake AWS's configuration, written to fakeCfgPath (editAccount).
+	fakeCfg     fakeaws.Config
+	fakeCfgPath string
 }
 
 // newHarness sets up the workspace in work, a directory that outlives the phase that calls it.
@@ -175,6 +178,7 @@ func newHarness(t *testing.T, ctx context.Context, e env, work string) *harness 
 	}
 	fakeCfgPath := filepath.Join(work, "fakeaws.json")
 	writeJSON(t, fakeCfgPath, fakeCfg)
+	h.fakeCfg, h.fakeCfgPath = fakeCfg, fakeCfgPath
 
 	// The repository's project, plus where its plugins come from and where state goes.
 	project, err := workspace.LoadProject(filepath.Join(repoRoot(t), "Pulumi.yaml"))
@@ -233,6 +237,13 @@ func writeJSON(t *testing.T, path string, v any) {
 	b, err := json.MarshalIndent(v, "", "  ")
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(path, b, 0o644))
+}
+
+// editAccount changes the fake AWS account (what its zones offer, say) for the plugin
+// processes of the next operation.
+func (h *harness) editAccount(t *testing.T, edit func(c *fakeaws.Cloud)) {
+	edit(&h.fakeCfg.Cloud)
+	writeJSON(t, h.fakeCfgPath, h.fakeCfg)
 }
 
 // editStackFile rewrites the workspace's stack file (read from `from`, or from itself),

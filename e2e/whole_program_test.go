@@ -19,6 +19,8 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/luxfi/lux-gpu-ci/config"
+	"github.com/luxfi/lux-gpu-ci/internal/fakeaws"
 	"github.com/luxfi/lux-gpu-ci/internal/testkit/destroyorder"
 )
 
@@ -116,6 +118,23 @@ func TestWholeProgram(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, before, np.GetResourceVersion(), "the NodePool was not touched")
 		h.editStackFile(t, func(cfg map[string]any) { setPoolField(t, cfg, "capacityTypes", []any{"spot"}) })
+	})
+
+	// Day 2: what would move the zones of a running stack moves nothing, or is refused.
+	step(t, "zones are kept: a zone earlier in the order starts offering the GPUs", func(t *testing.T) {
+		h.editAccount(t, func(c *fakeaws.Cloud) { c.Offerings = nil })
+		_, err := h.stack.Preview(ctx, optpreview.ExpectNoChanges(), optpreview.SuppressProgress())
+		require.NoError(t, err, "us-west-2a now offers every type and comes first by name: the network must not move")
+	})
+	step(t, "zones are kept: raising azCount is refused, naming the key", func(t *testing.T) {
+		h.editStackFile(t, func(cfg map[string]any) { cfg[config.Project+":"+config.KeyAzCount] = 3 })
+		_, err := h.stack.Up(ctx, optup.SuppressProgress())
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "lux-gpu-ci:azCount: the stack's subnets are in 2 availability zones")
+		assert.Contains(t, err.Error(), "fix: pulumi config set azCount 2")
+		h.editStackFile(t, func(cfg map[string]any) { delete(cfg, config.Project+":"+config.KeyAzCount) })
+		_, err = h.stack.Preview(ctx, optpreview.ExpectNoChanges(), optpreview.SuppressProgress())
+		require.NoError(t, err, "nothing was changed")
 	})
 
 	step(t, "ARC version change: its CRDs follow the controller chart", func(t *testing.T) { arcVersionChange(t, ctx, h, kube) })

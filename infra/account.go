@@ -32,7 +32,13 @@ func (z Zone) String() string { return z.Name + " (" + z.ID + ")" }
 // instance type of every GPU pool (EC2's instance type offerings): a pool can then launch
 // in every zone its nodes' subnets are in. It logs which zones it chose and why it skipped
 // the others.
-func chooseZones(ctx *pulumi.Context, n int, pools []config.GPUPool) ([]Zone, error) {
+//
+// The choice is made once: a stack whose subnets exist keeps their zones (liveZones), since
+// moving a subnet replaces it, EKS keeps the zones a cluster was created in and a managed node
+// group cannot change its subnets — a moved choice (a new pool, an instance type a zone earlier
+// in the order offers, azCount) would wedge every later `up`. What no longer fits the kept
+// zones is a config error that says what to change.
+func chooseZones(ctx *pulumi.Context, cluster string, n int, pools []config.GPUPool) ([]Zone, error) {
 	state := "available"
 	azs, err := aws.GetAvailabilityZones(ctx, &aws.GetAvailabilityZonesArgs{
 		State:          &state,
@@ -62,6 +68,14 @@ func chooseZones(ctx *pulumi.Context, n int, pools []config.GPUPool) ([]Zone, er
 			offered[zone] = map[string]bool{}
 		}
 		offered[zone][offers.InstanceTypes[i]] = true
+	}
+
+	live, err := liveZones(ctx, cluster)
+	if err != nil {
+		return nil, err
+	}
+	if len(live) > 0 {
+		return keepZones(ctx, live, n, pools, offered)
 	}
 
 	var all []Zone
@@ -97,6 +111,51 @@ func chooseZones(ctx *pulumi.Context, n int, pools []config.GPUPool) ([]Zone, er
 		return nil, err
 	}
 	return chosen, nil
+}
+
+// liveZones are the zones the stack's subnets are in (tagged kubernetes.io/cluster/<cluster>),
+// by name: none before the first `up` and after a destroy.
+func liveZones(ctx *pulumi.Context, cluster string) ([]Zone, error) {
+	subnets, err := ec2.GetSubnets(ctx, &ec2.GetSubnetsArgs{Filters: []ec2.GetSubnetsFilter{{Name: "tag:kubernetes.io/cluster/" + cluster, Values: []string{"shared"}}}})
+	if err != nil {
+		return nil, fmt.Errorf("looking up the stack's subnets: %w", err)
+	}
+	var zones []Zone
+	for _, id := range subnets.Ids {
+		sn, err := ec2.LookupSubnet(ctx, &ec2.LookupSubnetArgs{Id: &id})
+		if err != nil {
+			return nil, fmt.Errorf("looking up subnet %s: %w", id, err)
+		}
+		if z := (Zone{Name: sn.AvailabilityZone, ID: sn.AvailabilityZoneId}); !slices.Contains(zones, z) {
+			zones = append(zones, z)
+		}
+	}
+	sort.Slice(zones, func(i, j int) bool { return zones[i].Name < zones[j].Name })
+	return zones, nil
+}
+
+// keepZones keeps the zones a live stack's subnets are in, or says what cannot be kept.
+func keepZones(ctx *pulumi.Context, live []Zone, n int, pools []config.GPUPool, offered map[string]map[string]bool) ([]Zone, error) {
+	if len(live) != n {
+		return nil, fmt.Errorf("%s:%s: the stack's subnets are in %d availability zones %v; %d would move them, which replaces the network and the cluster (EKS keeps the zones a cluster was created in) (fix: pulumi config set %s %d; a different zone count needs a new stack)",
+			config.Project, config.KeyAzCount, len(live), live, n, config.KeyAzCount, len(live))
+	}
+	var problems []string
+	for _, z := range live {
+		for _, p := range pools {
+			if !slices.ContainsFunc(p.InstanceTypes, func(t string) bool { return offered[z.Name][t] }) {
+				problems = append(problems, fmt.Sprintf("zone %s, where the stack's subnets are, offers none of pool %s's %s", z, p.Name, strings.Join(p.InstanceTypes, ", ")))
+			}
+		}
+	}
+	if len(problems) > 0 {
+		return nil, fmt.Errorf("%s:%s: %s; the stack keeps its zones (moving a subnet replaces the network and the cluster) (fix: give each pool an instance type every one of %v offers)",
+			config.Project, config.KeyGPUPools, strings.Join(problems, "; "), live)
+	}
+	if err := ctx.Log.Info(fmt.Sprintf("availability zones %v: the stack's subnets are there, and zones are kept once chosen", live), nil); err != nil {
+		return nil, err
+	}
+	return live, nil
 }
 
 func skippedNote(skipped []string) string {

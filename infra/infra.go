@@ -52,7 +52,7 @@ type Outputs struct {
 // New builds the AWS layer from validated configuration.
 func New(ctx *pulumi.Context, cfg *config.Config) (*Outputs, error) {
 	// Look-ups first: if the account cannot hold the stack, fail before creating anything.
-	zones, err := chooseZones(ctx, cfg.Network.AZCount, cfg.GPUPools)
+	zones, err := chooseZones(ctx, cfg.ClusterName, cfg.Network.AZCount, cfg.GPUPools)
 	if err != nil {
 		return nil, err
 	}
@@ -73,17 +73,13 @@ func New(ctx *pulumi.Context, cfg *config.Config) (*Outputs, error) {
 			return nil, err
 		}
 	}
-	var azs []string
-	for _, z := range zones {
-		azs = append(azs, z.Name)
-	}
 
 	nat := cfg.Network.NatMode == config.NatSingle
 	network, err := NewNetwork(ctx, "network", &NetworkArgs{
 		ClusterName: cfg.ClusterName,
 		Region:      cfg.Region,
 		CIDR:        cfg.Network.CIDR,
-		AZs:         azs,
+		Zones:       zones,
 		NAT:         nat,
 		Tags:        cfg.Tags,
 	})

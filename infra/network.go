@@ -18,8 +18,9 @@ type NetworkArgs struct {
 	Region string
 	// CIDR is the VPC's IPv4 block, a private /16 to /20.
 	CIDR string
-	// AZs are the availability zones to spread subnets across (2 or 3).
-	AZs []string
+	// Zones are the availability zones to spread subnets across (2 or 3), in the order of
+	// their CIDR blocks.
+	Zones []Zone
 	// NAT is true for private node subnets behind a single NAT gateway, false for the lean
 	// profile: public subnets only, nodes with public IPs.
 	NAT  bool
@@ -44,7 +45,7 @@ type Network struct {
 // NewNetwork creates a VPC with one public subnet per AZ and, with NAT, one private subnet
 // per AZ routed through a single NAT gateway in the first AZ.
 func NewNetwork(ctx *pulumi.Context, name string, args *NetworkArgs, opts ...pulumi.ResourceOption) (*Network, error) {
-	privateCIDRs, publicCIDRs, err := SubnetCIDRs(args.CIDR, len(args.AZs))
+	privateCIDRs, publicCIDRs, err := SubnetCIDRs(args.CIDR, len(args.Zones))
 	if err != nil {
 		return nil, err
 	}
@@ -165,10 +166,14 @@ type tier struct {
 	nodes bool
 }
 
-// subnets creates one subnet per AZ in the tier, each associated with rt.
+// subnets creates one subnet per AZ in the tier, each associated with rt. A subnet is named
+// by its zone's ID, so a zone keeps its subnet whatever else changes; stacks created before
+// that named them by position, which their alias keeps (zones are kept once chosen, so a
+// position never moves to another zone).
 func (b *networkBuilder) subnets(vpc *ec2.Vpc, rt *ec2.RouteTable, t tier) ([]*ec2.Subnet, error) {
 	var out []*ec2.Subnet
-	for i, az := range b.args.AZs {
+	for i, zone := range b.args.Zones {
+		az := zone.Name
 		tags := map[string]string{
 			"Name":    fmt.Sprintf("%s-%s-%s", b.args.ClusterName, t.name, az),
 			t.elbRole: "1",
@@ -186,14 +191,15 @@ func (b *networkBuilder) subnets(vpc *ec2.Vpc, rt *ec2.RouteTable, t tier) ([]*e
 		if t.name == "public" {
 			args.MapPublicIpOnLaunch = pulumi.Bool(t.nodes)
 		}
-		logical := fmt.Sprintf("%s-%s-%d", b.name, t.name, i)
-		sn, err := ec2.NewSubnet(b.ctx, logical, args, b.parent)
+		logical := fmt.Sprintf("%s-%s-%s", b.name, t.name, zone.ID)
+		byPosition := pulumi.Aliases([]pulumi.Alias{{Name: pulumi.String(fmt.Sprintf("%s-%s-%d", b.name, t.name, i))}})
+		sn, err := ec2.NewSubnet(b.ctx, logical, args, b.parent, byPosition)
 		if err != nil {
 			return nil, fmt.Errorf("creating %s subnet in %s: %w", t.name, az, err)
 		}
 		assoc, err := ec2.NewRouteTableAssociation(b.ctx, logical, &ec2.RouteTableAssociationArgs{
 			SubnetId: sn.ID(), RouteTableId: rt.ID(),
-		}, b.parent)
+		}, b.parent, byPosition)
 		if err != nil {
 			return nil, fmt.Errorf("associating %s subnet in %s: %w", t.name, az, err)
 		}

@@ -31,7 +31,7 @@ func TestClusterDev(t *testing.T) {
 	assert.Equal(t, true, in["endpointPrivateAccess"])
 	assert.Equal(t, []any{"0.0.0.0/0"}, in["publicAccessCidrs"])
 	assert.Equal(t, "network-vpc_id", in["vpcId"])
-	assert.Equal(t, []any{"network-private-0_id", "network-private-1_id"}, in["privateSubnetIds"])
+	assert.Equal(t, []any{"network-private-usw2-az1_id", "network-private-usw2-az2_id"}, in["privateSubnetIds"])
 	assert.Empty(t, in["accessEntries"])
 	roles, sent := in["instanceRoles"]
 	assert.True(t, sent, "instanceRoles is sent, as an empty list: unset, pulumi-eks creates an unused role")
@@ -42,7 +42,7 @@ func TestClusterDev(t *testing.T) {
 	assert.Equal(t, []any{"t3.medium"}, mng.Inputs["instanceTypes"])
 	assert.Equal(t, "ON_DEMAND", mng.Inputs["capacityType"])
 	assert.Equal(t, map[string]any{"desiredSize": 1.0, "minSize": 1.0, "maxSize": 1.0}, mng.Inputs["scalingConfig"])
-	assert.Equal(t, []any{"network-private-0_id", "network-private-1_id"}, mng.Inputs["subnetIds"])
+	assert.Equal(t, []any{"network-private-usw2-az1_id", "network-private-usw2-az2_id"}, mng.Inputs["subnetIds"])
 	assert.NotContains(t, mng.Inputs, "kubeletExtraArgs", "pulumi-eks v2 renders AL2 user data for these")
 	assert.NotContains(t, mng.Inputs, "bootstrapExtraArgs")
 	assert.NotContains(t, mng.Inputs, "enableIMDSv2", "our launch template sets IMDSv2 (the two exclude each other)")

@@ -52,7 +52,7 @@ func TestNetworkDev(t *testing.T) {
 	}
 
 	nat := m.one(t, "aws:ec2/natGateway:NatGateway")
-	assert.Equal(t, "network-public-0_id", nat.Inputs["subnetId"], "the NAT lives in the first public subnet")
+	assert.Equal(t, "network-public-usw2-az1_id", nat.Inputs["subnetId"], "the NAT lives in the first public subnet")
 	assert.Contains(t, nat.Deps(), "aws:ec2/internetGateway:InternetGateway::network-igw")
 	privateRT := m.get(t, "aws:ec2/routeTable:RouteTable", "network-private-rt")
 	routes := privateRT.Inputs["routes"].([]any)
@@ -73,7 +73,7 @@ func TestLeanProfileHasNoNATAndPublicNodes(t *testing.T) {
 		assert.Equal(t, "lux-gpu-ci", s.Inputs["tags"].(map[string]any)["karpenter.sh/discovery"], s.Name)
 	}
 	mng := m.one(t, "eks:index:ManagedNodeGroup")
-	assert.Equal(t, []any{"network-public-0_id", "network-public-1_id", "network-public-2_id"}, mng.Inputs["subnetIds"])
+	assert.Equal(t, []any{"network-public-usw2-az1_id", "network-public-usw2-az2_id", "network-public-usw2-az3_id"}, mng.Inputs["subnetIds"])
 	cl := m.one(t, "eks:index:Cluster")
 	assert.NotContains(t, cl.Inputs, "privateSubnetIds")
 }
@@ -84,5 +84,50 @@ func TestTooFewAvailabilityZonesIsAConfigError(t *testing.T) {
 	err := m.run(testkit.With(testkit.StackConfig(t, "dev"), "azCount", "3"))
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "lux-gpu-ci:azCount")
+	assert.Empty(t, names(m.programResources()))
+}
+
+// Zones are chosen once: a stack whose subnets exist keeps their zones, whatever would be
+// chosen now (here: a zone earlier in the order starts offering the GPU types), and what
+// would move them is a config error naming the key and the fix.
+func TestZonesAreKeptOnceChosen(t *testing.T) {
+	account := t.TempDir() // the fake account, as it persists between runs
+	run := func(offerings map[string][]string, kv ...string) (*mocks, error) {
+		m := newMocks()
+		m.Cloud.StateDir = account
+		m.Cloud.Offerings = offerings
+		return m, m.run(testkit.With(testkit.StackConfig(t, "dev"), kv...))
+	}
+	zonesOf := func(m *mocks) []any {
+		var zones []any
+		for _, s := range m.all("aws:ec2/subnet:Subnet") {
+			if strings.HasPrefix(s.Name, "network-private-") {
+				zones = append(zones, s.Inputs["availabilityZone"])
+			}
+		}
+		return zones
+	}
+	gpus := []string{"g4dn.xlarge", "g5.xlarge"}
+	first, err := run(map[string][]string{"us-west-2a": {"t3.medium"}})
+	require.NoError(t, err)
+	require.Equal(t, []any{"us-west-2b", "us-west-2c"}, zonesOf(first), "us-west-2a offers no GPU type")
+	sn := first.get(t, "aws:ec2/subnet:Subnet", "network-private-usw2-az2")
+	aliases := sn.Raw.RegisterRPC.GetAliases()
+	require.Len(t, aliases, 1)
+	assert.Equal(t, "network-private-0", aliases[0].GetSpec().GetName(), "named by zone ID, aliased to the position a stack created before used")
+
+	again, err := run(map[string][]string{"us-west-2a": gpus})
+	require.NoError(t, err)
+	assert.Equal(t, []any{"us-west-2b", "us-west-2c"}, zonesOf(again), "kept, though us-west-2a now offers the GPUs and comes first")
+
+	m, err := run(nil, "azCount", "3")
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "lux-gpu-ci:azCount: the stack's subnets are in 2 availability zones [us-west-2b (usw2-az2) us-west-2c (usw2-az3)]")
+	assert.Contains(t, err.Error(), "fix: pulumi config set azCount 2")
+	assert.Empty(t, names(m.programResources()))
+
+	m, err = run(map[string][]string{"us-west-2c": {"t3.medium"}})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "lux-gpu-ci:gpuPools: zone us-west-2c (usw2-az3), where the stack's subnets are, offers none of pool gpu-spot's g4dn.xlarge, g5.xlarge")
 	assert.Empty(t, names(m.programResources()))
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
@@ -20,6 +21,38 @@ type accountState struct {
 	DeletedQueues map[string]time.Time `json:"deletedQueues,omitempty"`
 	// SpotRole: the EC2 Spot service-linked role exists (created by a stack).
 	SpotRole bool `json:"spotRole,omitempty"`
+	// Subnets are the account's subnets, by ID (getSubnets and getSubnet read them).
+	Subnets map[string]Subnet `json:"subnets,omitempty"`
+}
+
+// Subnet is what the fake remembers of a subnet.
+type Subnet struct {
+	AZ   string            `json:"az"`
+	AZID string            `json:"azId"`
+	Tags map[string]string `json:"tags,omitempty"`
+}
+
+// accountMu serializes the account's state: the engine creates resources in parallel, and a
+// read of the state file in the middle of another call's write would see half of it.
+var accountMu sync.Mutex
+
+// update applies change to the account's state and saves it, as one step.
+func (c *Cloud) update(change func(st *accountState)) error {
+	accountMu.Lock()
+	defer accountMu.Unlock()
+	st, err := c.load()
+	if err != nil {
+		return err
+	}
+	change(st)
+	return c.save(st)
+}
+
+// read returns the account's state.
+func (c *Cloud) read() (*accountState, error) {
+	accountMu.Lock()
+	defer accountMu.Unlock()
+	return c.load()
 }
 
 func (c *Cloud) load() (*accountState, error) {
@@ -48,7 +81,12 @@ func (c *Cloud) save(st *accountState) error {
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(c.StateDir, "account.json"), b, 0o644)
+	// Written aside, then renamed over: another process never reads half a file.
+	tmp := filepath.Join(c.StateDir, "account.json.tmp")
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, filepath.Join(c.StateDir, "account.json"))
 }
 
 // refuse is how AWS refuses a create that the account's state forbids: a queue name deleted
@@ -57,7 +95,7 @@ func (c *Cloud) refuse(typ string, r res, preview bool) error {
 	if preview {
 		return nil
 	}
-	st, err := c.load()
+	st, err := c.read()
 	if err != nil {
 		return err
 	}
@@ -76,36 +114,49 @@ func (c *Cloud) refuse(typ string, r res, preview bool) error {
 }
 
 // created records what AWS remembers of a new resource.
-func (c *Cloud) created(typ string) error {
-	if typ != "aws:iam/serviceLinkedRole:ServiceLinkedRole" {
+func (c *Cloud) created(typ, id string, outputs resource.PropertyMap) error {
+	if typ != "aws:iam/serviceLinkedRole:ServiceLinkedRole" && typ != "aws:ec2/subnet:Subnet" {
 		return nil
 	}
-	st, err := c.load()
-	if err != nil {
-		return err
+	tags := map[string]string{}
+	if m, ok := outputs["tags"].Mappable().(map[string]any); ok {
+		for k, v := range m {
+			tags[k] = fmt.Sprint(v)
+		}
 	}
-	st.SpotRole = true
-	return c.save(st)
+	return c.update(func(st *accountState) {
+		switch typ {
+		case "aws:iam/serviceLinkedRole:ServiceLinkedRole":
+			st.SpotRole = true
+		case "aws:ec2/subnet:Subnet":
+			if st.Subnets == nil {
+				st.Subnets = map[string]Subnet{}
+			}
+			st.Subnets[id] = Subnet{AZ: str(outputs["availabilityZone"]), AZID: str(outputs["availabilityZoneId"]), Tags: tags}
+		}
+	})
 }
 
 // Delete records what AWS remembers of a deleted resource.
-func (c *Cloud) Delete(typ string, outputs resource.PropertyMap) error {
-	if typ != "aws:sqs/queue:Queue" {
+func (c *Cloud) Delete(typ, id string, outputs resource.PropertyMap) error {
+	if typ != "aws:sqs/queue:Queue" && typ != "aws:ec2/subnet:Subnet" {
 		return nil
 	}
-	st, err := c.load()
-	if err != nil {
-		return err
-	}
-	if st.DeletedQueues == nil {
-		st.DeletedQueues = map[string]time.Time{}
-	}
-	st.DeletedQueues[str(outputs["name"])] = time.Now()
-	return c.save(st)
+	return c.update(func(st *accountState) {
+		switch typ {
+		case "aws:sqs/queue:Queue":
+			if st.DeletedQueues == nil {
+				st.DeletedQueues = map[string]time.Time{}
+			}
+			st.DeletedQueues[str(outputs["name"])] = time.Now()
+		case "aws:ec2/subnet:Subnet":
+			delete(st.Subnets, id)
+		}
+	})
 }
 
 // spotRoleExists tells whether the account has the EC2 Spot service-linked role.
 func (c *Cloud) spotRoleExists() bool {
-	st, err := c.load()
+	st, err := c.read()
 	return c.SpotRoleExists || (err == nil && st.SpotRole)
 }

@@ -160,7 +160,13 @@ var types = map[string]outputs{
 		return map[string]resource.PropertyValue{"arn": r.arn("ec2", "vpc/"+r.id), "ownerId": r.computed(Account), "mainRouteTableId": r.computed(r.name + "_main_rt")}
 	},
 	"aws:ec2/subnet:Subnet": func(r res) map[string]resource.PropertyValue {
-		return map[string]resource.PropertyValue{"arn": r.arn("ec2", "subnet/"+r.id), "ownerId": r.computed(Account)}
+		azID := ""
+		for _, az := range r.cloud.azs() {
+			if az.Name == r.str("availabilityZone") {
+				azID = az.ID
+			}
+		}
+		return map[string]resource.PropertyValue{"arn": r.arn("ec2", "subnet/"+r.id), "ownerId": r.computed(Account), "availabilityZoneId": r.computed(azID)}
 	},
 	"aws:ec2/internetGateway:InternetGateway": func(r res) map[string]resource.PropertyValue {
 		return map[string]resource.PropertyValue{"arn": r.arn("ec2", "internet-gateway/"+r.id), "ownerId": r.computed(Account)}
@@ -319,7 +325,7 @@ func (c *Cloud) Create(typ, name string, inputs resource.PropertyMap, preview bo
 		err = c.refuse(typ, res{cloud: c, typ: typ, name: name, in: inputs}, preview)
 	}
 	if err == nil && !preview {
-		err = c.created(typ)
+		err = c.created(typ, id, outs)
 	}
 	if err != nil {
 		return "", nil, err

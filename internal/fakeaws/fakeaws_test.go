@@ -82,9 +82,9 @@ func TestProviderDiff(t *testing.T) {
 func TestTheAccountRemembersWhatAWSDoes(t *testing.T) {
 	c := &fakeaws.Cloud{}
 	q := resource.PropertyMap{"name": resource.NewProperty("lux-gpu-ci")}
-	_, outs, err := c.Create("aws:sqs/queue:Queue", "q", q, false)
+	id, outs, err := c.Create("aws:sqs/queue:Queue", "q", q, false)
 	require.NoError(t, err)
-	require.NoError(t, c.Delete("aws:sqs/queue:Queue", outs))
+	require.NoError(t, c.Delete("aws:sqs/queue:Queue", id, outs))
 	_, _, err = c.Create("aws:sqs/queue:Queue", "q", q, false)
 	assert.ErrorContains(t, err, "QueueDeletedRecently")
 
@@ -137,4 +137,29 @@ func TestImagePathRequestsFollowAWSRules(t *testing.T) {
 		"prefix": "lux-gpu-ci/ghcr", "appliedFors": []any{"PULL_THROUGH_CACHE"}, "lifecyclePolicy": `{"rules": []}`,
 	}), false)
 	assert.ErrorContains(t, err, "lifecyclePolicy")
+}
+
+// The account's subnets, as getSubnets (by tag) and getSubnet read them, until deleted.
+func TestTheAccountRemembersItsSubnets(t *testing.T) {
+	c := &fakeaws.Cloud{Region: "us-west-2", StateDir: t.TempDir()}
+	in := resource.NewPropertyMapFromMap(map[string]any{"availabilityZone": "us-west-2c", "tags": map[string]any{"kubernetes.io/cluster/lux": "shared"}})
+	id, outs, err := c.Create("aws:ec2/subnet:Subnet", "network-private-0", in, false)
+	require.NoError(t, err)
+	assert.Equal(t, "usw2-az3", outs["availabilityZoneId"].StringValue())
+	_, _, err = c.Create("aws:ec2/subnet:Subnet", "other", resource.NewPropertyMapFromMap(map[string]any{"availabilityZone": "us-west-2a"}), false)
+	require.NoError(t, err)
+
+	byTag := resource.NewPropertyMapFromMap(map[string]any{"filters": []any{map[string]any{"name": "tag:kubernetes.io/cluster/lux", "values": []any{"shared"}}}})
+	got, err := c.Invoke("aws:ec2/getSubnets:getSubnets", byTag)
+	require.NoError(t, err)
+	assert.Equal(t, []any{id}, got["ids"].Mappable())
+	sn, err := c.Invoke("aws:ec2/getSubnet:getSubnet", resource.NewPropertyMapFromMap(map[string]any{"id": id}))
+	require.NoError(t, err)
+	assert.Equal(t, "us-west-2c", sn["availabilityZone"].StringValue())
+	assert.Equal(t, "usw2-az3", sn["availabilityZoneId"].StringValue())
+
+	require.NoError(t, c.Delete("aws:ec2/subnet:Subnet", id, outs))
+	got, err = c.Invoke("aws:ec2/getSubnets:getSubnets", byTag)
+	require.NoError(t, err)
+	assert.Empty(t, got["ids"].Mappable())
 }

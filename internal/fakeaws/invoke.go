@@ -2,6 +2,7 @@ package fakeaws
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -20,6 +21,45 @@ var invokes = map[string]func(c *Cloud, args resource.PropertyMap) (map[string]a
 			names, ids = append(names, az.Name), append(ids, az.ID)
 		}
 		return map[string]any{"names": names, "zoneIds": ids, "id": c.region()}, nil
+	},
+	// The account's subnets, filtered by tag (the only filter the program uses).
+	"aws:ec2/getSubnets:getSubnets": func(c *Cloud, args resource.PropertyMap) (map[string]any, error) {
+		st, err := c.read()
+		if err != nil {
+			return nil, err
+		}
+		ids := []any{}
+		for _, id := range slices.Sorted(maps.Keys(st.Subnets)) {
+			match := true
+			for _, f := range args["filters"].ArrayValue() {
+				name := str(f.ObjectValue()["name"])
+				key, ok := strings.CutPrefix(name, "tag:")
+				if !ok {
+					return nil, fmt.Errorf("fakeaws: getSubnets filter %q is not one the fake knows", name)
+				}
+				match = match && slices.Contains(stringList(f.ObjectValue()["values"]), st.Subnets[id].Tags[key])
+			}
+			if match {
+				ids = append(ids, id)
+			}
+		}
+		return map[string]any{"ids": ids, "id": c.region()}, nil
+	},
+	"aws:ec2/getSubnet:getSubnet": func(c *Cloud, args resource.PropertyMap) (map[string]any, error) {
+		st, err := c.read()
+		if err != nil {
+			return nil, err
+		}
+		id := str(args["id"])
+		sn, ok := st.Subnets[id]
+		if !ok {
+			return nil, fmt.Errorf("reading EC2 Subnet (%s): InvalidSubnetID.NotFound", id)
+		}
+		tags := map[string]any{}
+		for k, v := range sn.Tags {
+			tags[k] = v
+		}
+		return map[string]any{"id": id, "availabilityZone": sn.AZ, "availabilityZoneId": sn.AZID, "tags": tags}, nil
 	},
 	"aws:index/getPartition:getPartition": func(c *Cloud, _ resource.PropertyMap) (map[string]any, error) {
 		return map[string]any{"partition": "aws", "dnsSuffix": "amazonaws.com", "reverseDnsPrefix": "com.amazonaws", "id": "aws"}, nil

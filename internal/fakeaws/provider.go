@@ -284,7 +284,7 @@ func (p *Provider) Delete(_ context.Context, req *pulumirpc.DeleteRequest) (*emp
 	typ, name := urnParts(req.GetUrn())
 	props, err := unmarshal(req.GetProperties())
 	if err == nil {
-		err = p.cloud.Delete(typ, props)
+		err = p.cloud.Delete(typ, req.GetId(), props)
 	}
 	p.record(Call{Method: "Delete", Type: typ, Name: name, URN: req.GetUrn()}, err)
 	if err != nil {
