@@ -84,6 +84,8 @@ func TestWholeProgram(t *testing.T) {
 
 	step(t, "gpuci verify against the API server", func(t *testing.T) { verifyHealthyCluster(t, ctx, restCfg, kube) })
 
+	step(t, "a system-node drain cannot evict a running container-form job", func(t *testing.T) { assertJobsSurviveADrain(t, ctx, restCfg) })
+
 	step(t, "preview after up: no changes", func(t *testing.T) {
 		_, err := h.stack.Preview(ctx, optpreview.ExpectNoChanges(), optpreview.SuppressProgress())
 		require.NoError(t, err, "a preview after up must show no changes (no perpetual diff)")

@@ -82,7 +82,7 @@ done
 
 "$E2E_KUBE_CONTROLLER_MANAGER" --kubeconfig=kubeconfig \
 	--authentication-kubeconfig=kubeconfig --authorization-kubeconfig=kubeconfig \
-	--controllers=namespace,garbagecollector,serviceaccount,serviceaccount-token \
+	--controllers=namespace,garbagecollector,serviceaccount,serviceaccount-token,disruption \
 	--service-account-private-key-file=sa.key --root-ca-file=ca.crt \
 	--bind-address=127.0.0.1 --secure-port=0 --leader-elect=false >kube-controller-manager.log 2>&1 &
 echo $! >>pids

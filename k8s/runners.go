@@ -7,6 +7,7 @@ import (
 
 	corev1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/core/v1"
 	metav1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/meta/v1"
+	policyv1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/policy/v1"
 	rbacv1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/rbac/v1"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	k8scorev1 "k8s.io/api/core/v1"
@@ -231,6 +232,10 @@ func NewRunners(ctx *pulumi.Context, name string, args *RunnersArgs, opts ...pul
 	if err != nil {
 		return nil, err
 	}
+	jobs, err := newRunningJobsBudget(ctx, name, args.Pools, parent, pulumi.DependsOn([]pulumi.Resource{runnersNS}))
+	if err != nil {
+		return nil, err
+	}
 
 	runsOn := pulumi.StringMapMap{}
 	for _, pool := range args.Pools {
@@ -238,7 +243,7 @@ func NewRunners(ctx *pulumi.Context, name string, args *RunnersArgs, opts ...pul
 		if err != nil {
 			return nil, err
 		}
-		deps := []pulumi.Resource{controller, secret, runnersNS}
+		deps := []pulumi.Resource{controller, secret, runnersNS, jobs}
 		if np := args.NodePools[pool.Name]; np != nil {
 			deps = append(deps, np)
 		}
@@ -259,6 +264,43 @@ func NewRunners(ctx *pulumi.Context, name string, args *RunnersArgs, opts ...pul
 		return nil, err
 	}
 	return r, nil
+}
+
+// RunningJobsBudget is the PodDisruptionBudget that keeps every pod of a pool (a runner, or a
+// container-form job pod) from being evicted while it exists — ARC's runners are ephemeral, so
+// a runner pod exists only while its job does. Karpenter's GPU nodes honour do-not-disrupt
+// already; this is for what drains nodes by eviction: a managed node group update (a new
+// system-node AMI, instance type, or a tag edit that changes its launch template) would
+// otherwise evict the container-form runners on the system nodes and fail their jobs. With
+// it, EKS retries the eviction for 15 minutes and then fails the update (PodEvictionFailure)
+// rather than kill a job; the next `up` tries again.
+const RunningJobsBudget = "running-jobs"
+
+// RunningJobsMinAvailable is the budget's minAvailable: at least as many pods as the pools can
+// ever run at once (a runner and a job pod per runner), so the disruption controller never
+// allows an eviction (allowed = healthy − minAvailable ≤ 0). An integer minAvailable is the one
+// form a budget supports for pods of an arbitrary controller (ARC's EphemeralRunner has no
+// scale subresource); maxUnavailable or a percentage would need one.
+func RunningJobsMinAvailable(pools []config.GPUPool) int {
+	n := 0
+	for _, p := range pools {
+		n += 2 * p.MaxRunners
+	}
+	return n
+}
+
+func newRunningJobsBudget(ctx *pulumi.Context, name string, pools []config.GPUPool, opts ...pulumi.ResourceOption) (pulumi.Resource, error) {
+	return policyv1.NewPodDisruptionBudget(ctx, name+"-"+RunningJobsBudget, &policyv1.PodDisruptionBudgetArgs{
+		Metadata: &metav1.ObjectMetaArgs{Name: pulumi.String(RunningJobsBudget), Namespace: pulumi.String(wellknown.RunnersNamespace)},
+		Spec: &policyv1.PodDisruptionBudgetSpecArgs{
+			MinAvailable: pulumi.Int(RunningJobsMinAvailable(pools)),
+			Selector: &metav1.LabelSelectorArgs{MatchExpressions: metav1.LabelSelectorRequirementArray{
+				metav1.LabelSelectorRequirementArgs{Key: pulumi.String(wellknown.PoolLabel), Operator: pulumi.String("Exists")},
+			}},
+			// Not even a pod that is not Ready yet (a starting job) may be evicted.
+			UnhealthyPodEvictionPolicy: pulumi.String("IfHealthyBudget"),
+		},
+	}, opts...)
 }
 
 // newContainerHooks creates what container-form pools' runners use: one ServiceAccount, Role

@@ -15,8 +15,10 @@ import (
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/yaml"
 
+	"github.com/luxfi/lux-gpu-ci/config"
 	"github.com/luxfi/lux-gpu-ci/internal/chartrender"
 	"github.com/luxfi/lux-gpu-ci/internal/testkit"
+	"github.com/luxfi/lux-gpu-ci/k8s"
 )
 
 func TestHelmReleasesArePinned(t *testing.T) {
@@ -395,4 +397,22 @@ func TestOnDemandRetryTwin(t *testing.T) {
 
 	// A pool without onDemandRetry has no twin.
 	assert.Len(t, m.all("kubernetes:karpenter.sh/v1:NodePool"), 3, "gpu-spot, its twin, gpu-spot-container")
+}
+
+// A drain (a managed node group update rolling the system nodes) must not evict a runner or a
+// job pod while its job runs: one budget covers every pool's pods and allows no eviction.
+func TestRunningJobsBudget(t *testing.T) {
+	m := runDev(t)
+	pdb := m.one(t, "kubernetes:policy/v1:PodDisruptionBudget")
+	assert.Equal(t, "running-jobs", path(pdb.Inputs, "metadata", "name"))
+	assert.Equal(t, "arc-runners", path(pdb.Inputs, "metadata", "namespace"))
+	assert.Equal(t, []any{map[string]any{"key": "lux-gpu-ci.luxfi.com/pool", "operator": "Exists"}}, path(pdb.Inputs, "spec", "selector", "matchExpressions"), "every pool's runners and job pods carry the pool label")
+	assert.EqualValues(t, 6, path(pdb.Inputs, "spec", "minAvailable"), "dev's three scale sets, one runner each, each with at most a job pod: 6 pods at most, so no eviction is ever allowed")
+	assert.Nil(t, path(pdb.Inputs, "spec", "maxUnavailable"), "maxUnavailable needs a scale subresource ARC's EphemeralRunner does not have")
+	for _, name := range []string{"lux-gpu-t4", "lux-gpu-t4-on-demand", "lux-gpu-t4-container"} {
+		assert.Contains(t, releaseNamed(t, m, name).Deps(), "kubernetes:policy/v1:PodDisruptionBudget::gpu-ci-arc-running-jobs", "%s's runners start under the budget, and it outlives them", name)
+	}
+	tmpl, err := k8s.RunnerTemplate(config.DefaultPool(), nil)
+	require.NoError(t, err)
+	assert.Contains(t, tmpl.Labels, "lux-gpu-ci.luxfi.com/pool", "the runner carries the label the budget selects")
 }

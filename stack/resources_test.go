@@ -67,6 +67,8 @@ func TestDevStackResourceCounts(t *testing.T) {
 		"kubernetes:core/v1:ServiceAccount":                   1,
 		"kubernetes:rbac.authorization.k8s.io/v1:Role":        1,
 		"kubernetes:rbac.authorization.k8s.io/v1:RoleBinding": 1,
+		// No drain evicts a pod that holds a job.
+		"kubernetes:policy/v1:PodDisruptionBudget": 1,
 	}
 	got := map[string]int{}
 	for _, r := range m.programResources() {
