@@ -31,10 +31,12 @@ func assertJobsSurviveADrain(t *testing.T, ctx context.Context, restCfg *rest.Co
 	pods := core.CoreV1().Pods(wellknown.RunnersNamespace)
 	runner, err := pods.Create(ctx, &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "lux-gpu-t4-container-e2e-runner-x", Labels: map[string]string{wellknown.PoolLabel: "gpu-spot-container"}},
-		Spec: corev1.PodSpec{NodeName: "system-1", Containers: []corev1.Container{{Name: "runner", Image: "runner"}}},
+		Spec:       corev1.PodSpec{NodeName: "system-1", Containers: []corev1.Container{{Name: "runner", Image: "runner"}}},
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)
-	defer func() { _ = pods.Delete(context.Background(), runner.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}) }()
+	defer func() {
+		_ = pods.Delete(context.Background(), runner.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)})
+	}()
 	runner.Status = corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}
 	_, err = pods.UpdateStatus(ctx, runner, metav1.UpdateOptions{})
 	require.NoError(t, err)
