@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/distribution/reference"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 )
 
@@ -71,6 +72,24 @@ func upstreamHosts() string {
 		hosts = append(hosts, u.Host)
 	}
 	return strings.Join(hosts, ", ")
+}
+
+// ImageRegistry splits an image reference into its registry's host and the rest, normalized
+// as Docker does ("nvidia/cuda:12" is docker.io and nvidia/cuda:12, "ubuntu" is docker.io and
+// library/ubuntu): the host names a cache rule, the rest the image under its prefix.
+func ImageRegistry(image string) (host, rest string, ok bool) {
+	named, err := reference.ParseNormalizedNamed(image)
+	if err != nil {
+		return "", "", false
+	}
+	host = reference.Domain(named)
+	return host, strings.TrimPrefix(named.String(), host+"/"), true
+}
+
+// Caches tells whether the stack caches the registry of image.
+func (c ImageCache) Caches(image string) bool {
+	host, _, ok := ImageRegistry(image)
+	return ok && slices.ContainsFunc(c.Upstreams, func(u CachedUpstream) bool { return u.Registry.Host == host })
 }
 
 // maxRepositoryPrefix is ECR's limit on a pull-through cache rule's repository prefix.

@@ -1,10 +1,6 @@
 package k8s
 
-import (
-	"strings"
-
-	"github.com/distribution/reference"
-)
+import "github.com/luxfi/lux-gpu-ci/config"
 
 // ImageCache maps an upstream registry's host (docker.io, ghcr.io, …) to the ECR
 // pull-through cache repository that serves its images in the stack's region
@@ -17,14 +13,9 @@ type ImageCache map[string]string
 // docker.io/nvidia/cuda:12, "ubuntu" is docker.io/library/ubuntu), which is also the path
 // ECR's Docker Hub rule expects.
 func (c ImageCache) Pull(image string) string {
-	named, err := reference.ParseNormalizedNamed(image)
-	if err != nil {
-		return image
+	host, rest, ok := config.ImageRegistry(image)
+	if cache, cached := c[host]; ok && cached {
+		return cache + "/" + rest
 	}
-	domain := reference.Domain(named)
-	cache, ok := c[domain]
-	if !ok {
-		return image
-	}
-	return cache + "/" + strings.TrimPrefix(named.String(), domain+"/")
+	return image
 }

@@ -2,9 +2,6 @@ package cost
 
 import (
 	"fmt"
-	"slices"
-
-	"github.com/distribution/reference"
 
 	"github.com/luxfi/lux-gpu-ci/config"
 	"github.com/luxfi/lux-gpu-ci/internal/wellknown"
@@ -98,19 +95,9 @@ func PulledImages(cfg *config.Config, pool config.GPUPool, jobImageGB float64) [
 		images = append(images, PulledImage{Image: SmokeJobImage, GB: jobImageGB})
 	}
 	for i := range images {
-		images[i].Cached = cached(cfg, images[i].Image)
+		images[i].Cached = cfg.ImageCache.Caches(images[i].Image)
 	}
 	return images
-}
-
-// cached tells whether image's registry has a cache rule in the stack.
-func cached(cfg *config.Config, image string) bool {
-	named, err := reference.ParseNormalizedNamed(image)
-	if err != nil {
-		return false
-	}
-	host := reference.Domain(named)
-	return slices.ContainsFunc(cfg.ImageCache.Upstreams, func(u config.CachedUpstream) bool { return u.Registry.Host == host })
 }
 
 // Step is one part of a cold start.
