@@ -6,8 +6,12 @@
 // It needs no cloud credentials: a reviewer can diff two stacks, or a branch against main.
 //
 // cost prices the stack's configuration: idle per month, per build per pool (instance time
-// including boot and the warm window, root volume, image bytes through the NAT), per month
-// at a build rate, against GitHub's hosted T4 runner, with the break-even.
+// including the cold start and the warm window, root volume, the images a cold node pulls,
+// each by its way in: the image cache, the NAT or the internet gateway), per month at a build
+// rate, against GitHub's hosted T4 runner, with the break-even, and each pool's cold start.
+//
+// reach tells whether the stack's EKS API endpoint admits a client address (deploy.yml asks
+// it for its own runner before `pulumi up`).
 //
 // verify checks a live cluster against the stack: system nodes, Karpenter, each NodePool,
 // the GPU nodes up now, the ARC controller, each runner scale set. It exits 0 only if all hold.
