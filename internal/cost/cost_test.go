@@ -20,6 +20,12 @@ import (
 	"github.com/luxfi/lux-gpu-ci/internal/testkit"
 )
 
+// nearTo is near with a tolerance of its own, for figures a cent would swallow.
+func nearTo(t *testing.T, want, got, tolerance float64, what string) {
+	t.Helper()
+	assert.LessOrEqual(t, math.Abs(want-got), tolerance, "%s: want %v, got %v", what, want, got)
+}
+
 func near(t *testing.T, want, got float64, what string) {
 	t.Helper()
 	assert.LessOrEqual(t, math.Abs(want-got), 0.01, "%s: want %.2f, got %.2f", what, want, got)
@@ -85,12 +91,18 @@ func TestCostOfTheDefaultStack(t *testing.T) {
 	pool := poolNamed(t, r, "gpu-spot")
 	assert.Equal(t, "spot", pool.CapacityType)
 	assert.Equal(t, "g4dn.xlarge", pool.InstanceType, "the cheaper of the pool's types")
-	near(t, 10+pool.ColdStart.Seconds/60+0.5, pool.NodeMinutes, "node minutes: job + the pool's cold start + 30 s warm window")
-	near(t, pool.NodeMinutes/60*0.2497, pool.PerBuild[0].USD, "instance")
-	near(t, pool.NodeMinutes/60*(250-125)*0.04/730, item(t, pool, "root volume at 250 MiB/s").USD, "throughput above gp3's baseline, for the node's life")
+	// By hand: the cold start is 5 + 5 + 75 s, the device plugin's 0.1 GB through the NAT
+	// (1.67 s down, 1.14 s to disk) + 10 s, the runner's 0.5 GB from the cache (1.67 + 5.72 s)
+	// and 2 s: 107.2 s. The node lives 10 + 1.787 + 0.5 = 12.287 minutes, 0.20478 h.
+	nearTo(t, 107.2, pool.ColdStart.Seconds, 0.05, "cold start")
+	nearTo(t, 12.287, pool.NodeMinutes, 0.001, "node minutes: job + the pool's cold start + 30 s warm window")
+	nearTo(t, 0.051133, pool.PerBuild[0].USD, 0.000005, "instance: 0.20478 h × $0.2497")
+	nearTo(t, 0.002244, item(t, pool, "100 GiB gp3 root volume").USD, 0.000005, "volume: 0.20478 h × 100 GiB × $0.08 / 730")
+	nearTo(t, 0.001403, item(t, pool, "root volume at 250 MiB/s").USD, 0.000005, "throughput: 0.20478 h × 125 MiB/s × $0.04 / 730")
 	assert.Equal(t, cost.Item{What: "0.5 GB of images from the ECR cache (S3 gateway endpoint)", USD: 0}, item(t, pool, "0.5 GB"), "the runner image")
 	near(t, 0.1*0.045, item(t, pool, "0.1 GB of images through the NAT").USD, "the device plugin's image: nvcr.io has no cache rule")
-	near(t, pool.BuildUSD*30*30, pool.MonthlyUSD, "monthly")
+	nearTo(t, 0.05928, pool.BuildUSD, 0.00001, "per build: instance, volume, throughput, $0.0045 of NAT")
+	nearTo(t, 53.35, pool.MonthlyUSD, 0.01, "monthly: 900 builds")
 	near(t, 10*0.052, r.HostedUSD, "hosted T4 per build")
 
 	container := poolNamed(t, r, "gpu-spot-container")
