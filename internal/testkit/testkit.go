@@ -73,15 +73,15 @@ func stackConfig(t testing.TB, file string) map[string]string {
 	cfg, _, err := config.ReadStackFile(file)
 	require.NoError(t, err)
 	cfg["lux-gpu-ci:githubToken"] = Token
-	if creds := RegistryCredentialsFor(t, cfg["lux-gpu-ci:imageCache"]); creds != "" {
+	if creds := registryCredentialsFor(t, cfg["lux-gpu-ci:imageCache"]); creds != "" {
 		cfg["lux-gpu-ci:registryCredentials"] = creds
 	}
 	return cfg
 }
 
-// RegistryCredentialsFor is RegistryCredentials for the registries of an imageCache value
+// registryCredentialsFor is RegistryCredentials for the registries of an imageCache value
 // (its JSON) that need one; "" when none does.
-func RegistryCredentialsFor(t testing.TB, imageCache string) string {
+func registryCredentialsFor(t testing.TB, imageCache string) string {
 	t.Helper()
 	var hosts []string
 	if imageCache != "" {
