@@ -10,7 +10,8 @@ help: ## List the verbs
 
 .PHONY: test
 test: fmt-check vet ## The test command: gofmt, go vet, and every unit test (no network, no cloud)
-	go test -count=1 ./...
+	@# ./stack first: its test binary links every SDK and runs longest, so it starts at once.
+	go test -count=1 ./stack ./...
 
 .PHONY: vet
 vet: ## go vet ./... (and the e2e package, which has a build tag)
@@ -39,7 +40,7 @@ lint: ## actionlint every workflow (pinned in hack/tools/go.mod)
 
 .PHONY: render
 render: ## Offline, no credentials: write what STACK declares into out/STACK (CHARTS=all renders charts too)
-	go run ./cmd/gpuci render --stack $(STACK) --out out/$(STACK) $(if $(CHARTS),--charts $(CHARTS))
+	go run ./hack/render --stack $(STACK) --out out/$(STACK) $(if $(CHARTS),--charts $(CHARTS))
 
 .PHONY: verify
 verify: ## Check the live cluster of STACK (kubeconfig: KUBECONFIG, else the stack output)

@@ -1,6 +1,6 @@
 // Command lux-gpu-ci is the Pulumi program that stands up self-hosted GitHub Actions GPU CI
 // on AWS: a VPC and EKS cluster (infra/), then Karpenter, the NVIDIA device plugin and
-// Actions Runner Controller on it (k8s/). The wiring lives in stack/, so that `gpuci render`
+// Actions Runner Controller on it (k8s/). The wiring lives in stack/, so that `make render`
 // and the tests run exactly what `pulumi up` runs.
 package main
 

@@ -19,8 +19,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
-
 	"github.com/luxfi/lux-gpu-ci/versions"
 )
 
@@ -97,11 +95,6 @@ type Budget struct {
 // Getter returns a raw config value and whether it is set. Keys are fully qualified
 // ("lux-gpu-ci:azCount", "aws:region").
 type Getter func(key string) (string, bool)
-
-// Load reads the stack's configuration from the Pulumi context and validates it.
-func Load(ctx *pulumi.Context) (*Config, error) {
-	return Parse(ctx.Stack(), ctx.GetConfig, ctx.IsConfigSecret)
-}
 
 // Parse builds stack's Config from raw values, applying defaults. isSecret tells whether a
 // key is stored as a Pulumi secret (nil: do not check). It returns every problem it finds,

@@ -3,18 +3,17 @@ package config
 import (
 	"fmt"
 	"regexp"
-
-	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 )
 
 // GitHub is where runners register and how they authenticate: a personal access token or
-// a GitHub App. Credentials are Pulumi secrets from the moment they are read.
+// a GitHub App. Credentials are Secrets from the moment they are read (never printed) and
+// Pulumi secrets in every resource that holds them.
 type GitHub struct {
 	Org string
 	// ConfigURL is the org URL ARC registers runners with.
 	ConfigURL string
 	// Token is set for PAT auth (secret).
-	Token *pulumi.StringOutput
+	Token *Secret
 	// App is set for GitHub App auth.
 	App *GitHubApp
 }
@@ -22,7 +21,7 @@ type GitHub struct {
 // GitHubApp holds GitHub App credentials; the private key is a secret.
 type GitHubApp struct {
 	AppID, InstallationID string
-	PrivateKey            pulumi.StringOutput
+	PrivateKey            Secret
 }
 
 var (
@@ -81,7 +80,7 @@ func (p *parser) optional(key string) (string, bool) {
 
 // secret reads a credential. It must be stored as a Pulumi secret: a plain-text credential
 // in a stack file is an error, not a warning. The value never appears in a message.
-func (p *parser) secret(key string) (*pulumi.StringOutput, bool) {
+func (p *parser) secret(key string) (*Secret, bool) {
 	v, ok := p.raw(key)
 	if !ok || v == "" {
 		return nil, false
@@ -89,6 +88,5 @@ func (p *parser) secret(key string) (*pulumi.StringOutput, bool) {
 	if p.isSecret != nil && !p.isSecret(qualify(key)) {
 		p.fail(key, "is stored in plain text in the stack file", "<value>")
 	}
-	s := pulumi.ToSecret(pulumi.String(v)).(pulumi.StringOutput)
-	return &s, true
+	return newSecret(v), true
 }

@@ -10,7 +10,6 @@ import (
 	"strings"
 
 	"github.com/distribution/reference"
-	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 )
 
 // ImageCache is the stack's ECR pull-through cache: each upstream registry listed in
@@ -28,9 +27,9 @@ type CachedUpstream struct {
 	// RepositoryPrefix is the ECR repository prefix of the rule: unique per stack, so two
 	// stacks in one account and region keep rules of their own.
 	RepositoryPrefix string
-	// Credential is the Secrets Manager secret's value ({"username", "accessToken"}), a
-	// Pulumi secret; nil for a registry that needs none.
-	Credential *pulumi.StringOutput
+	// Credential is the Secrets Manager secret's value ({"username", "accessToken"}); nil
+	// for a registry that needs none.
+	Credential *Secret
 }
 
 // Upstream is a registry ECR's pull-through cache supports.
@@ -148,8 +147,7 @@ func (p *parser) parseImageCache(cluster string) ImageCache {
 			p.fail(KeyRegistryCredentials, fmt.Sprintf("%s: needs both username and accessToken", host), registryCredentialsExample)
 		case has:
 			b, _ := json.Marshal(cred)
-			s := pulumi.ToSecret(pulumi.String(string(b))).(pulumi.StringOutput)
-			up.Credential = &s
+			up.Credential = newSecret(string(b))
 		case u.NeedsCredential:
 			p.fail(KeyRegistryCredentials, fmt.Sprintf("has no entry for %s, whose cache rule ECR only accepts with a credential (Docker Hub: a user and an access token; ghcr.io: a user and a PAT with read:packages)", host), registryCredentialsExample)
 		}

@@ -63,7 +63,7 @@ func jsonString(v any) (string, error) {
 }
 
 // ReadStackFileOffline is ReadStackFile for tools that run the program without the stack's
-// secrets provider (gpuci render, gpuci cost): when the file holds no GitHub credential —
+// secrets provider (make render, gpuci cost): when the file holds no GitHub credential —
 // they are usually set per environment with --secret — a placeholder token stands in.
 func ReadStackFileOffline(path string) (cfg map[string]string, secretKeys []string, err error) {
 	cfg, secretKeys, err = ReadStackFile(path)

@@ -3,8 +3,11 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -26,9 +29,7 @@ import (
 	"k8s.io/client-go/rest"
 	sigsyaml "sigs.k8s.io/yaml"
 
-	"github.com/luxfi/lux-gpu-ci/config"
-	"github.com/luxfi/lux-gpu-ci/internal/fakeaws"
-	"github.com/luxfi/lux-gpu-ci/internal/verify"
+	"github.com/luxfi/lux-gpu-ci/internal/testsupport/fakeaws"
 	"github.com/luxfi/lux-gpu-ci/internal/wellknown"
 )
 
@@ -225,8 +226,8 @@ func assertClusterEmpty(t *testing.T, ctx context.Context, kube dynamic.Interfac
 
 // verifyHealthyCluster writes what a healthy cluster would show — a Ready system node,
 // Running Karpenter and ARC pods, a Ready NodePool — through the API (status subresources;
-// no kubelet or controllers run here), then runs gpuci verify's checks against it.
-func verifyHealthyCluster(t *testing.T, ctx context.Context, restCfg *rest.Config, kube dynamic.Interface) {
+// no kubelet or controllers run here), then runs the gpuci verify command against it.
+func verifyHealthyCluster(t *testing.T, ctx context.Context, kubeconfig string, restCfg *rest.Config, kube dynamic.Interface) {
 	t.Helper()
 	core, err := kubernetes.NewForConfig(restCfg)
 	require.NoError(t, err)
@@ -266,13 +267,27 @@ func verifyHealthyCluster(t *testing.T, ctx context.Context, restCfg *rest.Confi
 		require.NoError(t, err)
 	}
 
-	cfg, err := config.ParseStackFileOffline(filepath.Join(repoRoot(t), "Pulumi."+stackName+".yaml"))
-	require.NoError(t, err)
-	checks := verify.Run(ctx, core, kube, cfg)
-	var out strings.Builder
-	verify.Write(&out, checks)
-	t.Logf("gpuci verify:\n%s", out.String())
+	// The operator's command itself, as a team runs it: built from cmd/gpuci, reading the
+	// repository's stack file and this API server's kubeconfig.
+	bin := filepath.Join(t.TempDir(), "gpuci")
+	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/gpuci")
+	build.Dir = repoRoot(t)
+	out, err := build.CombinedOutput()
+	require.NoError(t, err, "go build ./cmd/gpuci: %s", out)
+	cmd := exec.CommandContext(ctx, bin, "verify", "--project", repoRoot(t), "--stack", stackName, "--kubeconfig", kubeconfig, "--json")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	runErr := cmd.Run()
+	t.Logf("gpuci verify --json:\n%s%s", stdout.String(), stderr.String())
+	var checks []struct {
+		Name     string `json:"name"`
+		OK       bool   `json:"ok"`
+		Evidence string `json:"evidence"`
+	}
+	require.NoError(t, json.Unmarshal(stdout.Bytes(), &checks), "gpuci verify --json prints its checks")
+	require.NotEmpty(t, checks, "gpuci verify ran no checks")
 	for _, c := range checks {
 		assert.True(t, c.OK, "%s — %s", c.Name, c.Evidence)
 	}
+	require.NoError(t, runErr, "gpuci verify exits 0 only when every check holds")
 }

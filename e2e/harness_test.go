@@ -6,7 +6,7 @@
 //
 //   - the real pulumi-eks component: the @pulumi/eks npm package at the version go.mod pins,
 //     run by Node as the eks plugin, creating its own children;
-//   - a fake AWS (hack/fakeaws, answering from internal/fakeaws like the unit tests' mocks)
+//   - a fake AWS (hack/fakeaws, answering from internal/testsupport/fakeaws like the unit tests' mocks)
 //     as the aws plugin and the `aws`/`kubectl` CLIs, whose EKS cluster is
 //   - a real kube-apiserver + etcd + kube-controller-manager on 127.0.0.1, reached with the
 //     kubeconfig the program builds.
@@ -43,7 +43,7 @@ import (
 
 	"github.com/luxfi/lux-gpu-ci/config"
 	"github.com/luxfi/lux-gpu-ci/internal/chartrender"
-	"github.com/luxfi/lux-gpu-ci/internal/fakeaws"
+	"github.com/luxfi/lux-gpu-ci/internal/testsupport/fakeaws"
 	"github.com/luxfi/lux-gpu-ci/internal/wellknown"
 	"github.com/luxfi/lux-gpu-ci/stack"
 	"github.com/luxfi/lux-gpu-ci/versions"

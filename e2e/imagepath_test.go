@@ -15,7 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
 
-	"github.com/luxfi/lux-gpu-ci/internal/fakeaws"
+	"github.com/luxfi/lux-gpu-ci/internal/testsupport/fakeaws"
 )
 
 // registryCredentials is the dev stack's image cache credentials, set as a secret as a team

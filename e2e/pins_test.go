@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/luxfi/lux-gpu-ci/internal/fakeaws"
+	"github.com/luxfi/lux-gpu-ci/internal/testsupport/fakeaws"
 )
 
 // The real pulumi-eks that make e2e runs is the one go.mod pins: @pulumi/eks, @pulumi/aws

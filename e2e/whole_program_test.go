@@ -20,8 +20,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/luxfi/lux-gpu-ci/config"
-	"github.com/luxfi/lux-gpu-ci/internal/fakeaws"
-	"github.com/luxfi/lux-gpu-ci/internal/testkit/destroyorder"
+	"github.com/luxfi/lux-gpu-ci/internal/testsupport/destroyorder"
+	"github.com/luxfi/lux-gpu-ci/internal/testsupport/fakeaws"
 )
 
 func TestWholeProgram(t *testing.T) {
@@ -82,7 +82,9 @@ func TestWholeProgram(t *testing.T) {
 		t.Run("images come through the cache, inside AWS", func(t *testing.T) { assertImagePath(t, ctx, up.Outputs, resources, kube) })
 	})
 
-	step(t, "gpuci verify against the API server", func(t *testing.T) { verifyHealthyCluster(t, ctx, restCfg, kube) })
+	step(t, "gpuci verify against the API server", func(t *testing.T) {
+		verifyHealthyCluster(t, ctx, filepath.Join(e.clusterDir, "kubeconfig"), restCfg, kube)
+	})
 
 	step(t, "a system-node drain cannot evict a running container-form job", func(t *testing.T) { assertJobsSurviveADrain(t, ctx, restCfg) })
 

@@ -17,6 +17,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 stack=${STACK:-dev}
+# Where the quota check reads Pulumi.<stack>.yaml: the repository, unless told otherwise (the
+# tests point it at their own test stacks, never at the operator's).
+stack_dir=${STACK_FILE_DIR:-.}
 preflight_only=false
 [[ ${1:-} == --preflight ]] && preflight_only=true
 problems=()
@@ -64,7 +67,7 @@ fi
 check_quotas() {
 	local capacity code want pools have needs
 	# Not a process substitution: its failure would go unnoticed and the check pass empty.
-	needs=$(go run ./cmd/gpuci quota --stack "$stack") || {
+	needs=$(go run ./cmd/gpuci quota --project "$stack_dir" --stack "$stack") || {
 		problems+=("cannot compute the quotas Pulumi.$stack.yaml needs: go run ./cmd/gpuci quota --stack $stack failed (above)")
 		stop_if_problems
 	}
@@ -85,7 +88,7 @@ check_quotas() {
 }
 
 if $preflight_only; then
-	if [[ -f Pulumi.$stack.yaml ]]; then
+	if [[ -f $stack_dir/Pulumi.$stack.yaml ]]; then
 		check_quotas
 	else
 		echo "no Pulumi.$stack.yaml yet: make bootstrap checks the quotas once the stack is configured"

@@ -11,6 +11,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/luxfi/lux-gpu-ci/internal/testsupport/testkit"
 )
 
 // make bootstrap names every missing prerequisite before it touches anything.
@@ -61,7 +63,7 @@ if [[ "$1 $2 $3" == "config set --secret" && $# == 4 && -n ${FAKE_PULUMI_SECRETS
 func preflight(t *testing.T, env ...string) (string, error) {
 	t.Helper()
 	cmd := exec.Command("bash", "bootstrap.sh", "--preflight")
-	cmd.Env = append(os.Environ(), append([]string{"PATH=" + standIns(t), "AWS_REGION=us-west-2", "STACK=dev"}, env...)...)
+	cmd.Env = append(os.Environ(), append([]string{"PATH=" + standIns(t), "AWS_REGION=us-west-2", "STACK=dev", "STACK_FILE_DIR=" + testkit.FixtureDir(t)}, env...)...)
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }
@@ -102,7 +104,7 @@ func TestPreflightChecksCredentialsAndTheSpotRole(t *testing.T) {
 func TestBootstrapSetsTheRegistryCredentialsAsOneSecret(t *testing.T) {
 	secrets := t.TempDir()
 	cmd := exec.Command("bash", "bootstrap.sh")
-	cmd.Env = append(os.Environ(), "PATH="+standIns(t), "AWS_REGION=us-west-2", "STACK=dev", "YES=1",
+	cmd.Env = append(os.Environ(), "PATH="+standIns(t), "AWS_REGION=us-west-2", "STACK=dev", "STACK_FILE_DIR="+testkit.FixtureDir(t), "YES=1",
 		"GITHUB_ORG=luxfi", "GITHUB_PAT=ghp_x", "FAKE_QUOTA_L_3819A6DF=8", "FAKE_QUOTA_L_DB2E81BA=4", "FAKE_PULUMI_SECRETS="+secrets,
 		"DOCKERHUB_USERNAME=luxci", "DOCKERHUB_TOKEN=dckr_pat_1", "GHCR_USERNAME=luxbot", "GHCR_TOKEN=ghp_read")
 	out, err := cmd.CombinedOutput()

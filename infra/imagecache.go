@@ -86,8 +86,9 @@ func NewImageCache(ctx *pulumi.Context, name string, args *ImageCacheArgs, opts 
 				return nil, fmt.Errorf("creating the %s credential secret: %w", u.Registry.Host, err)
 			}
 			version, err := secretsmanager.NewSecretVersion(ctx, short, &secretsmanager.SecretVersionArgs{
-				SecretId:     secret.ID(),
-				SecretString: *u.Credential,
+				SecretId: secret.ID(),
+				// A Pulumi secret: encrypted in the state, masked in every diff.
+				SecretString: pulumi.ToSecret(pulumi.String(u.Credential.Reveal())).(pulumi.StringOutput),
 			}, parent)
 			if err != nil {
 				return nil, fmt.Errorf("storing the %s credential: %w", u.Registry.Host, err)

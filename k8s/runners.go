@@ -210,11 +210,11 @@ func NewRunners(ctx *pulumi.Context, name string, args *RunnersArgs, opts ...pul
 	creds := pulumi.StringMap{}
 	switch gh := args.GitHub; {
 	case gh.Token != nil:
-		creds["github_token"] = *gh.Token
+		creds["github_token"] = secretInput(*gh.Token)
 	case gh.App != nil:
 		creds["github_app_id"] = pulumi.String(gh.App.AppID)
 		creds["github_app_installation_id"] = pulumi.String(gh.App.InstallationID)
-		creds["github_app_private_key"] = gh.App.PrivateKey
+		creds["github_app_private_key"] = secretInput(gh.App.PrivateKey)
 	default:
 		return nil, fmt.Errorf("runners: no GitHub credentials")
 	}
@@ -367,4 +367,10 @@ func newContainerHooksRBAC(ctx *pulumi.Context, name string, opts ...pulumi.Reso
 		return nil, err
 	}
 	return []pulumi.Resource{sa, role, binding}, nil
+}
+
+// secretInput hands a credential from the configuration to a resource as a Pulumi secret,
+// so it is encrypted in the state and masked in every diff.
+func secretInput(s config.Secret) pulumi.StringOutput {
+	return pulumi.ToSecret(pulumi.String(s.Reveal())).(pulumi.StringOutput)
 }

@@ -15,7 +15,7 @@ import (
 
 	"github.com/luxfi/lux-gpu-ci/config"
 	"github.com/luxfi/lux-gpu-ci/infra"
-	"github.com/luxfi/lux-gpu-ci/internal/testkit"
+	"github.com/luxfi/lux-gpu-ci/internal/testsupport/testkit"
 )
 
 func TestClusterDev(t *testing.T) {
@@ -155,7 +155,7 @@ func kubeconfigExec(t *testing.T, cfg map[string]string) *clientcmdapi.ExecConfi
 	var exec *clientcmdapi.ExecConfig
 	m := newMocks()
 	err := m.Run(func(ctx *pulumi.Context) error {
-		cfg, err := config.Load(ctx)
+		cfg, err := config.Parse(ctx.Stack(), ctx.GetConfig, ctx.IsConfigSecret)
 		if err != nil {
 			return err
 		}

@@ -3,14 +3,18 @@ package stack_test
 // Configuration through the program: a bad value names its key and the fix and registers nothing; every stack file and the engine's defaults build the program.
 
 import (
+	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/pulumi/pulumi/sdk/v3/go/common/workspace"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/luxfi/lux-gpu-ci/internal/testkit"
+	"github.com/luxfi/lux-gpu-ci/config"
+	"github.com/luxfi/lux-gpu-ci/internal/testsupport/testkit"
 )
 
 // Bad configuration fails with an error naming the key and registers nothing.
@@ -109,7 +113,7 @@ func TestBadRegistryCredentialIsNotRepeated(t *testing.T) {
 func TestProgramAcceptsTheEngineDefaults(t *testing.T) {
 	for _, stack := range []string{"dev", "prod"} {
 		t.Run(stack, func(t *testing.T) {
-			cfg := testkit.EngineConfig(t, stack)
+			cfg := engineConfig(t, stack)
 			assert.Equal(t, "", cfg["lux-gpu-ci:githubAppId"], "the engine sets unset optional keys to their default")
 			m := newMocks()
 			require.NoError(t, m.run(cfg))
@@ -147,4 +151,30 @@ func TestProdDiffersFromDevWhereItShould(t *testing.T) {
 		assert.Contains(t, path(np.Inputs["spec"], "template", "spec", "requirements"),
 			map[string]any{"key": "karpenter.sh/capacity-type", "operator": "In", "values": []any{"spot", "on-demand"}}, "on-demand fallback")
 	}
+}
+
+// engineConfig is the config the engine hands the program for one of the repository's stack
+// files: RepoStackConfig, plus Pulumi.yaml's default for every declared key the stack leaves
+// unset (as pkg/workspace.ValidateStackConfigAndApplyProjectConfig does: scalars as text,
+// lists and objects as JSON).
+func engineConfig(t testing.TB, stack string) map[string]string {
+	t.Helper()
+	project, err := workspace.LoadProject(filepath.Join(testkit.RepoRoot(t), "Pulumi.yaml"))
+	require.NoError(t, err)
+	cfg := testkit.RepoStackConfig(t, stack)
+	for key, decl := range project.Config {
+		k := config.Project + ":" + key
+		if _, set := cfg[k]; set || decl.Default == nil {
+			continue
+		}
+		switch v := decl.Default.(type) {
+		case string, bool, int:
+			cfg[k] = fmt.Sprint(v)
+		default:
+			b, err := json.Marshal(v)
+			require.NoError(t, err)
+			cfg[k] = string(b)
+		}
+	}
+	return cfg
 }

@@ -11,8 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/luxfi/lux-gpu-ci/config"
-	"github.com/luxfi/lux-gpu-ci/internal/testkit"
-	"github.com/luxfi/lux-gpu-ci/internal/testkit/karpentercrd"
+	"github.com/luxfi/lux-gpu-ci/internal/testsupport/karpentercrd"
+	"github.com/luxfi/lux-gpu-ci/internal/testsupport/testkit"
 )
 
 // What the program declares for the dev stack passes the CRDs as registered.

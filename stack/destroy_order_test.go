@@ -8,7 +8,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
-	"github.com/luxfi/lux-gpu-ci/internal/testkit/destroyorder"
+	"github.com/luxfi/lux-gpu-ci/internal/testsupport/destroyorder"
 )
 
 // The edges that make `pulumi destroy` drain GPU nodes before anything they need goes:

@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/luxfi/lux-gpu-ci/internal/testkit"
+	"github.com/luxfi/lux-gpu-ci/internal/testsupport/testkit"
 )
 
 const testRegistry = testAccount + ".dkr.ecr.us-west-2.amazonaws.com"

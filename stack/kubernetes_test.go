@@ -17,7 +17,7 @@ import (
 
 	"github.com/luxfi/lux-gpu-ci/config"
 	"github.com/luxfi/lux-gpu-ci/internal/chartrender"
-	"github.com/luxfi/lux-gpu-ci/internal/testkit"
+	"github.com/luxfi/lux-gpu-ci/internal/testsupport/testkit"
 	"github.com/luxfi/lux-gpu-ci/k8s"
 )
 

@@ -1,5 +1,5 @@
 // Package stack wires the layers of lux-gpu-ci into one Pulumi program. main.go runs it
-// under the Pulumi engine; `gpuci render` and the tests run the very same function under
+// under the Pulumi engine; `make render` and the tests run the very same function under
 // mocks.
 package stack
 
@@ -15,7 +15,7 @@ import (
 // registered (so a bad value changes nothing), then the AWS layer, then the Kubernetes layer
 // on it, then the exports.
 func Program(ctx *pulumi.Context) error {
-	cfg, err := config.Load(ctx)
+	cfg, err := config.Parse(ctx.Stack(), ctx.GetConfig, ctx.IsConfigSecret)
 	if err != nil {
 		return err
 	}

@@ -8,14 +8,16 @@ import (
 	"encoding/json"
 	"slices"
 	"sort"
+	"strings"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/luxfi/lux-gpu-ci/config"
-	"github.com/luxfi/lux-gpu-ci/internal/fakeaws"
-	"github.com/luxfi/lux-gpu-ci/internal/mockstack"
-	"github.com/luxfi/lux-gpu-ci/internal/testkit"
+	"github.com/luxfi/lux-gpu-ci/internal/testsupport/fakeaws"
+	"github.com/luxfi/lux-gpu-ci/internal/testsupport/mockstack"
+	"github.com/luxfi/lux-gpu-ci/internal/testsupport/testkit"
 	"github.com/luxfi/lux-gpu-ci/stack"
 )
 
@@ -83,13 +85,28 @@ func names(rs []registered) []string {
 	return out
 }
 
-// runDev runs the program with the dev stack's real configuration plus overrides.
+// runDev runs the program with the test dev stack plus overrides. The program is
+// deterministic and the tests only read what it registered, so each distinct configuration
+// runs once per test binary (a run costs ~0.2 s of both cores: the big CRDs go through the
+// mocks' property marshalling); TestDevRunsAreShared proves a second run records the same.
 func runDev(t *testing.T, overrides ...string) *mocks {
 	t.Helper()
+	key := strings.Join(overrides, "\x00")
+	devRunsMu.Lock()
+	defer devRunsMu.Unlock()
+	if m, ok := devRuns[key]; ok {
+		return m
+	}
 	m := newMocks()
 	require.NoError(t, m.run(testkit.With(testkit.StackConfig(t, "dev"), overrides...)))
+	devRuns[key] = m
 	return m
 }
+
+var (
+	devRunsMu sync.Mutex
+	devRuns   = map[string]*mocks{}
+)
 
 func releaseNamed(t *testing.T, m *mocks, name string) registered {
 	t.Helper()
@@ -135,4 +152,24 @@ func keys[V any](m map[string]V) []string {
 func jsonNumber(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
+}
+
+// A shared run is what a fresh one registers: same resources, same inputs.
+func TestDevRunsAreShared(t *testing.T) {
+	shared := runDev(t)
+	fresh := newMocks()
+	require.NoError(t, fresh.run(testkit.StackConfig(t, "dev")))
+	byKey := func(rs []registered) map[string]registered {
+		out := map[string]registered{}
+		for _, r := range rs {
+			out[r.Key()] = r
+		}
+		return out
+	}
+	want, got := byKey(fresh.programResources()), byKey(shared.programResources())
+	require.NotEmpty(t, want)
+	require.ElementsMatch(t, keys(want), keys(got), "the shared run registered other resources")
+	for k, r := range want {
+		require.Equal(t, r.Inputs, got[k].Inputs, "%s: a test changed the shared run's inputs", k)
+	}
 }

@@ -24,7 +24,7 @@ const (
 )
 
 // Chart is a pinned Helm chart: an oci:// reference, or a name in a classic repository.
-// Module and Path say where a Go module holds the same chart, so tests and `gpuci render`
+// Module and Path say where a Go module holds the same chart, so tests and `make render`
 // can render it without network beyond the Go module proxy.
 type Chart struct {
 	Chart   string `json:"chart"`
@@ -68,7 +68,7 @@ var (
 	ARCScaleSetChart   = Chart{Chart: "oci://ghcr.io/actions/actions-runner-controller-charts/gha-runner-scale-set", Version: "0.14.2"}
 )
 
-// Charts is every chart the stack installs: the one list the Kubernetes layer, `gpuci render`
+// Charts is every chart the stack installs: the one list the Kubernetes layer, `make render`
 // and the tests take charts from, and the names the helmCharts config key overrides.
 var Charts = []Chart{KarpenterCRDChart, KarpenterChart, NvidiaDevicePluginChart, ARCControllerChart, ARCScaleSetChart}
 

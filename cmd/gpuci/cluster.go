@@ -14,9 +14,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/luxfi/lux-gpu-ci/cmd/gpuci/internal/doctor"
+	"github.com/luxfi/lux-gpu-ci/cmd/gpuci/internal/verify"
 	"github.com/luxfi/lux-gpu-ci/config"
-	"github.com/luxfi/lux-gpu-ci/internal/doctor"
-	"github.com/luxfi/lux-gpu-ci/internal/verify"
 )
 
 // clusterCommand holds what the commands that read a live cluster (verify, doctor) share:

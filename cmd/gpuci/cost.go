@@ -7,15 +7,15 @@ import (
 	"os"
 	"time"
 
+	"github.com/luxfi/lux-gpu-ci/cmd/gpuci/internal/cost"
 	"github.com/luxfi/lux-gpu-ci/config"
-	"github.com/luxfi/lux-gpu-ci/internal/cost"
 )
 
 func runCost(args []string) error {
 	fs := flag.NewFlagSet("cost", flag.ExitOnError)
 	stack := fs.String("stack", "dev", "stack whose Pulumi.<stack>.yaml to price")
 	dir := fs.String("project", ".", "directory holding the stack files")
-	prices := fs.String("prices", "", "JSON price table overriding the built-in one (see internal/cost.Prices)")
+	prices := fs.String("prices", "", "JSON price table overriding the built-in one (see cmd/gpuci/internal/cost.Prices)")
 	asJSON := fs.Bool("json", false, "print JSON")
 	live := fs.Bool("live", false, "fetch current on-demand and spot prices from AWS (needs credentials)")
 	u := cost.Usage{}

@@ -1,10 +1,6 @@
 // Command gpuci is the lux-gpu-ci operator CLI; `gpuci help` (the usage constant below)
 // lists its commands and flags.
 //
-// render runs the real Pulumi program offline, under the same mocks the tests use, with the
-// stack's real configuration, and writes every resource it declares (see internal/render).
-// It needs no cloud credentials: a reviewer can diff two stacks, or a branch against main.
-//
 // cost prices the stack's configuration: idle per month, per build per pool (instance time
 // including the cold start and the warm window, root volume, the images a cold node pulls,
 // each by its way in: the image cache, the NAT or the internet gateway), per month at a build
@@ -33,7 +29,6 @@ import (
 const usage = `usage: gpuci <command> [flags]
 
 commands:
-  render   write what a stack declares, offline: gpuci render --stack dev --out DIR [--charts all|NAME,...]
   cost     what a stack costs idle, per build and per month: gpuci cost --stack dev [--builds-per-day N --minutes M --interruption-rate R]
   verify   check a live cluster against its stack: gpuci verify --stack dev [--kubeconfig PATH] [--json]
   doctor   troubleshoot a live cluster: symptom, evidence, fix: gpuci doctor --stack dev [--fix] [--json]
@@ -51,8 +46,6 @@ func main() {
 	}
 	var err error
 	switch os.Args[1] {
-	case "render":
-		err = runRender(os.Args[2:])
 	case "cost":
 		err = runCost(os.Args[2:])
 	case "verify":

@@ -6,8 +6,8 @@ import (
 	"os"
 	"strings"
 
+	"github.com/luxfi/lux-gpu-ci/cmd/gpuci/internal/quota"
 	"github.com/luxfi/lux-gpu-ci/config"
-	"github.com/luxfi/lux-gpu-ci/internal/quota"
 )
 
 // runQuota prints, per capacity type, the EC2 G and VT vCPU quota the stack's pools need:

@@ -9,13 +9,13 @@ import (
 
 	"github.com/google/go-github/v93/github"
 
+	"github.com/luxfi/lux-gpu-ci/cmd/gpuci/internal/live"
+	"github.com/luxfi/lux-gpu-ci/cmd/gpuci/internal/retry"
 	"github.com/luxfi/lux-gpu-ci/config"
-	"github.com/luxfi/lux-gpu-ci/internal/live"
-	"github.com/luxfi/lux-gpu-ci/internal/retry"
 )
 
 // runRetry re-runs a completed workflow run's failed jobs once when every one of them lost
-// one of the stack's runners (see internal/retry). The token is GITHUB_TOKEN (a workflow's
+// one of the stack's runners (see cmd/gpuci/internal/retry). The token is GITHUB_TOKEN (a workflow's
 // own, with actions: write); GITHUB_API_URL points at GitHub Enterprise Server when set.
 func runRetry(args []string) error {
 	fs := flag.NewFlagSet("retry", flag.ExitOnError)

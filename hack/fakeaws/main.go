@@ -1,7 +1,7 @@
 // Command fakeaws is the e2e's stand-in for AWS, one binary under three names (symlinks):
 //
 //	pulumi-resource-aws  the AWS provider plugin the engine and pulumi-eks talk to; it answers
-//	                     from internal/fakeaws, the same fake the unit tests' mocks use
+//	                     from internal/testsupport/fakeaws, the same fake the unit tests' mocks use
 //	aws                  the AWS CLI as the kubeconfigs and pulumi-eks use it: `--version`,
 //	                     and `eks get-token`, which hands out the local API server's admin
 //	                     client certificate as an ExecCredential
@@ -25,7 +25,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clientauthv1beta1 "k8s.io/client-go/pkg/apis/clientauthentication/v1beta1"
 
-	"github.com/luxfi/lux-gpu-ci/internal/fakeaws"
+	"github.com/luxfi/lux-gpu-ci/internal/testsupport/fakeaws"
 )
 
 func main() {

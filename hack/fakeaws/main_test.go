@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/util/version"
 
-	"github.com/luxfi/lux-gpu-ci/internal/fakeaws"
+	"github.com/luxfi/lux-gpu-ci/internal/testsupport/fakeaws"
 )
 
 // pulumi-eks 2.8.1 (dependencies.js) takes the first word of `aws --version`, strips

@@ -1,5 +1,5 @@
 // Package chartrender renders Helm charts client-side with the Helm SDK (what `helm template`
-// does) and finds charts that Go modules carry, so tests and `gpuci render` can check our
+// does) and finds charts that Go modules carry, so tests and `make render` can check our
 // values against the real upstream charts.
 package chartrender
 

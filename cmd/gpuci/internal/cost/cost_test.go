@@ -1,0 +1,307 @@
+package cost_test
+
+// gpuci cost: the seed's own arithmetic, and our default stack itemised.
+
+import (
+	"bytes"
+	"context"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"gopkg.in/yaml.v3"
+
+	"github.com/luxfi/lux-gpu-ci/cmd/gpuci/internal/cost"
+	"github.com/luxfi/lux-gpu-ci/config"
+	"github.com/luxfi/lux-gpu-ci/internal/testsupport/testkit"
+)
+
+// nearTo is near with a tolerance of its own, for figures a cent would swallow.
+func nearTo(t *testing.T, want, got, tolerance float64, what string) {
+	t.Helper()
+	assert.LessOrEqual(t, math.Abs(want-got), tolerance, "%s: want %v, got %v", what, want, got)
+}
+
+func near(t *testing.T, want, got float64, what string) {
+	t.Helper()
+	assert.LessOrEqual(t, math.Abs(want-got), 0.01, "%s: want %.2f, got %.2f", what, want, got)
+}
+
+// The seed: 30 builds/day × 10 min at $0.16/h is ~$24/month of GPU; idle is ~$138/month
+// (control plane, one t3.medium, its root volume, NAT hours; no separate IPv4 charge then).
+func TestCostReproducesTheSeedArithmetic(t *testing.T) {
+	p := cost.DefaultPrices()
+	p.Spot = map[string]float64{"g4dn.xlarge": 0.16}
+	p.PublicIPv4 = 0
+	r, err := cost.Estimate(noCache(t), p, cost.Usage{BuildsPerDay: 30, MinutesPerBuild: 10})
+	require.NoError(t, err)
+	near(t, 137.82, r.IdleUSD, "idle per month")
+	require.Len(t, r.Pools, 3, "dev's two pools (one per job form, priced alike, each as if it ran every build) and gpu-spot's retry twin")
+	pool := r.Pools[0]
+	assert.Equal(t, "g4dn.xlarge", pool.InstanceType)
+	near(t, 24.00, pool.PerBuild[0].USD*30*30, "GPU instance per month")
+}
+
+// noCache is the dev stack without its image cache: images come from their registries.
+func noCache(t *testing.T, kv ...string) *config.Config {
+	return testkit.DevConfig(t, append([]string{"imageCache", "[]", "registryCredentials", testkit.Unset}, kv...)...)
+}
+
+// defaultUsage is gpuci cost's defaults: 30 ten-minute builds a day, every one on a new node,
+// each pool's own cold start and the smoke workflow's CUDA image.
+var defaultUsage = cost.Usage{BuildsPerDay: 30, MinutesPerBuild: 10, BootMinutes: -1, JobImageGB: -1, ColdStarts: 1, InterruptionRate: cost.DefaultInterruptionRate}
+
+func item(t *testing.T, e cost.PoolEstimate, prefix string) cost.Item {
+	t.Helper()
+	for _, it := range e.PerBuild {
+		if strings.HasPrefix(it.What, prefix) {
+			return it
+		}
+	}
+	t.Fatalf("pool %s has no per-build item %q: %v", e.Pool, prefix, e.PerBuild)
+	return cost.Item{}
+}
+
+func poolNamed(t *testing.T, r cost.Report, name string) cost.PoolEstimate {
+	t.Helper()
+	for _, e := range r.Pools {
+		if e.Pool == name {
+			return e
+		}
+	}
+	t.Fatalf("no pool %s", name)
+	return cost.PoolEstimate{}
+}
+
+func TestCostOfTheDefaultStack(t *testing.T) {
+	r, err := cost.Estimate(testkit.DevConfig(t), cost.DefaultPrices(), defaultUsage)
+	require.NoError(t, err)
+	var idle []string
+	for _, it := range r.Idle {
+		idle = append(idle, it.What)
+	}
+	assert.Equal(t, []string{"EKS control plane", "1 × t3.medium system node", "1 × 20 GiB gp3 system root volume", "NAT gateway hours and its public IPv4", "ECR image cache: 8.5 GB of cached images"}, idle)
+	near(t, 73+30.368+1.6+36.5+0.85, r.IdleUSD, "idle: the cache stores the runner image (0.5 GB) and the CUDA image (8 GB) at $0.10/GB-month")
+	near(t, 8.0, r.Usage.JobImageGB, "the smoke workflow's CUDA image by default")
+
+	pool := poolNamed(t, r, "gpu-spot")
+	assert.Equal(t, "spot", pool.CapacityType)
+	assert.Equal(t, "g4dn.xlarge", pool.InstanceType, "the cheaper of the pool's types")
+	// By hand: the cold start is 5 + 5 + 75 s, the device plugin's 0.1 GB through the NAT
+	// (1.67 s down, 1.14 s to disk) + 10 s, the runner's 0.5 GB from the cache (1.67 + 5.72 s)
+	// and 2 s: 107.2 s. The node lives 10 + 1.787 + 0.5 = 12.287 minutes, 0.20478 h.
+	nearTo(t, 107.2, pool.ColdStart.Seconds, 0.05, "cold start")
+	nearTo(t, 12.287, pool.NodeMinutes, 0.001, "node minutes: job + the pool's cold start + 30 s warm window")
+	nearTo(t, 0.051133, pool.PerBuild[0].USD, 0.000005, "instance: 0.20478 h × $0.2497")
+	nearTo(t, 0.002244, item(t, pool, "100 GiB gp3 root volume").USD, 0.000005, "volume: 0.20478 h × 100 GiB × $0.08 / 730")
+	nearTo(t, 0.001403, item(t, pool, "root volume at 250 MiB/s").USD, 0.000005, "throughput: 0.20478 h × 125 MiB/s × $0.04 / 730")
+	assert.Equal(t, cost.Item{What: "0.5 GB of images from the ECR cache (S3 gateway endpoint)", USD: 0}, item(t, pool, "0.5 GB"), "the runner image")
+	near(t, 0.1*0.045, item(t, pool, "0.1 GB of images through the NAT").USD, "the device plugin's image: nvcr.io has no cache rule")
+	nearTo(t, 0.05928, pool.BuildUSD, 0.00001, "per build: instance, volume, throughput, $0.0045 of NAT")
+	nearTo(t, 53.35, pool.MonthlyUSD, 0.01, "monthly: 900 builds")
+	near(t, 10*0.052, r.HostedUSD, "hosted T4 per build")
+
+	container := poolNamed(t, r, "gpu-spot-container")
+	assert.Equal(t, cost.Item{What: "8.5 GB of images from the ECR cache (S3 gateway endpoint)", USD: 0}, item(t, container, "8.5 GB"), "fs-init's runner image and the CUDA image")
+
+	var out bytes.Buffer
+	require.NoError(t, r.WriteTable(&out))
+	assert.Contains(t, out.String(), "break-even")
+	assert.Contains(t, out.String(), "Cold start: queued job → first step on a new GPU node")
+	for _, source := range []string{"https://aws.amazon.com/eks/pricing/", "https://aws.amazon.com/vpc/pricing/", "https://aws.amazon.com/ecr/pricing/", "https://aws.amazon.com/ebs/pricing/", "https://docs.github.com/en/billing/reference/actions-runner-pricing"} {
+		assert.Contains(t, out.String(), source, "prices cite public sources")
+	}
+	assert.NotContains(t, out.String(), "upstream.md", "no source outside the repository a user cannot open")
+}
+
+// The product's reason to exist, with the CUDA image a job really pulls: through the cache,
+// every pool is at least 7× cheaper per build than GitHub's hosted T4, and the month far
+// cheaper; without the cache, the container form's 8 GB through the NAT costs more than
+// GitHub — the case the image path exists for.
+func TestTheImagePathKeepsTheStackCheaperThanGitHub(t *testing.T) {
+	r, err := cost.Estimate(testkit.DevConfig(t), cost.DefaultPrices(), defaultUsage)
+	require.NoError(t, err)
+	require.Len(t, r.Comparisons, 2, "gpu-spot (with its twin) and gpu-spot-container")
+	for _, c := range r.Comparisons {
+		assert.GreaterOrEqual(t, c.Times, 7.0, "pool %s per build", c.Pool)
+		assert.Less(t, c.MonthUSD, 0.5*c.HostedMonthUSD, "pool %s: a month at 30 builds/day under half of GitHub's", c.Pool)
+	}
+
+	before, err := cost.Estimate(noCache(t), cost.DefaultPrices(), defaultUsage)
+	require.NoError(t, err)
+	container := poolNamed(t, before, "gpu-spot-container")
+	near(t, 8.6*0.045, item(t, container, "8.6 GB of images through the NAT").USD, "device plugin, runner and CUDA image through the NAT")
+	for _, c := range before.Comparisons {
+		if c.Pool == "gpu-spot-container" {
+			assert.Less(t, c.Times, 1.5, "through the NAT the CUDA pull dwarfs the GPU time")
+			assert.Greater(t, c.MonthUSD, c.HostedMonthUSD, "and the month costs more than GitHub's")
+		}
+	}
+
+	// The lean profile has no NAT: image bytes come in through the internet gateway, free,
+	// and each node pays for its public IPv4.
+	lean, err := cost.Estimate(noCache(t, "natMode", "none"), cost.DefaultPrices(), defaultUsage)
+	require.NoError(t, err)
+	near(t, before.IdleUSD-36.5+3.65, lean.IdleUSD, "lean idle has no NAT, but the system node's public IPv4 ($0.005/h)")
+	assert.Contains(t, lean.Idle, cost.Item{What: "1 × public IPv4 of the system nodes (no NAT)", USD: 0.005 * 730})
+	lc := poolNamed(t, lean, "gpu-spot-container")
+	assert.Equal(t, cost.Item{What: "8.6 GB of images through the internet gateway", USD: 0}, item(t, lc, "8.6 GB"))
+	near(t, lc.NodeMinutes/60*0.005, item(t, lc, "the GPU node's public IPv4").USD, "the GPU node's IPv4 for its life")
+}
+
+// The cold-start model, step by step, for both forms; the container form against the hooks'
+// 10-minute wait for the job pod.
+func TestColdStart(t *testing.T) {
+	c := testkit.DevConfig(t)
+	runner := cost.ColdStartOf(c.GPUPools[0], cost.PulledImages(c, c.GPUPools[0], 8))
+	var steps []string
+	for _, s := range runner.Steps {
+		steps = append(steps, s.What)
+	}
+	assert.Equal(t, []string{
+		"ARC: job → runner pod", "Karpenter: batch, CreateFleet", "instance launch → node Ready",
+		"pull nvcr.io/nvidia/k8s-device-plugin:v0.19.3 (0.1 GB, over the internet, through the NAT, 250 MiB/s disk)",
+		"device plugin registers the GPU",
+		"pull ghcr.io/actions/actions-runner:latest (0.5 GB, from the ECR cache, 250 MiB/s disk)",
+		"container start",
+	}, steps)
+	assert.Nil(t, runner.PrepareJobMarginSeconds, "the runner form has no hooks' wait")
+
+	pool := c.GPUPools[2]
+	require.Equal(t, "container", pool.JobForm)
+	cached := cost.ColdStartOf(pool, cost.PulledImages(c, pool, 8))
+	require.NotNil(t, cached.PrepareJobMarginSeconds)
+	assert.Greater(t, *cached.PrepareJobMarginSeconds, 600.0, "through the cache the CUDA image leaves half the hooks' wait spare")
+	assert.Greater(t, cached.Seconds, 150.0, "and yet more than the runner form's")
+	assert.Less(t, cached.Seconds, 330.0, "queued → running in under five and a half minutes")
+
+	nc := noCache(t)
+	slow := pool
+	slow.RootVolumeThroughput = 125
+	upstream := cost.ColdStartOf(slow, cost.PulledImages(nc, slow, 8))
+	assert.Greater(t, upstream.Seconds, cached.Seconds+150, "over the internet at gp3's baseline: minutes more")
+	assert.Greater(t, *upstream.PrepareJobMarginSeconds, 600.0, "even then the wait is twice what it takes")
+	huge := cost.ColdStartOf(slow, cost.PulledImages(nc, slow, 30))
+	assert.Negative(t, *huge.PrepareJobMarginSeconds, "a 30 GB image from Docker Hub at 125 MiB/s outlasts the wait: the job would fail")
+}
+
+// A pull: download, then the slower of unpacking and writing. 8 GB at 250 MiB/s from ECR:
+// 8000 MB / 300 MB/s = 26.67 s, then max(16000 MB / 200 MB/s = 80 s, 24000 MB / 262.144 MB/s =
+// 91.55 s) = 118.22 s. From the internet at 125 MiB/s: 133.33 + 183.11 = 316.44 s.
+func TestPullSeconds(t *testing.T) {
+	near(t, 118.22, cost.PullSeconds(8, true, 250), "8 GB from ECR at 250 MiB/s")
+	near(t, 316.44, cost.PullSeconds(8, false, 125), "8 GB over the internet at 125 MiB/s")
+	for _, gb := range []float64{0.5, 8, 20} {
+		for _, tp := range []int{125, 250, 500, 1000} {
+			assert.Less(t, cost.PullSeconds(gb, true, tp), cost.PullSeconds(gb, false, tp), "the cache is faster (%v GB, %d MiB/s)", gb, tp)
+			if tp > 125 {
+				assert.LessOrEqual(t, cost.PullSeconds(gb, true, tp), cost.PullSeconds(gb, true, tp/2), "more throughput is never slower")
+			}
+		}
+	}
+}
+
+// gpuci cost prices the image the smoke workflow's container job really runs.
+func TestSmokeJobImageIsTheWorkflows(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(testkit.RepoRoot(t), "examples", "workflows", "cuda.yml"))
+	require.NoError(t, err)
+	var wf struct {
+		Jobs map[string]struct {
+			Container struct {
+				Image string `yaml:"image"`
+			} `yaml:"container"`
+		} `yaml:"jobs"`
+	}
+	require.NoError(t, yaml.Unmarshal(b, &wf))
+	image := wf.Jobs["in-container"].Container.Image
+	require.NotEmpty(t, image, "cuda.yml's in-container job names its image")
+	assert.True(t, strings.HasSuffix(image, "|| '"+cost.SmokeJobImage+"' }}"), "from Docker Hub without the cache: %s", image)
+	assert.Contains(t, image, "format('{0}/"+cost.SmokeJobImage+"', vars.LUX_GPU_CI_DOCKER_HUB_CACHE)", "through the cache with it")
+}
+
+func TestCostNamesAMissingPrice(t *testing.T) {
+	c := testkit.DevConfig(t, "gpuPools", `[{"name": "big", "instanceTypes": ["g5.48xlarge"], "gpuLimit": 8}]`)
+	_, err := cost.Estimate(c, cost.DefaultPrices(), cost.Usage{BuildsPerDay: 1, MinutesPerBuild: 1})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "pool big: no spot price")
+}
+
+type stubPrices map[string]float64
+
+func (s stubPrices) OnDemand(_ context.Context, region, it string) (float64, error) {
+	return s["od:"+region+":"+it], nil
+}
+
+func (s stubPrices) Spot(_ context.Context, region, it string) (float64, error) {
+	return s["spot:"+region+":"+it], nil
+}
+
+func TestLivePricesReplaceTheTable(t *testing.T) {
+	src := stubPrices{"od:us-west-2:t3.medium": 0.05, "od:us-west-2:g4dn.xlarge": 0.6, "spot:us-west-2:g4dn.xlarge": 0.2}
+	p, err := cost.LivePrices(context.Background(), cost.DefaultPrices(), src, "us-west-2", []string{"t3.medium", "g4dn.xlarge"}, []string{"g4dn.xlarge"})
+	require.NoError(t, err)
+	assert.Contains(t, p.Source, "AWS Pricing API")
+	r, err := cost.Estimate(testkit.DevConfig(t, "gpuPools", `[{"name": "gpu-spot", "instanceTypes": ["g4dn.xlarge"]}]`), p, cost.Usage{BuildsPerDay: 1, MinutesPerBuild: 60})
+	require.NoError(t, err)
+	near(t, 0.05*730, r.Idle[1].USD, "the system node at the live price")
+	near(t, 0.2, r.Pools[0].PerBuild[0].USD, "an hour of spot g4dn at the live price (30 s warm window aside)")
+}
+
+// A Pricing API price-list document, trimmed to the fields read.
+const priceListDoc = `{"product":{"attributes":{"instanceType":"g4dn.xlarge"}},"terms":{"OnDemand":{"ABC.JRTCKXETXF":{"priceDimensions":{"ABC.JRTCKXETXF.6YS6EN2CT7":{"unit":"Hrs","pricePerUnit":{"USD":"0.5260000000"}}}}}}}`
+
+func TestParseOnDemandPrice(t *testing.T) {
+	v, ok := cost.ParseOnDemandPrice(priceListDoc)
+	require.True(t, ok)
+	assert.Equal(t, 0.526, v)
+	_, ok = cost.ParseOnDemandPrice(`{"terms":{}}`)
+	assert.False(t, ok)
+}
+
+// A retry twin is priced on-demand and counted only for the builds an interruption re-runs.
+func TestCostCountsTheRetryTwinAtTheInterruptionRate(t *testing.T) {
+	p := cost.DefaultPrices()
+	u := defaultUsage
+	r, err := cost.Estimate(testkit.DevConfig(t), p, u)
+	require.NoError(t, err)
+	var spot, twin cost.PoolEstimate
+	for _, e := range r.Pools {
+		switch e.Pool {
+		case "gpu-spot":
+			spot = e
+		case "gpu-spot-on-demand":
+			twin = e
+		}
+	}
+	require.Equal(t, "gpu-spot", twin.RetryTwinOf)
+	assert.Equal(t, "on-demand", twin.CapacityType)
+	assert.Equal(t, spot.InstanceType, twin.InstanceType)
+	// By hand: the twin's node lives as long as gpu-spot's (12.287 min, 0.20478 h) at the
+	// on-demand $0.526: $0.107714, plus the same volume ($0.002244), throughput ($0.001403)
+	// and NAT ($0.0045) as gpu-spot: $0.115861 a build. It runs 5% of 900 builds: 45.
+	nearTo(t, 0.107714, twin.PerBuild[0].USD, 0.000005, "instance: 0.20478 h × $0.526 on-demand")
+	nearTo(t, 0.115861, twin.BuildUSD, 0.00001, "per build")
+	nearTo(t, 5.2137, twin.MonthlyUSD, 0.001, "the twin's month: 45 re-runs")
+
+	var out bytes.Buffer
+	require.NoError(t, r.WriteTable(&out))
+	assert.Contains(t, out.String(), "per month, re-running 5% of gpu-spot's 30 builds/day (spot interruptions)")
+	assert.Contains(t, out.String(), "self-hosted (idle + the pool + its retry twin, if any)")
+	compared := 0
+	for _, c := range r.Comparisons {
+		if c.Pool == "gpu-spot" {
+			// 142.318 idle + 53.35 for gpu-spot's 900 builds + 5.2137 for the twin's 45.
+			nearTo(t, 200.88, c.MonthUSD, 0.01, "gpu-spot's month counts its twin's re-runs")
+			compared++
+		}
+	}
+	require.Equal(t, 1, compared, "one comparison for gpu-spot")
+
+	u.InterruptionRate = 1.5
+	_, err = cost.Estimate(testkit.DevConfig(t), p, u)
+	assert.ErrorContains(t, err, "not a share of builds")
+}

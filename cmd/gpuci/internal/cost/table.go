@@ -1,0 +1,78 @@
+package cost
+
+import (
+	"fmt"
+	"io"
+	"text/tabwriter"
+)
+
+// WriteTable prints the report for people.
+func (r Report) WriteTable(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "Idle (always on), per month\t\n")
+	for _, it := range r.Idle {
+		fmt.Fprintf(tw, "  %s\t$%8.2f\n", it.What, it.USD)
+	}
+	fmt.Fprintf(tw, "  total\t$%8.2f\n\t\n", r.IdleUSD)
+	u := r.Usage
+	boot := "each pool's cold start below"
+	if u.BootMinutes >= 0 {
+		boot = fmt.Sprintf("%.0f min boot", u.BootMinutes)
+	}
+	fmt.Fprintf(tw, "Per build (%.0f min job, %s, %.0f%% cold starts, %.1f GB container-form job image)\t\n", u.MinutesPerBuild, boot, u.ColdStarts*100, u.JobImageGB)
+	for _, p := range r.Pools {
+		fmt.Fprintf(tw, "  pool %s\t\n", p.Pool)
+		for _, it := range p.PerBuild {
+			fmt.Fprintf(tw, "    %s\t$%8.4f\n", it.What, it.USD)
+		}
+		fmt.Fprintf(tw, "    per build\t$%8.4f\n", p.BuildUSD)
+		if p.OnDemandBuildUSD > 0 {
+			fmt.Fprintf(tw, "    per build on on-demand fallback\t$%8.4f\n", p.OnDemandBuildUSD)
+		}
+		if p.RetryTwinOf != "" {
+			fmt.Fprintf(tw, "    per month, re-running %.0f%% of %s's %.0f builds/day (spot interruptions)\t$%8.2f\n", u.InterruptionRate*100, p.RetryTwinOf, u.BuildsPerDay, p.MonthlyUSD)
+			continue
+		}
+		fmt.Fprintf(tw, "    per month at %.0f builds/day\t$%8.2f\n", u.BuildsPerDay, p.MonthlyUSD)
+	}
+	// Each section aligns its own columns.
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "\t\nGitHub-hosted T4 runner, per build\t$%8.4f\n", r.HostedUSD)
+	for _, c := range r.Comparisons {
+		fmt.Fprintf(tw, "Pool %s: per build %.1f× cheaper than GitHub-hosted T4\t\n", c.Pool, c.Times)
+		fmt.Fprintf(tw, "  month at %.0f builds/day: self-hosted (idle + the pool + its retry twin, if any)\t$%8.2f\n", u.BuildsPerDay, c.MonthUSD)
+		fmt.Fprintf(tw, "  month at %.0f builds/day: GitHub-hosted T4\t$%8.2f\n", u.BuildsPerDay, c.HostedMonthUSD)
+		if c.BreakEvenBuilds > 0 {
+			fmt.Fprintf(tw, "  break-even\t%.0f builds/month\n", c.BreakEvenBuilds)
+		} else {
+			fmt.Fprintf(tw, "  break-even\tnever at these prices\n")
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "\t\nCold start: queued job → first step on a new GPU node (estimate)\t\n")
+	for _, p := range r.Pools {
+		if p.RetryTwinOf != "" {
+			continue
+		}
+		cs := p.ColdStart
+		fmt.Fprintf(tw, "  pool %s\t\n", p.Pool)
+		for _, s := range cs.Steps {
+			fmt.Fprintf(tw, "    %s\t%6.0f s\n", s.What, s.Seconds)
+		}
+		fmt.Fprintf(tw, "    total\t%6.0f s\n", cs.Seconds)
+		if m := cs.PrepareJobMarginSeconds; m != nil {
+			fmt.Fprintf(tw, "    left of the container hooks' %.0f s wait for the job pod (600 s without the stack's setting)\t%6.0f s\n", PrepareJobWaitSeconds, *m)
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintf(w, "\nPrices: %s\nCold-start figures: cmd/gpuci/internal/cost/coldstart.go names the source or the reasoning of each.\n", r.Prices)
+	return err
+}

@@ -1,0 +1,367 @@
+// Package doctor is `gpuci doctor`: the README's troubleshooting table, automated. For each
+// symptom it gathers the evidence an operator would gather by hand and says what to fix.
+// It only reads, except Fix, the one safe action: deleting the GPU NodePools so Karpenter
+// drains and terminates their nodes before a destroy.
+package doctor
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/luxfi/lux-gpu-ci/cmd/gpuci/internal/live"
+	"github.com/luxfi/lux-gpu-ci/cmd/gpuci/internal/quota"
+	"github.com/luxfi/lux-gpu-ci/config"
+	"github.com/luxfi/lux-gpu-ci/internal/wellknown"
+)
+
+// StuckAfter is how long a deleting NodeClaim may take before it counts as stuck.
+const StuckAfter = 15 * time.Minute
+
+// Finding is one symptom examined.
+type Finding struct {
+	Symptom  string   `json:"symptom"`
+	Problem  bool     `json:"problem"`
+	Evidence []string `json:"evidence"`
+	Fix      string   `json:"fix,omitempty"`
+}
+
+// Doctor examines a cluster.
+type Doctor struct {
+	Kube kubernetes.Interface
+	Dyn  dynamic.Interface
+	Cfg  *config.Config
+	// Now is the clock (tests fix it).
+	Now func() time.Time
+	// Logs reads a pod's last lines; nil reads them from the API server (tests replace it:
+	// client-go's fake answers every log request with the same text).
+	Logs func(ctx context.Context, p corev1.Pod, lines int64) ([]byte, error)
+}
+
+// Examine runs every check.
+func (d Doctor) Examine(ctx context.Context) []Finding {
+	if d.Now == nil {
+		d.Now = time.Now
+	}
+	claims, _ := d.Dyn.Resource(wellknown.NodeClaims).List(ctx, metav1.ListOptions{})
+	if claims == nil {
+		claims = &unstructured.UnstructuredList{}
+	}
+	gpuNodes, _ := live.GPUNodes(ctx, d.Kube, d.Cfg.GPUPools)
+	return []Finding{
+		d.jobQueued(ctx),
+		d.staleRunner(ctx),
+		d.runnerPending(ctx, claims),
+		d.gpuNotDetected(ctx, gpuNodes),
+		d.spotCapacity(claims),
+		d.spotInterruptions(ctx),
+		d.gpuQuota(claims),
+		d.costSpike(ctx, gpuNodes),
+		d.stuckTeardown(ctx, claims),
+	}
+}
+
+// Write prints findings as symptom → evidence → fix.
+func Write(w io.Writer, findings []Finding) {
+	for _, f := range findings {
+		mark := "ok "
+		if f.Problem {
+			mark = "!! "
+		}
+		fmt.Fprintf(w, "%s%s\n", mark, f.Symptom)
+		for _, e := range f.Evidence {
+			fmt.Fprintf(w, "     %s\n", e)
+		}
+		if f.Problem && f.Fix != "" {
+			fmt.Fprintf(w, "   → %s\n", f.Fix)
+		}
+	}
+}
+
+// Problems counts findings that are problems.
+func Problems(findings []Finding) int {
+	n := 0
+	for _, f := range findings {
+		if f.Problem {
+			n++
+		}
+	}
+	return n
+}
+
+func (d Doctor) jobQueued(ctx context.Context) Finding {
+	f := Finding{Symptom: "Job stuck in Queued", Fix: "use a runs-on that matches the scale set (stack output runsOn); labels are fixed when a scale set is created, so recreate it (rename runnerScaleSetName) after changing them; check the credentials Secret. The listener runs in " + wellknown.ARCNamespace + " with ARC 0.14, not in " + wellknown.RunnersNamespace + ": kubectl -n " + wellknown.ARCNamespace + " logs -l " + wellknown.ScaleSetLabel + "=<scale set>"}
+	for _, pool := range d.Cfg.GPUPools {
+		rs, err := live.GetScaleSet(ctx, d.Dyn, pool.RunnerScaleSetName)
+		if err != nil {
+			f.Problem = true
+			f.Evidence = append(f.Evidence, fmt.Sprintf("scale set %s: %v", pool.RunnerScaleSetName, err))
+			continue
+		}
+		if !slices.Equal(rs.Labels, pool.RunnerLabels) {
+			f.Problem = true
+		}
+		f.Evidence = append(f.Evidence, fmt.Sprintf("scale set %s labels %v (configured %v)", pool.RunnerScaleSetName, rs.Labels, pool.RunnerLabels))
+		listeners, err := d.Kube.CoreV1().Pods(wellknown.ARCNamespace).List(ctx, metav1.ListOptions{LabelSelector: wellknown.ScaleSetLabel + "=" + pool.RunnerScaleSetName})
+		if err != nil || len(listeners.Items) == 0 {
+			f.Problem = true
+			f.Evidence = append(f.Evidence, fmt.Sprintf("no listener pod for %s in %s: the controller cannot reach GitHub or the credentials are wrong", pool.RunnerScaleSetName, wellknown.ARCNamespace))
+			continue
+		}
+		for _, p := range listeners.Items {
+			f.Evidence = append(f.Evidence, fmt.Sprintf("listener %s %s; last log lines: %s", p.Name, p.Status.Phase, d.logTail(ctx, p)))
+			if p.Status.Phase != corev1.PodRunning {
+				f.Problem = true
+			}
+		}
+	}
+	return f
+}
+
+// deprecatedRunner is what the runner prints when GitHub refuses its version (actions/runner).
+const deprecatedRunner = "is deprecated and cannot receive messages"
+
+// staleRunner finds runners GitHub refuses as too old: ARC registers them with updates
+// disabled, so a pinned image stops getting jobs some 30 days after a newer runner release.
+func (d Doctor) staleRunner(ctx context.Context) Finding {
+	f := Finding{Symptom: "Job stuck in Queued: runner too old for GitHub", Fix: "a pool that pins runnerImage: remove it (the current runner, pulled on each start) or bump the pin to the current actions/runner release, then pulumi up; a pool that follows the current release: GitHub answered 403, which the runner reports as deprecation (a GitHub incident, or broker.actions.githubusercontent.com blocked by a proxy)"}
+	for _, pool := range d.Cfg.GPUPools {
+		if !pool.FollowsRunnerReleases() {
+			f.Evidence = append(f.Evidence, fmt.Sprintf("pool %s pins runnerImage %s: it will stop getting jobs once GitHub deprecates that runner version", pool.Name, pool.RunnerImage))
+		}
+	}
+	pods, err := d.Kube.CoreV1().Pods(wellknown.RunnersNamespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		f.Evidence = append(f.Evidence, err.Error())
+		return f
+	}
+	for _, p := range pods.Items {
+		raw, err := d.logs(ctx, p, 50)
+		if err != nil {
+			continue // a pod without logs yet says nothing about its version
+		}
+		for _, line := range strings.Split(string(raw), "\n") {
+			if strings.Contains(line, deprecatedRunner) {
+				f.Problem = true
+				image := ""
+				for _, c := range p.Spec.Containers {
+					if c.Name == "runner" || image == "" {
+						image = c.Image
+					}
+				}
+				f.Evidence = append(f.Evidence, fmt.Sprintf("runner pod %s (%s): %s", p.Name, image, strings.TrimSpace(line)))
+				break
+			}
+		}
+	}
+	if !f.Problem {
+		f.Evidence = append(f.Evidence, "no runner pod reports a deprecated version")
+	}
+	return f
+}
+
+// spotInterruptions lists the spot interruptions Karpenter recorded (events live about an
+// hour) and the runner pods that were on each interrupted node: the jobs that went red.
+func (d Doctor) spotInterruptions(ctx context.Context) Finding {
+	f := Finding{Symptom: "Jobs failed by spot interruptions", Fix: "a job on an interrupted node fails (\"The runner has received a shutdown signal\", or in the container form a failed step): gpuci retry (examples/workflows/retry-interrupted.yml) re-runs such runs once, on the pool's on-demand twin with onDemandRetry: true; add on-demand to the pool's capacityTypes if it happens often"}
+	in, err := live.ReadInterruptions(ctx, d.Kube)
+	if err != nil {
+		f.Evidence = append(f.Evidence, err.Error())
+		return f
+	}
+	for _, e := range in.Events {
+		f.Problem = true
+		line := fmt.Sprintf("%s: node %s: %s", e.At.Format(time.RFC3339), e.Node, e.Message)
+		if len(e.Pods) > 0 {
+			line += "; runner pods on it: " + strings.Join(e.Pods, ", ")
+		}
+		f.Evidence = append(f.Evidence, line)
+	}
+	if !f.Problem {
+		f.Evidence = append(f.Evidence, "no SpotInterrupted event (Kubernetes keeps events about an hour)")
+	}
+	return f
+}
+
+func (d Doctor) runnerPending(ctx context.Context, claims *unstructured.UnstructuredList) Finding {
+	f := Finding{Symptom: "Runner pod Pending with no node", Fix: "read the Karpenter log and NodeClaim conditions below: usually no capacity for the instance types, the pool's gpuLimit reached, or a missing spot service-linked role (createSpotServiceLinkedRole)"}
+	pods, err := d.Kube.CoreV1().Pods(wellknown.RunnersNamespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		f.Evidence = append(f.Evidence, err.Error())
+		return f
+	}
+	for _, p := range pods.Items {
+		if p.Status.Phase == corev1.PodPending && p.Spec.NodeName == "" {
+			f.Problem = true
+			f.Evidence = append(f.Evidence, fmt.Sprintf("pod %s Pending, unscheduled", p.Name))
+		}
+	}
+	if !f.Problem {
+		f.Evidence = append(f.Evidence, "no unscheduled runner pods")
+		return f
+	}
+	for _, c := range claims.Items {
+		f.Evidence = append(f.Evidence, "NodeClaim "+c.GetName()+": "+live.Conditions(&c))
+	}
+	events, _ := d.Kube.CoreV1().Events(wellknown.RunnersNamespace).List(ctx, metav1.ListOptions{FieldSelector: "type=Warning"})
+	if events != nil {
+		for _, e := range events.Items {
+			f.Evidence = append(f.Evidence, fmt.Sprintf("event %s %s: %s", e.InvolvedObject.Name, e.Reason, e.Message))
+		}
+	}
+	if pods, err := d.Kube.CoreV1().Pods(wellknown.KarpenterNamespace).List(ctx, metav1.ListOptions{LabelSelector: wellknown.KarpenterPods}); err == nil {
+		for _, p := range pods.Items {
+			f.Evidence = append(f.Evidence, "karpenter log: "+d.logTail(ctx, p))
+		}
+	}
+	return f
+}
+
+func (d Doctor) gpuNotDetected(ctx context.Context, nodes []corev1.Node) Finding {
+	f := Finding{Symptom: "GPU not detected on a GPU node", Fix: "the NVIDIA device plugin must run on the node: it needs the label nvidia.com/gpu.present=true (set by the NodePool) and to tolerate nvidia.com/gpu; check its DaemonSet and pod logs"}
+	for _, n := range nodes {
+		gpus := n.Status.Allocatable[wellknown.GPUResource]
+		f.Evidence = append(f.Evidence, fmt.Sprintf("node %s: %s allocatable %s, label %s=%q", n.Name, wellknown.GPUResource, gpus.String(), wellknown.GPUPresentLabel, n.Labels[wellknown.GPUPresentLabel]))
+		if gpus.IsZero() {
+			f.Problem = true
+		}
+	}
+	if len(nodes) == 0 {
+		f.Evidence = append(f.Evidence, "no GPU nodes up")
+	}
+	ds, err := d.Kube.AppsV1().DaemonSets(wellknown.DevicePluginNamespace).Get(ctx, wellknown.DevicePluginRelease, metav1.GetOptions{})
+	if err != nil {
+		f.Problem = true
+		f.Evidence = append(f.Evidence, "device plugin DaemonSet: "+err.Error())
+	} else {
+		f.Evidence = append(f.Evidence, fmt.Sprintf("device plugin DaemonSet: %d desired, %d ready", ds.Status.DesiredNumberScheduled, ds.Status.NumberReady))
+		if ds.Status.NumberReady < ds.Status.DesiredNumberScheduled || ds.Status.DesiredNumberScheduled < int32(len(nodes)) {
+			f.Problem = true
+		}
+	}
+	return f
+}
+
+func (d Doctor) spotCapacity(claims *unstructured.UnstructuredList) Finding {
+	f := Finding{Symptom: "Spot capacity", Fix: "add on-demand to the pool's capacityTypes for fallback, or more instance types (spot g4dn is in the >20% interruption band)"}
+	for _, c := range claims.Items {
+		if s := live.Conditions(&c); strings.Contains(s, "InsufficientCapacity") {
+			f.Problem = true
+			f.Evidence = append(f.Evidence, "NodeClaim "+c.GetName()+": "+s)
+		}
+	}
+	if !f.Problem {
+		f.Evidence = append(f.Evidence, "no NodeClaim reports InsufficientCapacity")
+	}
+	return f
+}
+
+// gpuQuota finds NodeClaims that failed to launch because the account's G and VT vCPU
+// quota is too small (new accounts have 0; spot and on-demand are separate quotas).
+func (d Doctor) gpuQuota(claims *unstructured.UnstructuredList) Finding {
+	f := Finding{Symptom: "GPU vCPU quota"}
+	var fixes []string
+	for _, c := range claims.Items {
+		s := live.Conditions(&c)
+		if need, ok := quota.Shortfall(d.Cfg, s); ok {
+			f.Problem = true
+			f.Evidence = append(f.Evidence, "NodeClaim "+c.GetName()+": "+s)
+			if need.VCPUs > 0 {
+				fixes = append(fixes, need.RequestCommand(d.Cfg.Region))
+			} else {
+				fixes = append(fixes, fmt.Sprintf("aws service-quotas get-service-quota --service-code ec2 --quota-code %s --region %s", need.QuotaCode, d.Cfg.Region))
+			}
+		}
+	}
+	if !f.Problem {
+		f.Evidence = append(f.Evidence, "no NodeClaim failed for a vCPU quota")
+		return f
+	}
+	slices.Sort(fixes)
+	f.Fix = "the account's G and VT vCPU quota is too small for the pools (gpuci quota shows what they need); request it: " + strings.Join(slices.Compact(fixes), "; ")
+	return f
+}
+
+func (d Doctor) costSpike(ctx context.Context, nodes []corev1.Node) Finding {
+	f := Finding{Symptom: "Cost spike: GPU nodes up without a job", Fix: "a GPU node should go consolidateAfter after its job; look for minRunners > 0, pods with karpenter.sh/do-not-disrupt that never finish, or stuck NodeClaims"}
+	pods, _ := d.Kube.CoreV1().Pods(wellknown.RunnersNamespace).List(ctx, metav1.ListOptions{})
+	busy := map[string]bool{}
+	if pods != nil {
+		for _, p := range pods.Items {
+			busy[p.Spec.NodeName] = true
+		}
+	}
+	for _, n := range nodes {
+		age := d.Now().Sub(n.CreationTimestamp.Time).Round(time.Minute)
+		if !busy[n.Name] && age > 10*time.Minute {
+			f.Problem = true
+			f.Evidence = append(f.Evidence, fmt.Sprintf("node %s (%s) has no runner pod, up %s", n.Name, n.Labels[corev1.LabelInstanceTypeStable], age))
+		}
+	}
+	if !f.Problem {
+		f.Evidence = append(f.Evidence, fmt.Sprintf("%d GPU node(s), none idle for long", len(nodes)))
+	}
+	return f
+}
+
+func (d Doctor) stuckTeardown(ctx context.Context, claims *unstructured.UnstructuredList) Finding {
+	f := Finding{Symptom: "GPU nodes stuck at teardown", Fix: "gpuci doctor --fix deletes the GPU NodePools so Karpenter drains and terminates their nodes; if the controller is gone, see README › Tearing down"}
+	for _, c := range claims.Items {
+		if ts := c.GetDeletionTimestamp(); ts != nil && d.Now().Sub(ts.Time) > StuckAfter {
+			f.Problem = true
+			f.Evidence = append(f.Evidence, fmt.Sprintf("NodeClaim %s deleting for %s (finalizers %v)", c.GetName(), d.Now().Sub(ts.Time).Round(time.Minute), c.GetFinalizers()))
+		}
+	}
+	if !f.Problem {
+		f.Evidence = append(f.Evidence, fmt.Sprintf("%d NodeClaim(s), none stuck deleting", len(claims.Items)))
+	}
+	return f
+}
+
+// Fix deletes the configured GPU NodePools, which makes Karpenter drain and terminate their
+// nodes. Callers confirm with the operator first.
+func (d Doctor) Fix(ctx context.Context) ([]string, error) {
+	var deleted []string
+	for _, pool := range d.Cfg.GPUPools {
+		err := d.Dyn.Resource(wellknown.NodePools).Delete(ctx, pool.Name, metav1.DeleteOptions{})
+		if err != nil {
+			return deleted, fmt.Errorf("deleting NodePool %s: %w", pool.Name, err)
+		}
+		deleted = append(deleted, pool.Name)
+	}
+	return deleted, nil
+}
+
+func (d Doctor) logTail(ctx context.Context, p corev1.Pod) string {
+	raw, err := d.logs(ctx, p, 5)
+	if err != nil {
+		return "(" + err.Error() + ")"
+	}
+	return strings.Join(strings.Fields(string(bytes.TrimSpace(raw))), " ")
+}
+
+func (d Doctor) logs(ctx context.Context, p corev1.Pod, lines int64) ([]byte, error) {
+	if d.Logs != nil {
+		return d.Logs(ctx, p, lines)
+	}
+	opts := &corev1.PodLogOptions{TailLines: &lines}
+	if len(p.Spec.Containers) > 1 {
+		opts.Container = p.Spec.Containers[0].Name // ARC's runner container comes first
+		for _, c := range p.Spec.Containers {
+			if c.Name == "runner" {
+				opts.Container = c.Name
+			}
+		}
+	}
+	return d.Kube.CoreV1().Pods(p.Namespace).GetLogs(p.Name, opts).DoRaw(ctx)
+}

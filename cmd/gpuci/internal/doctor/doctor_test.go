@@ -1,0 +1,185 @@
+package doctor_test
+
+// gpuci doctor against client-go fakes: a healthy cluster has no problem; each symptom of
+// the troubleshooting table is found with its evidence.
+
+import (
+	"bytes"
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/luxfi/lux-gpu-ci/cmd/gpuci/internal/doctor"
+	"github.com/luxfi/lux-gpu-ci/internal/testsupport/fakecluster"
+	"github.com/luxfi/lux-gpu-ci/internal/testsupport/testkit"
+	"github.com/luxfi/lux-gpu-ci/internal/wellknown"
+)
+
+var doctorNow = time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+
+// doctorCluster is the healthy idle cluster plus a listener and the device plugin DaemonSet.
+func doctorCluster() fakecluster.Cluster {
+	c := fakecluster.Healthy()
+	c.Objects = append(c.Objects,
+		fakecluster.Pod("arc-systems", "lux-gpu-t4-listener", map[string]string{"actions.github.com/scale-set-name": "lux-gpu-t4"}, corev1.PodRunning),
+		fakecluster.Pod("arc-systems", "lux-gpu-t4-on-demand-listener", map[string]string{"actions.github.com/scale-set-name": "lux-gpu-t4-on-demand"}, corev1.PodRunning),
+		fakecluster.Pod("arc-systems", "lux-gpu-t4-container-listener", map[string]string{"actions.github.com/scale-set-name": "lux-gpu-t4-container"}, corev1.PodRunning),
+		&appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: "nvidia-device-plugin", Name: "nvidia-device-plugin"}},
+	)
+	return c
+}
+
+func nodeClaim(name string, conds []any, deleting *time.Time) *unstructured.Unstructured {
+	u := fakecluster.Custom(schema.GroupVersionKind{Group: "karpenter.sh", Version: "v1", Kind: "NodeClaim"}, "", name, map[string]any{"status": map[string]any{"conditions": conds}})
+	if deleting != nil {
+		ts := metav1.NewTime(*deleting)
+		u.SetDeletionTimestamp(&ts)
+		u.SetFinalizers([]string{"karpenter.sh/termination"})
+	}
+	return u
+}
+
+// examine runs gpuci doctor on a fake cluster, against the dev stack, at doctorNow.
+func examine(t *testing.T, c fakecluster.Cluster) (doctor.Doctor, []doctor.Finding, string) {
+	t.Helper()
+	kube, dyn := c.Clients()
+	d := doctor.Doctor{Kube: kube, Dyn: dyn, Cfg: testkit.DevConfig(t), Now: func() time.Time { return doctorNow }}
+	findings := d.Examine(context.Background())
+	var out bytes.Buffer
+	doctor.Write(&out, findings)
+	return d, findings, out.String()
+}
+
+func problem(findings []doctor.Finding) []string {
+	var s []string
+	for _, f := range findings {
+		if f.Problem {
+			s = append(s, f.Symptom)
+		}
+	}
+	return s
+}
+
+func TestDoctorHealthyCluster(t *testing.T) {
+	_, findings, out := examine(t, doctorCluster())
+	assert.Len(t, findings, 9)
+	assert.Empty(t, problem(findings), out)
+	assert.Contains(t, out, "listener lux-gpu-t4-listener Running; last log lines: fake logs")
+}
+
+func TestDoctorFindsEachSymptom(t *testing.T) {
+	gpuNode := func(gpus int64, age time.Duration) *corev1.Node {
+		n := fakecluster.Node("ip-10-0-2-2", map[string]string{"karpenter.sh/nodepool": "gpu-spot", "node.kubernetes.io/instance-type": "g4dn.xlarge", "nvidia.com/gpu.present": "true"}, true, gpus)
+		n.CreationTimestamp = metav1.NewTime(doctorNow.Add(-age))
+		return n
+	}
+	// healthyPlugin: the device plugin runs on each GPU node (its DaemonSet's status says so),
+	// so only the symptom under test shows.
+	healthyPlugin := func(c *fakecluster.Cluster) {
+		for _, o := range c.Objects {
+			if ds, ok := o.(*appsv1.DaemonSet); ok {
+				ds.Status.DesiredNumberScheduled++
+				ds.Status.NumberReady++
+			}
+		}
+	}
+	longAgo := doctorNow.Add(-time.Hour)
+	cases := map[string]struct {
+		breakIt func(c *fakecluster.Cluster)
+		symptom string
+		want    string
+	}{
+		"job queued: labels drifted": {func(c *fakecluster.Cluster) {
+			c.Custom[1].(*unstructured.Unstructured).Object["spec"] = map[string]any{"runnerScaleSetLabels": []any{"gpu"}}
+		}, "Job stuck in Queued", "labels [gpu] (configured [self-hosted linux amd64 cuda gpu t4])"},
+		"job queued: no listener": {func(c *fakecluster.Cluster) { c.Objects = append(c.Objects[:3], c.Objects[4:]...) }, "Job stuck in Queued", "no listener pod for lux-gpu-t4 in"},
+		"runner pending": {func(c *fakecluster.Cluster) {
+			c.Objects = append(c.Objects, fakecluster.Pod("arc-runners", "lux-gpu-t4-runner-abc", nil, corev1.PodPending))
+			c.Custom = append(c.Custom, nodeClaim("gpu-spot-x1", []any{map[string]any{"type": "Launched", "status": "False", "reason": "LaunchFailed", "message": "no subnets found"}}, nil))
+		}, "Runner pod Pending with no node", "NodeClaim gpu-spot-x1: Launched=False LaunchFailed no subnets found"},
+		"GPU not detected": {func(c *fakecluster.Cluster) {
+			c.Objects = append(c.Objects, gpuNode(0, time.Minute), fakecluster.Pod("arc-runners", "r", nil, corev1.PodRunning))
+		}, "GPU not detected on a GPU node", "nvidia.com/gpu allocatable 0"},
+		"spot capacity": {func(c *fakecluster.Cluster) {
+			c.Custom = append(c.Custom, nodeClaim("gpu-spot-x2", []any{map[string]any{"type": "Launched", "status": "False", "reason": "InsufficientCapacity", "message": "spot capacity"}}, nil))
+		}, "Spot capacity", "InsufficientCapacity"},
+		"spot interruption": {func(c *fakecluster.Cluster) {
+			runner := fakecluster.Pod("arc-runners", "lux-gpu-t4-7xk2p-runner-abcde", nil, corev1.PodRunning)
+			runner.Spec.NodeName = "ip-10-0-2-2"
+			c.Objects = append(c.Objects, gpuNode(1, time.Minute), runner, &corev1.Event{
+				ObjectMeta:     metav1.ObjectMeta{Namespace: "default", Name: "ip-10-0-2-2.18a"},
+				InvolvedObject: corev1.ObjectReference{Kind: "Node", Name: "ip-10-0-2-2"},
+				Reason:         "SpotInterrupted", Message: "Spot interruption warning was triggered", Type: "Normal",
+				LastTimestamp: metav1.NewTime(doctorNow.Add(-10 * time.Minute)),
+			})
+			healthyPlugin(c)
+		}, "Jobs failed by spot interruptions", "2026-12-03T11:50:00Z: node ip-10-0-2-2: Spot interruption warning was triggered; runner pods on it: lux-gpu-t4-7xk2p-runner-abcde"},
+		"cost spike": {func(c *fakecluster.Cluster) {
+			c.Objects = append(c.Objects, gpuNode(1, 3*time.Hour))
+			healthyPlugin(c)
+		}, "Cost spike: GPU nodes up without a job", "has no runner pod, up 3h0m0s"},
+		"spot quota": {func(c *fakecluster.Cluster) {
+			c.Custom = append(c.Custom, nodeClaim("gpu-spot-x4", []any{map[string]any{"type": "Launched", "status": "False", "reason": "LaunchFailed", "message": "creating instance, MaxSpotInstanceCountExceeded: Max spot instance count exceeded"}}, nil))
+		}, "GPU vCPU quota", "aws service-quotas request-service-quota-increase --service-code ec2 --quota-code L-3819A6DF --desired-value 8 --region us-west-2"},
+		"stuck teardown": {func(c *fakecluster.Cluster) {
+			c.Custom = append(c.Custom, nodeClaim("gpu-spot-x3", nil, &longAgo))
+		}, "GPU nodes stuck at teardown", "deleting for 1h0m0s"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			c := doctorCluster()
+			tc.breakIt(&c)
+			_, findings, out := examine(t, c)
+			assert.Equal(t, []string{tc.symptom}, problem(findings), "this symptom, and no other: %s", out)
+			assert.Contains(t, out, tc.want)
+			assert.Contains(t, out, "→ ", "a problem comes with its fix")
+		})
+	}
+}
+
+func TestDoctorFixDeletesTheNodePools(t *testing.T) {
+	d, _, _ := examine(t, doctorCluster())
+	deleted, err := d.Fix(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, []string{"gpu-spot", "gpu-spot-on-demand", "gpu-spot-container"}, deleted)
+	_, err = d.Dyn.Resource(wellknown.NodePools).Get(context.Background(), "gpu-spot", metav1.GetOptions{})
+	assert.Error(t, err, "the NodePool is gone")
+}
+
+// A runner GitHub refuses as too old is found in its log, and a pinned image is named.
+func TestDoctorNamesAStaleRunner(t *testing.T) {
+	c := doctorCluster()
+	runner := fakecluster.Pod("arc-runners", "lux-gpu-t4-runner-x1", nil, corev1.PodRunning)
+	runner.Spec.Containers = []corev1.Container{{Name: "runner", Image: "ghcr.io/actions/actions-runner:2.334.0"}}
+	c.Objects = append(c.Objects, runner)
+	kube, dyn := c.Clients()
+	cfg := testkit.DevConfig(t)
+	cfg.GPUPools[0].RunnerImage = "ghcr.io/actions/actions-runner:2.334.0"
+	d := doctor.Doctor{Kube: kube, Dyn: dyn, Cfg: cfg, Now: func() time.Time { return doctorNow },
+		Logs: func(_ context.Context, p corev1.Pod, _ int64) ([]byte, error) {
+			if p.Name != runner.Name {
+				return []byte("listening"), nil
+			}
+			return []byte("√ Connected to GitHub\nCurrent runner version: '2.334.0'\nAn error occured: Runner version v2.334.0 is deprecated and cannot receive messages.\nRunner listener exit with terminated error\n"), nil
+		}}
+	findings := d.Examine(context.Background())
+	var out bytes.Buffer
+	doctor.Write(&out, findings)
+	assert.Equal(t, []string{"Job stuck in Queued: runner too old for GitHub"}, problem(findings), out.String())
+	assert.Contains(t, out.String(), "runner pod lux-gpu-t4-runner-x1 (ghcr.io/actions/actions-runner:2.334.0): An error occured: Runner version v2.334.0 is deprecated and cannot receive messages.")
+	assert.Contains(t, out.String(), "pool gpu-spot pins runnerImage ghcr.io/actions/actions-runner:2.334.0")
+	assert.Contains(t, out.String(), "remove it (the current runner, pulled on each start)")
+
+	// The default image follows the releases: nothing pinned to name, no problem.
+	_, findings, text := examine(t, c)
+	assert.Empty(t, problem(findings), text)
+	assert.NotContains(t, text, "pins runnerImage")
+}

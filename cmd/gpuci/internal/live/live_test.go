@@ -1,0 +1,125 @@
+package live_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/luxfi/lux-gpu-ci/cmd/gpuci/internal/live"
+	"github.com/luxfi/lux-gpu-ci/config"
+	"github.com/luxfi/lux-gpu-ci/internal/testsupport/fakecluster"
+)
+
+func TestGPUNodesAreThePoolsNodes(t *testing.T) {
+	c := fakecluster.Healthy()
+	c.Objects = append(c.Objects,
+		fakecluster.Node("gpu-1", map[string]string{"karpenter.sh/nodepool": "gpu-spot"}, true, 1),
+		fakecluster.Node("other-1", map[string]string{"karpenter.sh/nodepool": "someone-elses"}, true, 1),
+	)
+	kube, _ := c.Clients()
+	nodes, err := live.GPUNodes(context.Background(), kube, []config.GPUPool{{Name: "gpu-spot"}, {Name: "gpu-l4"}})
+	require.NoError(t, err)
+	require.Len(t, nodes, 1)
+	assert.Equal(t, "gpu-1", nodes[0].Name)
+}
+
+func TestScaleSet(t *testing.T) {
+	_, dyn := fakecluster.Healthy().Clients()
+	rs, err := live.GetScaleSet(context.Background(), dyn, "lux-gpu-t4")
+	require.NoError(t, err)
+	assert.Equal(t, live.ScaleSet{Labels: []string{"self-hosted", "linux", "amd64", "cuda", "gpu", "t4"}}, rs)
+	_, err = live.GetScaleSet(context.Background(), dyn, "missing")
+	assert.Error(t, err)
+}
+
+func TestConditions(t *testing.T) {
+	u := &unstructured.Unstructured{Object: map[string]any{"status": map[string]any{"conditions": []any{
+		map[string]any{"type": "Launched", "status": "False", "reason": "InsufficientCapacity", "message": "no spot"},
+		map[string]any{"type": "Ready", "status": "False", "reason": "NotLaunched"},
+	}}}}
+	status, reason := live.Condition(u, "Ready")
+	assert.Equal(t, []string{"False", "NotLaunched"}, []string{status, reason})
+	assert.Equal(t, "Launched=False InsufficientCapacity no spot; Ready=False NotLaunched", live.Conditions(u))
+	status, reason = live.Condition(&unstructured.Unstructured{Object: map[string]any{}}, "Ready")
+	assert.Equal(t, []string{"", "no status yet"}, []string{status, reason})
+	assert.Equal(t, "no conditions", live.Conditions(&unstructured.Unstructured{Object: map[string]any{}}))
+}
+
+// The cluster's evidence of a spot interruption: Karpenter's event on the node, and where
+// the runner's pod (or a container-form runner's job pod, <runner>-workflow) ran — from the
+// pod if it is still there, else from the scheduler's Scheduled event, since ARC and the
+// hooks delete the pods when the job ends.
+func TestInterruptions(t *testing.T) {
+	at := func(hh, mm int) metav1.Time { return metav1.NewTime(time.Date(2026, 12, 3, hh, mm, 0, 0, time.UTC)) }
+	scheduled := func(pod, node string, when metav1.Time) *corev1.Event {
+		return &corev1.Event{ObjectMeta: metav1.ObjectMeta{Namespace: "arc-runners", Name: pod + ".s"}, InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: "arc-runners", Name: pod},
+			Reason: "Scheduled", Message: "Successfully assigned arc-runners/" + pod + " to " + node, LastTimestamp: when}
+	}
+	// ARC names runners <scale set>-<5>-runner-<5>: a 45-character scale set makes a runner
+	// name too long for the hooks' job pod name, which they cut to fit.
+	long := strings.Repeat("s", 45) + "-abcde-runnerfghij"
+	kube := fake.NewClientset(
+		&corev1.Event{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "ip-10-0-3-7.1"}, InvolvedObject: corev1.ObjectReference{Kind: "Node", Name: "ip-10-0-3-7"},
+			Reason: "SpotInterrupted", Message: "Spot interruption warning was triggered", LastTimestamp: at(11, 58)},
+		&corev1.Event{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "other"}, InvolvedObject: corev1.ObjectReference{Kind: "Node", Name: "ip-10-0-3-8"}, Reason: "NodeReady"},
+		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "arc-runners", Name: "lux-gpu-t4-container-x-runner-a"}, Spec: corev1.PodSpec{NodeName: "ip-10-0-1-1"}},
+		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "arc-runners", Name: "lux-gpu-t4-container-x-runner-a-workflow", Labels: map[string]string{"runner-pod": "lux-gpu-t4-container-x-runner-a"}}, Spec: corev1.PodSpec{NodeName: "ip-10-0-3-7"}},
+		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "arc-runners", Name: "lux-gpu-t4-x-runner-b"}, Spec: corev1.PodSpec{NodeName: "ip-10-0-3-8"}},
+		// Gone pods, known from their Scheduled events.
+		scheduled("lux-gpu-t4-x-runner-c", "ip-10-0-3-7", at(11, 50)),
+		scheduled(long[:54]+"-workflow", "ip-10-0-3-7", at(11, 40)),
+		// Later pods on a node of the same name (private IPs are reused): not interrupted.
+		scheduled("lux-gpu-t4-x-runner-d", "ip-10-0-3-7", at(12, 5)),
+		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "arc-runners", Name: "lux-gpu-t4-x-runner-e", CreationTimestamp: at(11, 30)}, Spec: corev1.PodSpec{NodeName: "ip-10-0-3-7"},
+			Status: corev1.PodStatus{Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: at(12, 10)}}}},
+	)
+	in, err := live.ReadInterruptions(context.Background(), kube)
+	require.NoError(t, err)
+	require.Len(t, in.Events, 1)
+	// The jobs ran from 11:00 to 12:30, GitHub says: the 11:58 interruption is theirs.
+	jobStart, jobEnd := at(11, 0).Time, at(12, 30).Time
+	assert.Equal(t, []string{"lux-gpu-t4-container-x-runner-a-workflow"}, in.Events[0].Pods)
+
+	evidence, known, interrupted := in.Runner("lux-gpu-t4-container-x-runner-a", jobStart, jobEnd)
+	assert.True(t, known)
+	assert.True(t, interrupted, "its job pod's node was interrupted")
+	assert.Equal(t, "cluster: pod lux-gpu-t4-container-x-runner-a-workflow was on node ip-10-0-3-7, spot-interrupted at 2026-12-03T11:58:00Z (Spot interruption warning was triggered)", evidence)
+
+	evidence, known, interrupted = in.Runner("lux-gpu-t4-x-runner-b", jobStart, jobEnd)
+	assert.True(t, known)
+	assert.False(t, interrupted)
+	assert.Equal(t, "cluster: pod lux-gpu-t4-x-runner-b ran on node ip-10-0-3-8, which had no spot interruption while the job ran", evidence)
+
+	_, known, interrupted = in.Runner("lux-gpu-t4-x-runner-c", jobStart, jobEnd)
+	assert.True(t, known && interrupted, "the pod is gone; its Scheduled event places it on the interrupted node")
+	_, known, interrupted = in.Runner(long, jobStart, jobEnd)
+	assert.True(t, known && interrupted, "the hooks' cut job pod name is found")
+	_, known, interrupted = in.Runner("lux-gpu-t4-x-runner-d", jobStart, jobEnd)
+	assert.True(t, known)
+	assert.False(t, interrupted, "placed after the interruption")
+	_, known, interrupted = in.Runner("lux-gpu-t4-x-runner-e", jobStart, jobEnd)
+	assert.True(t, known)
+	assert.False(t, interrupted, "created before the interruption, but bound to the node after it (it sat Pending)")
+
+	// Evidence is bounded by the job: an interruption after the job ended (or before it
+	// started) did not end it.
+	_, known, interrupted = in.Runner("lux-gpu-t4-x-runner-c", at(11, 0).Time, at(11, 57).Time)
+	assert.True(t, known)
+	assert.False(t, interrupted, "the job had ended at 11:57, before the 11:58 interruption")
+	_, _, interrupted = in.Runner("lux-gpu-t4-x-runner-c", at(11, 59).Time, at(12, 30).Time)
+	assert.False(t, interrupted, "a job that started at 11:59, after the interruption")
+	_, _, interrupted = in.Runner("lux-gpu-t4-x-runner-c", time.Time{}, time.Time{})
+	assert.True(t, interrupted, "no times from GitHub: unbounded")
+
+	evidence, known, _ = in.Runner("lux-gpu-t4-x-runner-gone", jobStart, jobEnd)
+	assert.False(t, known, "pods and events gone: the cluster cannot tell")
+	assert.Contains(t, evidence, "nothing left of pod lux-gpu-t4-x-runner-gone")
+}

@@ -1,0 +1,261 @@
+package retry_test
+
+// The retry decision against a fake GitHub REST API (httptest) answering with payloads shaped
+// like GitHub's: a run, its jobs of one attempt, a job's annotations, the re-run endpoint.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-github/v93/github"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/luxfi/lux-gpu-ci/cmd/gpuci/internal/retry"
+)
+
+const runID = 9001
+
+type fakeJob struct {
+	id          int64
+	name        string
+	conclusion  string
+	runner      string
+	annotations []string
+}
+
+// The jobs' times as GitHub reports them.
+var (
+	jobStarted   = time.Date(2026, 12, 3, 11, 50, 0, 0, time.UTC)
+	jobCompleted = time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+)
+
+// fakeGitHub serves one run of luxfi/app; it counts re-run requests.
+type fakeGitHub struct {
+	status, conclusion string
+	attempt            int
+	jobs               []fakeJob
+	rerunStatus        int // answer to rerun-failed-jobs (0: 201)
+	reruns             int
+}
+
+func (f *fakeGitHub) serve(t *testing.T) *github.Client {
+	mux := http.NewServeMux()
+	write := func(w http.ResponseWriter, v any) {
+		w.Header().Set("Content-Type", "application/json")
+		require.NoError(t, json.NewEncoder(w).Encode(v))
+	}
+	mux.HandleFunc("GET /repos/luxfi/app/actions/runs/{run}", func(w http.ResponseWriter, r *http.Request) {
+		write(w, map[string]any{"id": runID, "name": "CUDA", "status": f.status, "conclusion": f.conclusion, "run_attempt": f.attempt, "event": "push"})
+	})
+	mux.HandleFunc("GET /repos/luxfi/app/actions/runs/{run}/attempts/{attempt}/jobs", func(w http.ResponseWriter, r *http.Request) {
+		assert.Equal(t, fmt.Sprint(f.attempt), r.PathValue("attempt"), "the latest attempt's jobs")
+		var jobs []map[string]any
+		for _, j := range f.jobs {
+			jobs = append(jobs, map[string]any{"id": j.id, "run_id": runID, "run_attempt": f.attempt, "name": j.name, "status": "completed", "conclusion": j.conclusion,
+				"labels": []string{"lux-gpu-t4"}, "runner_name": j.runner, "runner_group_name": "Default",
+				"started_at": jobStarted.Format(time.RFC3339), "completed_at": jobCompleted.Format(time.RFC3339)})
+		}
+		write(w, map[string]any{"total_count": len(jobs), "jobs": jobs})
+	})
+	mux.HandleFunc("GET /repos/luxfi/app/check-runs/{job}/annotations", func(w http.ResponseWriter, r *http.Request) {
+		var out []map[string]any
+		for _, j := range f.jobs {
+			if fmt.Sprint(j.id) == r.PathValue("job") {
+				for _, a := range j.annotations {
+					out = append(out, map[string]any{"path": ".github", "start_line": 1, "end_line": 1, "annotation_level": "failure", "message": a})
+				}
+			}
+		}
+		write(w, out)
+	})
+	mux.HandleFunc("POST /repos/luxfi/app/actions/runs/{run}/rerun-failed-jobs", func(w http.ResponseWriter, r *http.Request) {
+		f.reruns++
+		if f.rerunStatus != 0 {
+			w.WriteHeader(f.rerunStatus)
+			write(w, map[string]any{"message": "This workflow is already running", "documentation_url": "https://docs.github.com/rest"})
+			return
+		}
+		w.WriteHeader(http.StatusCreated)
+		write(w, map[string]any{})
+	})
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	base := srv.URL + "/"
+	c, err := github.NewClient(github.WithURLs(&base, &base), github.WithAuthToken("ghs_test"))
+	require.NoError(t, err)
+	return c
+}
+
+const (
+	shutdown = "The runner has received a shutdown signal. This can happen when the runner service is stopped, or a manually started runner is canceled."
+	lost     = "The self-hosted runner: lux-gpu-t4-7xk2p-runner-abcde lost communication with the server. Verify the machine is running and has a healthy network connection."
+	ourA     = "lux-gpu-t4-7xk2p-runner-abcde"
+	ourB     = "lux-gpu-t4-7xk2p-runner-fghij"
+)
+
+func decideAndApply(t *testing.T, f *fakeGitHub) (retry.Decision, error) {
+	t.Helper()
+	r := retry.Retrier{Client: f.serve(t), Owner: "luxfi", Repo: "app", ScaleSets: []string{"lux-gpu-t4"}}
+	d, err := r.Decide(context.Background(), runID)
+	if err != nil {
+		return d, err
+	}
+	return d, r.Apply(context.Background(), d)
+}
+
+func TestInterruptedJobsAreRerunOnce(t *testing.T) {
+	f := &fakeGitHub{status: "completed", conclusion: "failure", attempt: 1, jobs: []fakeJob{
+		{1, "lint", "success", "GitHub Actions 2", nil},
+		{2, "cuda (12.9)", "failure", ourA, []string{shutdown}},
+		{3, "cuda (13.0)", "failure", ourB, []string{lost}},
+	}}
+	d, err := decideAndApply(t, f)
+	require.NoError(t, err)
+	assert.True(t, d.Rerun, d.Reason)
+	assert.Equal(t, 1, f.reruns, "one re-run of the failed jobs")
+	require.Len(t, d.Failed, 2)
+	assert.Equal(t, "GitHub annotation: "+shutdown, d.Failed[0].Evidence, "says which evidence decided")
+	assert.Contains(t, d.Reason, "re-run failed jobs (attempt 2)")
+
+	// The same event again, after the re-run started: attempt 2 is running.
+	f.status, f.conclusion, f.attempt = "in_progress", "", 2
+	d, err = decideAndApply(t, f)
+	require.NoError(t, err, "idempotent: a second call is no error")
+	assert.False(t, d.Rerun)
+	assert.Equal(t, "attempt 2 is in_progress: already re-run", d.Reason)
+	assert.Equal(t, 1, f.reruns, "idempotent")
+}
+
+func TestNothingIsRerun(t *testing.T) {
+	for name, f := range map[string]*fakeGitHub{
+		"a test step failed": {status: "completed", conclusion: "failure", attempt: 1, jobs: []fakeJob{
+			{2, "cuda", "failure", ourA, []string{"Process completed with exit code 1."}}}},
+		"second attempt": {status: "completed", conclusion: "failure", attempt: 2, jobs: []fakeJob{
+			{2, "cuda", "failure", ourA, []string{shutdown}}}},
+		"another runner's job": {status: "completed", conclusion: "failure", attempt: 1, jobs: []fakeJob{
+			{2, "cuda", "failure", "lux-prod-gpu-t4-7xk2p-runner-abcde", []string{shutdown}},
+			{3, "build", "failure", "ip-10-0-1-5", []string{lost}}}},
+		"one interrupted, one failed by itself": {status: "completed", conclusion: "failure", attempt: 1, jobs: []fakeJob{
+			{2, "cuda", "failure", ourA, []string{shutdown}},
+			{3, "unit", "failure", ourB, []string{"Process completed with exit code 2."}}}},
+		"run succeeded": {status: "completed", conclusion: "success", attempt: 1},
+	} {
+		t.Run(name, func(t *testing.T) {
+			d, err := decideAndApply(t, f)
+			require.NoError(t, err)
+			assert.False(t, d.Rerun, d.Reason)
+			assert.NotEmpty(t, d.Reason, "says why not")
+			assert.Zero(t, f.reruns)
+		})
+	}
+}
+
+func TestRunInProgress(t *testing.T) {
+	f := &fakeGitHub{status: "in_progress", attempt: 1}
+	_, err := decideAndApply(t, f)
+	require.ErrorIs(t, err, retry.ErrInProgress)
+	assert.Contains(t, err.Error(), "run 9001 is in_progress")
+	assert.Zero(t, f.reruns)
+
+	// Completed when read, running again by the time of the re-run: GitHub's 403.
+	f = &fakeGitHub{status: "completed", conclusion: "failure", attempt: 1, rerunStatus: http.StatusForbidden, jobs: []fakeJob{{2, "cuda", "failure", ourA, []string{shutdown}}}}
+	_, err = decideAndApply(t, f)
+	assert.True(t, errors.Is(err, retry.ErrInProgress), "%v", err)
+	assert.Equal(t, 1, f.reruns)
+}
+
+// clusterSays is a cluster that knows some runners (as live.Interruptions answers).
+type clusterSays map[string]struct {
+	evidence    string
+	interrupted bool
+}
+
+func (c clusterSays) Runner(name string, started, completed time.Time) (string, bool, bool) {
+	if !started.Equal(jobStarted) || !completed.Equal(jobCompleted) {
+		return fmt.Sprintf("asked about %s for %v–%v, not the job's own times", name, started, completed), false, false
+	}
+	e, ok := c[name]
+	if !ok {
+		return "cluster: nothing left of pod " + name + " or " + name + "-workflow (pods and events are gone)", false, false
+	}
+	return e.evidence, true, e.interrupted
+}
+
+// Where the cluster knows more than GitHub it decides, and says so: a container-form job
+// whose job pod's node was interrupted fails like a test (its runner survived on a system
+// node), and only the cluster can tell. Where it does not know, GitHub's annotations decide.
+func TestClusterEvidence(t *testing.T) {
+	const podGone = "Error: failed to run script step: pod lux-gpu-t4-7xk2p-runner-abcde-workflow not found"
+	f := &fakeGitHub{status: "completed", conclusion: "failure", attempt: 1, jobs: []fakeJob{
+		{2, "cuda-in-container", "failure", ourA, []string{podGone}},
+		{3, "cuda", "failure", ourB, []string{shutdown}},
+	}}
+	cluster := clusterSays{ourA: {"cluster: pod " + ourA + "-workflow was on node ip-10-0-3-7, spot-interrupted at 2026-12-03T11:58:00Z (Spot interruption warning was triggered)", true}}
+	r := retry.Retrier{Client: f.serve(t), Owner: "luxfi", Repo: "app", ScaleSets: []string{"lux-gpu-t4"}, Cluster: cluster}
+	d, err := r.Decide(context.Background(), runID)
+	require.NoError(t, err)
+	assert.True(t, d.Rerun, d.Reason)
+	require.Len(t, d.Failed, 2)
+	assert.Equal(t, cluster[ourA].evidence, d.Failed[0].Evidence, "the cluster decided")
+	assert.Equal(t, "GitHub annotation: "+shutdown+"; cluster: nothing left of pod "+ourB+" or "+ourB+"-workflow (pods and events are gone)", d.Failed[1].Evidence, "GitHub decided; the cluster had nothing")
+
+	// Without the cluster, the same run is a job that failed by itself: not re-run.
+	r.Cluster = nil
+	d, err = r.Decide(context.Background(), runID)
+	require.NoError(t, err)
+	assert.False(t, d.Rerun, d.Reason)
+
+	// A runner whose node was not interrupted, and no lost-runner annotation: no re-run.
+	r.Cluster = clusterSays{ourA: {"cluster: pod " + ourA + " ran on node ip-10-0-3-8, which had no spot interruption since", false}}
+	d, err = r.Decide(context.Background(), runID)
+	require.NoError(t, err)
+	assert.False(t, d.Rerun)
+	assert.Equal(t, "cluster: pod "+ourA+" ran on node ip-10-0-3-8, which had no spot interruption since: failed by itself (a lost-runner annotation is not trusted over the cluster)", d.Failed[0].Evidence)
+}
+
+// A step can print GitHub's lost-runner text itself: where the cluster knows the runner and
+// saw no interruption while the job ran, the annotation does not earn a re-run.
+func TestSpoofedAnnotationWithAHealthyCluster(t *testing.T) {
+	f := &fakeGitHub{status: "completed", conclusion: "failure", attempt: 1, jobs: []fakeJob{{2, "cuda", "failure", ourA, []string{shutdown}}}}
+	r := retry.Retrier{Client: f.serve(t), Owner: "luxfi", Repo: "app", ScaleSets: []string{"lux-gpu-t4"},
+		Cluster: clusterSays{ourA: {"cluster: pod " + ourA + " ran on node ip-10-0-3-8, which had no spot interruption while the job ran", false}}}
+	d, err := r.Decide(context.Background(), runID)
+	require.NoError(t, err)
+	assert.False(t, d.Rerun, d.Reason)
+	require.Len(t, d.Failed, 1)
+	assert.False(t, d.Failed[0].Interrupted)
+	assert.Contains(t, d.Failed[0].Evidence, "not trusted over the cluster")
+
+	// The cluster no longer knows the runner (pods and events gone): GitHub decides.
+	r.Cluster = clusterSays{}
+	d, err = r.Decide(context.Background(), runID)
+	require.NoError(t, err)
+	assert.True(t, d.Rerun, d.Reason)
+}
+
+// A 45-character scale set (ARC's limit): the API server cuts generateName's prefix to 58
+// characters, dropping the dash after "runner". Still ours; a longer name of another scale
+// set that starts alike is not.
+func TestLongScaleSetNames(t *testing.T) {
+	long := strings.Repeat("g", 45)
+	f := &fakeGitHub{status: "completed", conclusion: "failure", attempt: 1, jobs: []fakeJob{
+		{2, "cuda", "failure", long + "-7xk2p-runnerabcde", []string{shutdown}},
+	}}
+	r := retry.Retrier{Client: f.serve(t), Owner: "luxfi", Repo: "app", ScaleSets: []string{long}}
+	d, err := r.Decide(context.Background(), runID)
+	require.NoError(t, err)
+	assert.True(t, d.Rerun, d.Reason)
+
+	r.ScaleSets = []string{long[:40]}
+	d, err = r.Decide(context.Background(), runID)
+	require.NoError(t, err)
+	assert.False(t, d.Rerun, "another scale set's runner")
+}

@@ -1,0 +1,284 @@
+package stack_test
+
+// Our Helm values rendered through the real upstream charts (Helm SDK, charts from the Go
+// modules go.mod pins), and the pins that must agree.
+
+import (
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	awsapis "github.com/aws/karpenter-provider-aws/pkg/apis"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"helm.sh/helm/v3/pkg/chart/loader"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	v1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
+	"k8s.io/klog/v2"
+	karpv1 "sigs.k8s.io/karpenter/pkg/apis/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/luxfi/lux-gpu-ci/config"
+	"github.com/luxfi/lux-gpu-ci/internal/chartrender"
+	"github.com/luxfi/lux-gpu-ci/internal/testsupport/testkit"
+	"github.com/luxfi/lux-gpu-ci/internal/wellknown"
+	"github.com/luxfi/lux-gpu-ci/k8s"
+	"github.com/luxfi/lux-gpu-ci/versions"
+)
+
+// chartDir locates a pinned chart in its Go module; failing to, the test fails.
+func chartDir(t *testing.T, c versions.Chart) string {
+	t.Helper()
+	require.NotEmpty(t, c.Module, "chart %s has no Go module", c.Chart)
+	dir, err := chartrender.Locate(c, t.TempDir())
+	require.NoError(t, err, "the chart's module must be available (module proxy or cache)")
+	return dir
+}
+
+func renderChart(t *testing.T, dir, release, namespace string, values map[string]any) []chartrender.Object {
+	t.Helper()
+	objs, err := chartrender.Render(dir, release, namespace, values)
+	require.NoError(t, err)
+	return objs
+}
+
+func find(t *testing.T, objs []chartrender.Object, kind, name string, into any) {
+	t.Helper()
+	for _, o := range objs {
+		if o.Kind == kind && o.Name == name {
+			require.NoError(t, yaml.Unmarshal([]byte(o.YAML), into))
+			return
+		}
+	}
+	var have []string
+	for _, o := range objs {
+		have = append(have, o.Kind+"/"+o.Name)
+	}
+	t.Fatalf("no %s/%s rendered; have %v", kind, name, have)
+}
+
+func TestKarpenterChartRendersOurValues(t *testing.T) {
+	objs := renderChart(t, chartDir(t, versions.KarpenterChart), "karpenter", "kube-system", k8s.KarpenterValues("lux-gpu-ci", "us-west-2", "lux-gpu-ci"))
+
+	var dep appsv1.Deployment
+	find(t, objs, "Deployment", "karpenter", &dep)
+	require.NotNil(t, dep.Spec.Replicas)
+	assert.Equal(t, int32(1), *dep.Spec.Replicas, "one replica fits one system node")
+	assert.Equal(t, "kube-system", dep.Namespace)
+	pod := dep.Spec.Template.Spec
+	assert.Equal(t, "karpenter", pod.ServiceAccountName, "the Pod Identity association names this ServiceAccount")
+	require.Len(t, pod.Containers, 1)
+	env := map[string]string{}
+	for _, e := range pod.Containers[0].Env {
+		env[e.Name] = e.Value
+	}
+	assert.Equal(t, "lux-gpu-ci", env["CLUSTER_NAME"])
+	assert.Equal(t, "lux-gpu-ci", env["INTERRUPTION_QUEUE"])
+	assert.Equal(t, "us-west-2", env["AWS_REGION"])
+	assert.Equal(t, "250m", pod.Containers[0].Resources.Requests.Cpu().String())
+	assert.Equal(t, "512Mi", pod.Containers[0].Resources.Requests.Memory().String())
+
+	var sa corev1.ServiceAccount
+	find(t, objs, "ServiceAccount", "karpenter", &sa)
+	for _, o := range objs {
+		assert.NotEqual(t, "CustomResourceDefinition", o.Kind, "CRDs come from the karpenter-crd chart")
+	}
+}
+
+// The CRDs the karpenter-crd chart installs are the ones the CRD tests validate against.
+func TestKarpenterCRDChartInstallsTheCRDsWeValidateAgainst(t *testing.T) {
+	objs := renderChart(t, chartDir(t, versions.KarpenterCRDChart), "karpenter-crd", "kube-system", map[string]any{})
+	for name, embedded := range map[string][]byte{
+		"nodepools.karpenter.sh":           awsapis.NodePoolCRD,
+		"ec2nodeclasses.karpenter.k8s.aws": awsapis.EC2NodeClassCRD,
+	} {
+		var installed, validated apiextensionsv1.CustomResourceDefinition
+		find(t, objs, "CustomResourceDefinition", name, &installed)
+		require.NoError(t, yaml.Unmarshal(embedded, &validated))
+		assert.Equal(t, validated.Spec, installed.Spec, "%s: chart and Go module disagree", name)
+	}
+}
+
+func TestDevicePluginChartSchedulesOnGPUNodesOnly(t *testing.T) {
+	objs := renderChart(t, chartDir(t, versions.NvidiaDevicePluginChart), "nvidia-device-plugin", wellknown.DevicePluginNamespace, k8s.DevicePluginValues())
+
+	var ds appsv1.DaemonSet
+	find(t, objs, "DaemonSet", "nvidia-device-plugin", &ds)
+	pod := &corev1.Pod{Spec: ds.Spec.Template.Spec}
+	require.NotEmpty(t, pod.Spec.Containers)
+	assert.Equal(t, versions.NvidiaDevicePluginImage, pod.Spec.Containers[0].Image, "gpuci cost prices the image the chart runs (nvcr.io: never through the cache)")
+
+	np, err := k8s.NodePoolFor(config.DefaultPool())
+	require.NoError(t, err)
+	gpuNode := &corev1.Node{ObjectMeta: v1.ObjectMeta{Labels: map[string]string{
+		"kubernetes.io/os": "linux", "node.kubernetes.io/instance-type": "g4dn.xlarge", "karpenter.sh/nodepool": "gpu-spot",
+	}}, Spec: corev1.NodeSpec{Taints: np.Spec.Template.Spec.Taints}}
+	for k, v := range np.Spec.Template.Labels {
+		gpuNode.Labels[k] = v
+	}
+	systemNode := &corev1.Node{ObjectMeta: v1.ObjectMeta{Labels: map[string]string{
+		"kubernetes.io/os": "linux", "node.kubernetes.io/instance-type": "t3.medium", "lux-gpu-ci.luxfi.com/node-role": "system",
+	}}}
+
+	// Every check below loops over the GPU node's taints: without the taint they would pass
+	// by checking nothing ("a container-form runner keeps off GPU nodes" most of all).
+	require.Equal(t, []corev1.Taint{{Key: "nvidia.com/gpu", Value: "present", Effect: corev1.TaintEffectNoSchedule}}, gpuNode.Spec.Taints)
+	affinity := nodeaffinity.GetRequiredNodeAffinity(pod)
+	ok, err := affinity.Match(gpuNode)
+	require.NoError(t, err)
+	assert.True(t, ok, "the device plugin's affinity selects a node of our GPU pool")
+	ok, err = affinity.Match(systemNode)
+	require.NoError(t, err)
+	assert.False(t, ok, "the device plugin stays off the system node")
+
+	for _, taint := range gpuNode.Spec.Taints {
+		assert.True(t, corev1helpers.TolerationsTolerateTaint(klog.Background(), pod.Spec.Tolerations, &taint, false), "the device plugin tolerates %s", taint.ToString())
+	}
+	// The runner pod lands on the same node: it tolerates the taint and selects the pool.
+	tmpl, err := k8s.RunnerTemplate(config.DefaultPool(), nil)
+	require.NoError(t, err)
+	runner := &corev1.Pod{Spec: tmpl.Spec}
+	for _, taint := range gpuNode.Spec.Taints {
+		assert.True(t, corev1helpers.TolerationsTolerateTaint(klog.Background(), runner.Spec.Tolerations, &taint, false), "the runner tolerates %s", taint.ToString())
+	}
+	ok, err = nodeaffinity.GetRequiredNodeAffinity(runner).Match(gpuNode)
+	require.NoError(t, err)
+	assert.True(t, ok, "the runner's nodeSelector selects the pool's node")
+
+	// In the container form the job pod lands there instead, and the runner on the system node.
+	pool := config.DefaultPool()
+	pool.JobForm = config.JobFormContainer
+	job, err := k8s.JobPodTemplate(pool)
+	require.NoError(t, err)
+	gpuNode.Labels["karpenter.sh/nodepool"] = pool.Name
+	for _, taint := range gpuNode.Spec.Taints {
+		assert.True(t, corev1helpers.TolerationsTolerateTaint(klog.Background(), job.Spec.Tolerations, &taint, false), "the job pod tolerates %s", taint.ToString())
+	}
+	ok, err = nodeaffinity.GetRequiredNodeAffinity(&corev1.Pod{Spec: job.Spec}).Match(gpuNode)
+	require.NoError(t, err)
+	assert.True(t, ok, "the job pod selects the pool's node")
+	tmpl, err = k8s.RunnerTemplate(pool, nil)
+	require.NoError(t, err)
+	for _, taint := range gpuNode.Spec.Taints {
+		assert.False(t, corev1helpers.TolerationsTolerateTaint(klog.Background(), tmpl.Spec.Tolerations, &taint, false), "a container-form runner keeps off GPU nodes")
+	}
+	ok, err = nodeaffinity.GetRequiredNodeAffinity(&corev1.Pod{Spec: tmpl.Spec}).Match(systemNode)
+	require.NoError(t, err)
+	assert.True(t, ok, "a container-form runner runs on the system node")
+}
+
+// k8s/arc holds ARC's charts (in no Go module) at exactly the pinned versions: the program
+// declares the CRDs of its controller chart, and the tests render its scale-set chart.
+func TestARCChartCopiesArePinned(t *testing.T) {
+	for _, c := range []versions.Chart{versions.ARCControllerChart, versions.ARCScaleSetChart} {
+		chrt, err := loader.Load(filepath.Join(testkit.RepoRoot(t), "k8s", "arc", c.Name()))
+		require.NoError(t, err)
+		assert.Equal(t, c.Version, chrt.Metadata.Version, "k8s/arc/%s is not the pinned chart: refresh it (k8s/arc/README.md)", c.Name())
+	}
+	crds, err := k8s.ARCCRDs(versions.ARCControllerChart)
+	require.NoError(t, err)
+	assert.Len(t, crds, 4)
+	newer := versions.ARCControllerChart
+	newer.Version = "0.15.0"
+	_, err = k8s.ARCCRDs(newer)
+	assert.ErrorContains(t, err, "refresh k8s/arc to 0.15.0", "a bumped pin without a refreshed copy fails loudly")
+}
+
+// Both job forms through ARC's own scale-set chart at the pinned version (k8s/arc: it is in
+// no Go module): what reaches the AutoscalingRunnerSet's pod template is what each form
+// needs, and the chart adds no permissions of its own.
+func TestScaleSetChartRendersBothJobForms(t *testing.T) {
+	dir := filepath.Join(testkit.RepoRoot(t), "k8s", "arc", "gha-runner-scale-set")
+	chrt, err := loader.Load(dir)
+	require.NoError(t, err)
+	require.Equal(t, versions.ARCScaleSetChart.Version, chrt.Metadata.Version, "the copy in %s is not the pinned chart: refresh it (see k8s/arc/README.md)", dir)
+
+	type runnerSet struct {
+		Spec struct {
+			RunnerScaleSetLabels []string               `json:"runnerScaleSetLabels"`
+			Template             corev1.PodTemplateSpec `json:"template"`
+		} `json:"spec"`
+	}
+	render := func(form string) (runnerSet, []chartrender.Object) {
+		pool := config.DefaultPool()
+		pool.JobForm = form
+		values, err := k8s.ScaleSetValues(pool, config.GitHub{ConfigURL: "https://github.com/luxfi"}, nil)
+		require.NoError(t, err)
+		objs := renderChart(t, dir, pool.RunnerScaleSetName, wellknown.RunnersNamespace, values)
+		var set runnerSet
+		find(t, objs, "AutoscalingRunnerSet", pool.RunnerScaleSetName, &set)
+		return set, objs
+	}
+	env := func(c corev1.Container) map[string]string {
+		out := map[string]string{}
+		for _, e := range c.Env {
+			out[e.Name] = e.Value
+		}
+		return out
+	}
+	gpu := corev1.ResourceName(wellknown.GPUResource)
+
+	set, objs := render(config.JobFormRunner)
+	assert.Equal(t, config.DefaultPool().RunnerLabels, set.Spec.RunnerScaleSetLabels)
+	pod := set.Spec.Template.Spec
+	assert.Equal(t, "lux-gpu-t4-gha-rs-no-permission", pod.ServiceAccountName, "the runner form needs no Kubernetes API")
+	require.Len(t, pod.Containers, 1)
+	assert.Equal(t, "1", pod.Containers[0].Resources.Limits.Name(gpu, "").String(), "the runner holds the GPU")
+	assert.Equal(t, map[string]string{wellknown.NodePoolLabel: "gpu-spot"}, pod.NodeSelector)
+	assert.Empty(t, env(pod.Containers[0]), "no container hooks")
+
+	// The on-demand retry twin: a scale set of its own, on its own NodePool, its own label.
+	twin := config.DefaultPool().RetryTwin()
+	values, err := k8s.ScaleSetValues(twin, config.GitHub{ConfigURL: "https://github.com/luxfi"}, nil)
+	require.NoError(t, err)
+	var twinSet runnerSet
+	find(t, renderChart(t, dir, twin.RunnerScaleSetName, wellknown.RunnersNamespace, values), "AutoscalingRunnerSet", "lux-gpu-t4-on-demand", &twinSet)
+	assert.Equal(t, []string{"self-hosted", "linux", "amd64", "cuda", "gpu", "t4-on-demand"}, twinSet.Spec.RunnerScaleSetLabels)
+	assert.Equal(t, map[string]string{wellknown.NodePoolLabel: "gpu-spot-on-demand"}, twinSet.Spec.Template.Spec.NodeSelector)
+
+	set, objs = render(config.JobFormContainer)
+	pod = set.Spec.Template.Spec
+	assert.Equal(t, wellknown.ContainerHooksServiceAccount, pod.ServiceAccountName)
+	for _, o := range objs {
+		assert.False(t, o.Kind == "ServiceAccount" || strings.HasSuffix(o.Name, "-kube-mode"), "the chart adds %s/%s: our account replaces it", o.Kind, o.Name)
+	}
+	require.Len(t, pod.Containers, 1)
+	runner := pod.Containers[0]
+	assert.True(t, runner.Resources.Limits.Name(gpu, "").IsZero(), "the runner has no GPU: the job pod does")
+	assert.Empty(t, pod.Tolerations)
+	assert.Equal(t, map[string]string{wellknown.SystemNodeLabel: wellknown.SystemNodeValue}, pod.NodeSelector)
+	e := env(runner)
+	assert.Equal(t, "/home/runner/job-pod-template/job-pod.yaml", e["ACTIONS_RUNNER_CONTAINER_HOOK_TEMPLATE"], "our variable survives the chart's merge")
+	assert.Equal(t, "1200", e["ACTIONS_RUNNER_PREPARE_JOB_TIMEOUT_SECONDS"], "our job pod wait survives the chart's merge")
+	assert.Equal(t, "/home/runner/k8s-novolume/index.js", e["ACTIONS_RUNNER_CONTAINER_HOOKS"], "the chart sets the hooks")
+	assert.Equal(t, "true", e["ACTIONS_RUNNER_REQUIRE_JOB_CONTAINER"])
+	require.Len(t, runner.VolumeMounts, 1)
+	require.Len(t, pod.Volumes, 1)
+	assert.Equal(t, runner.VolumeMounts[0].Name, pod.Volumes[0].Name)
+	assert.Equal(t, "lux-gpu-t4-job-pod", pod.Volumes[0].ConfigMap.Name)
+	assert.Equal(t, "/home/runner/job-pod-template", runner.VolumeMounts[0].MountPath)
+}
+
+// The Karpenter chart version, the module the tests take its charts and CRDs from, and the
+// Go API types the NodePools are built with are one version.
+func TestKarpenterPinsAgree(t *testing.T) {
+	out, err := exec.Command("go", "list", "-m", "-f", "{{.Path}}@{{.Version}}", "github.com/aws/karpenter-provider-aws", "sigs.k8s.io/karpenter").Output()
+	require.NoError(t, err)
+	mods := strings.Fields(string(out))
+	want := "v" + versions.KarpenterChart.Version
+	assert.Equal(t, []string{"github.com/aws/karpenter-provider-aws@" + want, "sigs.k8s.io/karpenter@" + want}, mods)
+	assert.Equal(t, versions.KarpenterChart.Version, versions.KarpenterCRDChart.Version)
+	assert.Equal(t, mods[0], versions.KarpenterChart.Module)
+	assert.Equal(t, mods[0], versions.KarpenterCRDChart.Module)
+}
+
+// The names the tools select by are the ones upstream's code uses.
+func TestWellKnownNamesMatchUpstream(t *testing.T) {
+	assert.Equal(t, karpv1.NodePoolLabelKey, wellknown.NodePoolLabel)
+	assert.Equal(t, karpv1.DoNotDisruptAnnotationKey, wellknown.DoNotDisrupt)
+}
