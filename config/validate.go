@@ -88,6 +88,7 @@ func (c *Config) validate(p *parser) {
 		}
 	}
 	c.validateHelmCharts(p)
+	c.validateARCVersions(p)
 	if b := c.Budget; b != nil {
 		if b.MonthlyUSD <= 0 {
 			p.fail(KeyBudget, fmt.Sprintf("monthlyUsd must be a positive amount, got %v", b.MonthlyUSD), budgetExample)

@@ -4,114 +4,155 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/pulumi/pulumi/sdk/v3/go/auto"
+	"github.com/pulumi/pulumi/sdk/v3/go/auto/optpreview"
 	"github.com/pulumi/pulumi/sdk/v3/go/auto/optup"
+	"github.com/pulumi/pulumi/sdk/v3/go/common/apitype"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/luxfi/lux-gpu-ci/config"
-	"github.com/luxfi/lux-gpu-ci/internal/chartrender"
+	"github.com/luxfi/lux-gpu-ci/versions"
 )
 
-// arcCleanupFinalizer is put on a scale set's objects by ARC's chart; the ARC controller
-// removes it once it has cleaned up after the scale set.
-const arcCleanupFinalizer = "actions.github.com/cleanup-protection"
-
-// standInForARCController does the one thing the ARC controller would do here if pods could
-// run: release its cleanup finalizer from objects being deleted. Without it (or the
-// controller) the runners' namespace never finishes terminating.
-func standInForARCController(ctx context.Context, kube dynamic.Interface) {
-	kinds := []schema.GroupVersionResource{
-		runnerSets,
-		{Version: "v1", Resource: "serviceaccounts"},
-		{Version: "v1", Resource: "secrets"},
-		{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "roles"},
-		{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "rolebindings"},
+// configuredScaleSets are the scale sets the repository's stack file configures.
+func configuredScaleSets(t *testing.T) []string {
+	cfg, err := config.ParseStackFileOffline(filepath.Join(repoRoot(t), "Pulumi."+stackName+".yaml"))
+	require.NoError(t, err)
+	var names []string
+	for _, p := range cfg.GPUPools {
+		names = append(names, p.RunnerScaleSetName)
 	}
-	for ctx.Err() == nil {
-		for _, gvr := range kinds {
-			list, err := kube.Resource(gvr).Namespace("").List(ctx, metav1.ListOptions{})
-			if err != nil {
-				continue
-			}
-			for _, obj := range list.Items {
-				fins := obj.GetFinalizers()
-				if obj.GetDeletionTimestamp() == nil || !slices.Contains(fins, arcCleanupFinalizer) {
-					continue
-				}
-				keep := slices.DeleteFunc(slices.Clone(fins), func(f string) bool { return f == arcCleanupFinalizer })
-				patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"finalizers": keep, "resourceVersion": obj.GetResourceVersion()}})
-				_, _ = kube.Resource(gvr).Namespace(obj.GetNamespace()).Patch(ctx, obj.GetName(), types.MergePatchType, patch, metav1.PatchOptions{})
-			}
-		}
-		time.Sleep(300 * time.Millisecond)
+	slices.Sort(names)
+	require.NotEmpty(t, names)
+	return names
+}
+
+// assertScaleSetsServe checks that every configured scale set is registered in GitHub and
+// its AutoscalingRunnerSet exists, is not terminating, and is of ARC version.
+func assertScaleSetsServe(t *testing.T, ctx context.Context, kube dynamic.Interface, github *fakeGitHub, version string) {
+	t.Helper()
+	want := configuredScaleSets(t)
+	require.Eventually(t, func() bool { return slices.Equal(want, github.Registered()) }, 10*time.Second, 100*time.Millisecond,
+		"every configured scale set is registered in GitHub; registered: %v\nGitHub:\n%s", github.Registered(), github.Log())
+	for _, name := range want {
+		ars, err := kube.Resource(runnerSets).Namespace("arc-runners").Get(ctx, name, metav1.GetOptions{})
+		require.NoError(t, err, "%s's AutoscalingRunnerSet exists", name)
+		assert.Nil(t, ars.GetDeletionTimestamp(), "%s is not terminating", name)
+		assert.Equal(t, version, ars.GetLabels()[versionLabel], name)
 	}
 }
 
-// arcVersionChange moves the stack's ARC controller chart to an older release and back, as a
-// pin change would, and checks that ARC's CRDs in the API server follow it each time — Helm
-// alone would have left the first ones forever — without replacing them, which would have
-// deleted every scale set.
-func arcVersionChange(t *testing.T, ctx context.Context, h *harness, kube dynamic.Interface) {
-	const controller = "gha-runner-scale-set-controller"
-	set, err := kube.Resource(runnerSets).Namespace("arc-runners").Get(ctx, "lux-gpu-t4", metav1.GetOptions{})
-	require.NoError(t, err)
-	// The scale set's CRD as the API server serves it: the controller-gen version that made
-	// it, and whether its schema knows the 0.14 scale-set labels.
-	crd := func() (string, bool) {
-		u, err := kube.Resource(crds).Get(ctx, "autoscalingrunnersets.actions.github.com", metav1.GetOptions{})
+// arcChartsAt copies ARC's two pinned charts with their version and appVersion set to
+// version: a release of another minor, as far as ARC's version rule can tell (it reads only
+// the label the chart stamps from appVersion).
+func arcChartsAt(t *testing.T, work, version string) map[string]any {
+	t.Helper()
+	out := map[string]any{}
+	for _, c := range []versions.Chart{versions.ARCControllerChart, versions.ARCScaleSetChart} {
+		src := filepath.Join(repoRoot(t), "k8s", "arc", c.Name())
+		dst := filepath.Join(work, "arc-"+version, c.Name())
+		require.NoError(t, os.CopyFS(dst, os.DirFS(src)))
+		chartYAML := filepath.Join(dst, "Chart.yaml")
+		b, err := os.ReadFile(chartYAML)
 		require.NoError(t, err)
-		versions, _, _ := unstructured.NestedSlice(u.Object, "spec", "versions")
-		require.NotEmpty(t, versions)
-		_, labels, _ := unstructured.NestedMap(versions[0].(map[string]any), "schema", "openAPIV3Schema", "properties", "spec", "properties", "runnerScaleSetLabels")
-		return u.GetAnnotations()["controller-gen.kubebuilder.io/version"], labels
+		var meta map[string]any
+		require.NoError(t, sigsyaml.Unmarshal(b, &meta))
+		meta["version"], meta["appVersion"] = version, version
+		b, err = sigsyaml.Marshal(meta)
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(chartYAML, b, 0o644))
+		out[c.Name()] = map[string]any{"chart": dst}
 	}
-	gen, labels := crd()
-	assert.Equal(t, "v0.20.1", gen, "ARC 0.14.2's CRDs")
-	assert.True(t, labels)
+	return out
+}
 
-	upWith := func(chartDir string) map[string]int {
+// arcMinorUpgrade moves the stack's ARC across a minor version (0.14.2 → 0.15.0) with a job
+// running on a scale set, then back without one: the plan says so (the controller and every
+// scale set replaced), the job finishes before its scale set goes, and at the end every
+// configured scale set is registered in GitHub again, its AutoscalingRunnerSet of the new
+// version, and a preview is empty.
+func arcMinorUpgrade(t *testing.T, ctx context.Context, h *harness, kube dynamic.Interface, github *fakeGitHub, work string) {
+	assertScaleSetsServe(t, ctx, kube, github, "0.14.2")
+	pinned := h.stackFile + ".pinned"
+	b, err := os.ReadFile(h.stackFile)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(pinned, b, 0o644))
+	scaleSets := len(configuredScaleSets(t))
+
+	moveTo := func(charts map[string]any) {
 		h.editStackFile(t, func(cfg map[string]any) {
-			charts := cfg[config.Project+":"+config.KeyHelmCharts].(map[string]any)
-			charts[controller] = map[string]any{"chart": chartDir}
+			all := cfg[config.Project+":"+config.KeyHelmCharts].(map[string]any)
+			maps.Copy(all, charts)
 		})
-		res, err := h.stack.Up(ctx, optup.SuppressProgress())
-		require.NoError(t, err)
-		changes := *res.Summary.ResourceChanges
-		t.Logf("up: %v", changes)
-		return changes
 	}
-	previous, err := chartrender.ModuleDir(previousARCModule)
-	require.NoError(t, err)
-	changes := upWith(filepath.Join(previous, "charts", controller))
-	assert.Equal(t, 4+1, changes["update"], "the four CRDs and the controller's release")
-	assert.Zero(t, changes["replace"]+changes["create"]+changes["delete"], "updated in place")
-	gen, labels = crd()
-	assert.Equal(t, "v0.11.3", gen, "chart 0.6.1's CRDs")
-	assert.False(t, labels)
 
-	changes = upWith(filepath.Join(repoRoot(t), "k8s", "arc", controller))
-	assert.Equal(t, 4+1, changes["update"])
-	assert.Zero(t, changes["replace"]+changes["create"]+changes["delete"])
-	gen, labels = crd()
-	assert.Equal(t, "v0.20.1", gen, "back on the pinned chart's CRDs")
-	assert.True(t, labels)
+	t.Run("0.14.2 → 0.15.0 with a job running", func(t *testing.T) {
+		moveTo(arcChartsAt(t, work, "0.15.0"))
+		pre, err := h.stack.Preview(ctx, optpreview.SuppressProgress())
+		require.NoError(t, err)
+		t.Logf("preview: %v", pre.ChangeSummary)
+		assert.Equal(t, 1+scaleSets, pre.ChangeSummary[apitype.OpReplace], "the plan replaces the controller and every scale set")
 
-	after, err := kube.Resource(runnerSets).Namespace("arc-runners").Get(ctx, "lux-gpu-t4", metav1.GetOptions{})
-	require.NoError(t, err, "the scale set survived both CRD changes")
-	assert.Equal(t, set.GetUID(), after.GetUID(), "never deleted and recreated")
+		const busy = "lux-gpu-t4"
+		github.StartJob(busy)
+		type result struct {
+			res auto.UpResult
+			err error
+		}
+		done := make(chan result, 1)
+		go func() {
+			res, err := h.stack.Up(ctx, optup.SuppressProgress())
+			done <- result{res, err}
+		}()
+		// The busy scale set is being removed, and the up waits for its job.
+		require.Eventually(t, func() bool {
+			ars, err := kube.Resource(runnerSets).Namespace("arc-runners").Get(ctx, busy, metav1.GetOptions{})
+			return err == nil && ars.GetDeletionTimestamp() != nil
+		}, 2*time.Minute, 100*time.Millisecond, "the up removes %s first", busy)
+		time.Sleep(3 * time.Second)
+		select {
+		case r := <-done:
+			t.Fatalf("the up finished while a job ran on %s: %v\nGitHub:\n%s", busy, r.err, github.Log())
+		default:
+		}
+		assert.Contains(t, github.Registered(), busy, "the scale set stays in GitHub while its job runs")
+		github.EndJob(busy)
+
+		r := <-done
+		require.NoError(t, r.err, "GitHub:\n%s", github.Log())
+		changes := *r.res.Summary.ResourceChanges
+		t.Logf("up: %v\nGitHub:\n%s", changes, github.Log())
+		assert.Equal(t, 1+scaleSets, changes["replace"], "the controller and every scale set reinstalled")
+		assert.Zero(t, changes["create"]+changes["delete"], "nothing else")
+		log := github.Log()
+		assert.Less(t, strings.Index(log, "job ended on "+busy), strings.Index(log, "scale set "+busy+" deleted"), "the job finished before its scale set was removed")
+		assertScaleSetsServe(t, ctx, kube, github, "0.15.0")
+		_, err = h.stack.Preview(ctx, optpreview.ExpectNoChanges(), optpreview.SuppressProgress())
+		require.NoError(t, err, "a preview after the upgrade is empty")
+	})
+
+	t.Run("0.15.0 → 0.14.2, the pins again", func(t *testing.T) {
+		h.editStackFile(t, func(map[string]any) {}, pinned)
+		up, err := h.stack.Up(ctx, optup.SuppressProgress())
+		require.NoError(t, err, "GitHub:\n%s", github.Log())
+		assert.Equal(t, 1+scaleSets, (*up.Summary.ResourceChanges)["replace"])
+		assertScaleSetsServe(t, ctx, kube, github, "0.14.2")
+		_, err = h.stack.Preview(ctx, optpreview.ExpectNoChanges(), optpreview.SuppressProgress())
+		require.NoError(t, err)
+	})
 }
 
 // installARCCRDsAsHelmDid creates ARC's CRDs the way a Helm install of the controller chart

@@ -39,7 +39,8 @@ func TestWholeProgram(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
 	defer cancel()
-	go standInForARCController(ctx, kube)
+	github := newFakeGitHub()
+	go runARCStandIn(ctx, kube, github)
 
 	var h *harness
 	work := t.TempDir() // the scenario's, not a phase's: it holds the stack's state
@@ -79,6 +80,7 @@ func TestWholeProgram(t *testing.T) {
 			assert.Empty(t, g.Violations(destroyorder.Rules))
 		})
 		t.Run("the cluster holds the Kubernetes layer", func(t *testing.T) { assertCluster(t, ctx, restCfg, kube) })
+		t.Run("ARC registered every scale set in GitHub", func(t *testing.T) { assertScaleSetsServe(t, ctx, kube, github, "0.14.2") })
 		t.Run("images come through the cache, inside AWS", func(t *testing.T) { assertImagePath(t, ctx, up.Outputs, resources, kube) })
 	})
 
@@ -141,7 +143,7 @@ func TestWholeProgram(t *testing.T) {
 		require.NoError(t, err, "nothing was changed")
 	})
 
-	step(t, "ARC version change: its CRDs follow the controller chart", func(t *testing.T) { arcVersionChange(t, ctx, h, kube) })
+	step(t, "ARC across a minor version: every scale set back in GitHub, no job killed", func(t *testing.T) { arcMinorUpgrade(t, ctx, h, kube, github, work) })
 
 	step(t, "destroy", func(t *testing.T) {
 		_, err := h.stack.Destroy(ctx, optdestroy.SuppressProgress())
@@ -149,6 +151,7 @@ func TestWholeProgram(t *testing.T) {
 		_, left := h.state(t, ctx)
 		assert.Empty(t, left, "destroy leaves nothing in the state")
 		assertClusterEmpty(t, ctx, kube)
+		assert.Empty(t, github.Registered(), "destroy removes the scale sets from GitHub (ARC's cleanup ran before its controller went)\n%s", github.Log())
 	})
 
 	// SQS refuses a deleted queue's name for 60 s (the fake too): the stack must come back at

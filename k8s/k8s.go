@@ -53,6 +53,9 @@ type Args struct {
 	SkipAwait bool
 	// Charts are where the charts come from; nil means the pinned ones (versions.Charts).
 	Charts Charts
+	// ARCVersion is the version of ARC's charts (config.ARCVersion): its major.minor decides
+	// whether an upgrade of ARC reinstalls the scale sets (NewRunners).
+	ARCVersion string
 }
 
 // Charts are the Helm charts the layer installs, by chart name.
@@ -160,6 +163,7 @@ func New(ctx *pulumi.Context, name string, args *Args, opts ...pulumi.ResourceOp
 		ControllerChart: charts.of(versions.ARCControllerChart),
 		CRDProvider:     crdProvider,
 		ScaleSetChart:   charts.of(versions.ARCScaleSetChart),
+		ARCVersion:      args.ARCVersion,
 		ImageCache:      args.ImageCache,
 	}, in...)
 	if err != nil {

@@ -18,6 +18,10 @@ type release struct {
 	Values          map[string]any
 	SkipCrds        bool
 	SkipAwait       bool
+	// Description is the release's Helm description (shown by helm list and in a preview).
+	Description string
+	// TimeoutSeconds bounds the install, upgrade and uninstall waits (default helmTimeoutSeconds).
+	TimeoutSeconds int
 }
 
 // helmTimeoutSeconds bounds install/upgrade/uninstall waits (the provider's default is 300).
@@ -32,6 +36,12 @@ func newRelease(ctx *pulumi.Context, logical string, r release, opts ...pulumi.R
 		SkipCrds:  pulumi.Bool(r.SkipCrds),
 		SkipAwait: pulumi.Bool(r.SkipAwait),
 		Timeout:   pulumi.Int(helmTimeoutSeconds),
+	}
+	if r.TimeoutSeconds != 0 {
+		args.Timeout = pulumi.Int(r.TimeoutSeconds)
+	}
+	if r.Description != "" {
+		args.Description = pulumi.String(r.Description)
 	}
 	// A local chart directory (tests) has no version to pin; a repository chart always does.
 	if r.Chart.Version != "" {

@@ -29,6 +29,8 @@ type RunnersArgs struct {
 	NodePools                      map[string]pulumi.Resource
 	SkipAwait                      bool
 	ControllerChart, ScaleSetChart versions.Chart
+	// ARCVersion is the charts' version; a change of its major.minor reinstalls ARC.
+	ARCVersion string
 	// CRDProvider declares ARC's CRDs: it adopts ones an earlier Helm install left.
 	CRDProvider pulumi.ProviderResource
 	// ImageCache serves the runner images from ECR where their registry has a rule.
@@ -191,10 +193,24 @@ func NewRunners(ctx *pulumi.Context, name string, args *RunnersArgs, opts ...pul
 	if err != nil {
 		return nil, err
 	}
+	// An ARC upgrade across a minor version is ARC's own procedure, in one up: remove every
+	// scale set, upgrade the controller, install the scale sets again. The controller deletes
+	// any AutoscalingRunnerSet of another major.minor than its own build, and GitHub's scale
+	// set with it (autoscalingrunnerset_controller.go, the IsVersionAllowed branch, at
+	// gha-runner-scale-set-0.14.2), so upgrading either side in place loses the scale sets
+	// while the releases stay "deployed". Here the ARC minor is the controller's replacement
+	// trigger, replaced delete-first; each scale set is replaced with it (ReplaceWith), so
+	// the engine runs: delete the scale sets (each uninstall waits until the old controller
+	// has cleaned up, which waits for the runners' jobs) → delete the controller → install
+	// the new one → install the scale sets. A patch bump stays an in-place upgrade. The
+	// release's description names the minor, so a preview shows the change.
+	arcMinor := config.MajorMinor(args.ARCVersion)
 	controller, err := newRelease(ctx, name+"-controller", release{
 		Name: wellknown.ARCControllerRelease, Namespace: wellknown.ARCNamespace, Chart: args.ControllerChart,
 		Values: ControllerValues(), SkipCrds: true, SkipAwait: args.SkipAwait,
-	}, parent, pulumi.DependsOn(append([]pulumi.Resource{systemNS}, crds...)))
+		Description: "ARC " + arcMinor + ": a change of minor version reinstalls the controller and every scale set",
+	}, parent, pulumi.DependsOn(append([]pulumi.Resource{systemNS}, crds...)),
+		pulumi.ReplacementTrigger(pulumi.String(arcMinor)), pulumi.DeleteBeforeReplace(true))
 	if err != nil {
 		return nil, err
 	}
@@ -250,10 +266,14 @@ func NewRunners(ctx *pulumi.Context, name string, args *RunnersArgs, opts ...pul
 		// A container-form scale set's runners need their account and job pod template
 		// until the last of them is gone.
 		deps = append(deps, hooks[pool.Name]...)
+		// A scale set's release always waits (its chart has no workload to wait for on
+		// install): its uninstall must block until ARC has cleaned the scale set up — its
+		// runners' jobs finished, GitHub's scale set deleted — before the controller, the
+		// credentials or the namespace go, on destroy and on an ARC upgrade alike.
 		if _, err := newRelease(ctx, name+"-"+pool.RunnerScaleSetName, release{
 			Name: pool.RunnerScaleSetName, Namespace: wellknown.RunnersNamespace, Chart: args.ScaleSetChart,
-			Values: vals, SkipAwait: args.SkipAwait,
-		}, parent, pulumi.DependsOn(deps)); err != nil {
+			Values: vals, TimeoutSeconds: wellknown.ScaleSetDrainSeconds,
+		}, parent, pulumi.DependsOn(deps), pulumi.ReplaceWith([]pulumi.Resource{controller})); err != nil {
 			return nil, err
 		}
 		runsOn[pool.RunnerScaleSetName] = pulumi.ToStringMap(RunsOn(pool))

@@ -44,7 +44,11 @@ func TestHelmReleasesArePinned(t *testing.T) {
 			assert.Equal(t, w.repo, path(r.Inputs, "repositoryOpts", "repo"), w.name)
 		}
 		assert.Equal(t, false, r.Inputs["skipAwait"], "%s waits for readiness on a real cluster", w.name)
-		assert.Equal(t, 600.0, r.Inputs["timeout"], w.name)
+		wantTimeout := 600.0 // 3600 for a scale set: TestARCUpgradeAcrossAMinorReinstallsTheScaleSets
+		if w.namespace == "arc-runners" {
+			wantTimeout = 3600
+		}
+		assert.Equal(t, wantTimeout, r.Inputs["timeout"], w.name)
 		assert.Contains(t, r.Raw.Provider, "pulumi:providers:kubernetes::gpu-ci", "%s uses the cluster's provider", w.name)
 	}
 	assert.Equal(t, true, releaseNamed(t, m, "karpenter").Inputs["skipCrds"], "CRDs come from the karpenter-crd release")
@@ -55,7 +59,8 @@ func TestHelmReleasesArePinned(t *testing.T) {
 	releases := m2.all("kubernetes:helm.sh/v3:Release")
 	require.Len(t, releases, 7)
 	for _, r := range releases {
-		assert.Equal(t, true, r.Inputs["skipAwait"], "helmSkipAwait reaches %s", r.Inputs["name"])
+		scaleSet := r.Inputs["namespace"] == "arc-runners"
+		assert.Equal(t, !scaleSet, r.Inputs["skipAwait"], "helmSkipAwait reaches %s, unless a scale set (TestARCUpgradeAcrossAMinorReinstallsTheScaleSets)", r.Inputs["name"])
 	}
 }
 
@@ -72,12 +77,13 @@ func TestHelmSkipAwaitIsRefusedOffLoopback(t *testing.T) {
 // helmCharts moves a chart to a mirror registry or a local directory; the others stay pinned.
 func TestHelmChartsOverride(t *testing.T) {
 	mirror := "oci://123456789012.dkr.ecr.us-west-2.amazonaws.com/karpenter/karpenter"
-	m := runDev(t, "helmCharts", `{"karpenter": {"chart": "`+mirror+`", "version": "1.14.1"}, "gha-runner-scale-set": {"chart": "/srv/charts/gha-runner-scale-set"}}`)
+	local := filepath.Join(testkit.RepoRoot(t), "k8s", "arc", "gha-runner-scale-set")
+	m := runDev(t, "helmCharts", `{"karpenter": {"chart": "`+mirror+`", "version": "1.14.1"}, "gha-runner-scale-set": {"chart": "`+local+`"}}`)
 	karpenter := releaseNamed(t, m, "karpenter")
 	assert.Equal(t, mirror, karpenter.Inputs["chart"])
 	assert.Equal(t, "1.14.1", karpenter.Inputs["version"])
 	scaleSet := releaseNamed(t, m, "lux-gpu-t4")
-	assert.Equal(t, "/srv/charts/gha-runner-scale-set", scaleSet.Inputs["chart"])
+	assert.Equal(t, local, scaleSet.Inputs["chart"])
 	assert.NotContains(t, scaleSet.Inputs, "version", "a local chart has no version to pin")
 	assert.Equal(t, "oci://public.ecr.aws/karpenter/karpenter-crd", releaseNamed(t, m, "karpenter-crd").Inputs["chart"], "charts not listed stay pinned upstream")
 }
@@ -351,10 +357,10 @@ func TestARCCRDsFollowTheControllerChart(t *testing.T) {
 	}
 	assert.Equal(t, "array", labels(m), "0.14's scale-set labels are in the schema, so the API server keeps them")
 
-	// The controller chart of ARC v0.27.6 (chart 0.6.1), as a local directory.
+	// ARC v0.27.6's charts (0.6.1), as local directories: the two move together.
 	arc, err := chartrender.ModuleDir("github.com/actions/actions-runner-controller@v0.27.6")
 	require.NoError(t, err)
-	old := runDev(t, "helmCharts", `{"gha-runner-scale-set-controller": {"chart": "`+filepath.Join(arc, "charts", "gha-runner-scale-set-controller")+`"}}`)
+	old := runDev(t, "helmCharts", `{"gha-runner-scale-set-controller": {"chart": "`+filepath.Join(arc, "charts", "gha-runner-scale-set-controller")+`"}, "gha-runner-scale-set": {"chart": "`+filepath.Join(arc, "charts", "gha-runner-scale-set")+`"}}`)
 	oldCRDs := old.all("kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition")
 	require.Len(t, oldCRDs, len(crds))
 	for i := range crds {
@@ -415,4 +421,45 @@ func TestRunningJobsBudget(t *testing.T) {
 	tmpl, err := k8s.RunnerTemplate(config.DefaultPool(), nil)
 	require.NoError(t, err)
 	assert.Contains(t, tmpl.Labels, "lux-gpu-ci.luxfi.com/pool", "the runner carries the label the budget selects")
+}
+
+// An ARC upgrade across a minor version reinstalls ARC in ARC's own order (remove the scale
+// sets, upgrade the controller, install the scale sets): the minor is the controller's
+// replacement trigger (delete-first), every scale set is replaced with the controller, and a
+// scale set's release always waits, so its uninstall blocks until ARC has cleaned it up.
+func TestARCUpgradeAcrossAMinorReinstallsTheScaleSets(t *testing.T) {
+	check := func(t *testing.T, m *mocks, minor string) {
+		controller := releaseNamed(t, m, "arc")
+		rpc := controller.Raw.RegisterRPC
+		require.NotNil(t, rpc.GetReplacementTrigger(), "the controller has a replacement trigger")
+		assert.Equal(t, minor, rpc.GetReplacementTrigger().GetStringValue(), "the trigger is ARC's major.minor, so a patch bump is an in-place upgrade")
+		assert.True(t, rpc.GetDeleteBeforeReplace(), "the old controller goes before the new one is installed")
+		assert.Equal(t, "ARC "+minor+": a change of minor version reinstalls the controller and every scale set", controller.Inputs["description"], "a preview shows the minor change")
+
+		var scaleSets int
+		for _, r := range m.all("kubernetes:helm.sh/v3:Release") {
+			if r.Inputs["namespace"] != "arc-runners" {
+				continue
+			}
+			scaleSets++
+			assert.Equal(t, []string{controller.URN}, r.Raw.RegisterRPC.GetReplaceWith(), "%s is replaced with the controller", r.Name)
+			assert.Contains(t, r.Deps(), controller.Key(), "%s is installed after the controller", r.Name)
+			assert.Equal(t, false, r.Inputs["skipAwait"], "%s: its uninstall waits for ARC's cleanup", r.Name)
+			assert.EqualValues(t, 3600, r.Inputs["timeout"], "%s: an hour for the running jobs", r.Name)
+		}
+		assert.Equal(t, 3, scaleSets, "the dev stack's three scale sets")
+	}
+	t.Run("the pinned ARC", func(t *testing.T) { check(t, runDev(t), "0.14") })
+	t.Run("even where the other releases skip their waits", func(t *testing.T) {
+		m := newMocks()
+		m.Cloud.EKSEndpoint = "https://127.0.0.1:6443"
+		require.NoError(t, m.run(testkit.With(testkit.StackConfig(t, "dev"), "helmSkipAwait", "true")))
+		assert.Equal(t, true, releaseNamed(t, m, "karpenter").Inputs["skipAwait"])
+		check(t, m, "0.14")
+	})
+	t.Run("ARC 0.6", func(t *testing.T) {
+		arc, err := chartrender.ModuleDir("github.com/actions/actions-runner-controller@v0.27.6")
+		require.NoError(t, err)
+		check(t, runDev(t, "helmCharts", `{"gha-runner-scale-set-controller": {"chart": "`+filepath.Join(arc, "charts", "gha-runner-scale-set-controller")+`"}, "gha-runner-scale-set": {"chart": "`+filepath.Join(arc, "charts", "gha-runner-scale-set")+`"}}`), "0.6")
+	})
 }

@@ -38,6 +38,7 @@ func Program(ctx *pulumi.Context) error {
 		ImageCache:         aws.ImageCache,
 		SkipAwait:          cfg.HelmSkipAwait,
 		Charts:             k8s.ChartsWith(cfg.HelmCharts),
+		ARCVersion:         cfg.ARCVersion(),
 	})
 	if err != nil {
 		return err

@@ -1,0 +1,280 @@
+//go:build e2e
+
+package e2e
+
+// The ARC controller's stand-in. No pod runs here, so the real gha-runner-scale-set-controller
+// cannot; this one carries each of its rules that an upgrade or a destroy of the stack depends
+// on, each cited to actions/actions-runner-controller at gha-runner-scale-set-0.14.2, and the
+// GitHub side the controller talks to: the org's scale sets and the jobs their runners run.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/luxfi/lux-gpu-ci/config"
+	"github.com/luxfi/lux-gpu-ci/internal/wellknown"
+)
+
+const (
+	// controllers/actions.github.com/autoscalingrunnerset_controller.go (const block).
+	arsFinalizer         = "autoscalingrunnerset.actions.github.com/finalizer"
+	arsScaleSetIDAnnot   = "runner-scale-set-id"
+	arsScaleSetNameAnnot = "actions.github.com/runner-scale-set-name" // constants.go
+	versionLabel         = "app.kubernetes.io/version"                // constants.go, LabelKeyKubernetesVersion
+	// arcCleanupFinalizer is put on a scale set's dependents by ARC's chart
+	// (charts/gha-runner-scale-set/templates/*.yaml); the controller removes it once the
+	// scale set is cleaned up (removeFinalizersFromDependentResources).
+	arcCleanupFinalizer = "actions.github.com/cleanup-protection"
+)
+
+var deployments = schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}
+
+// fakeGitHub is the org's side of ARC: the scale sets registered by name, and the jobs running
+// on each one's runners. The tests read and drive it.
+type fakeGitHub struct {
+	mu     sync.Mutex
+	nextID int
+	sets   map[string]int // scale set name → ID
+	jobs   map[string]int // scale set name → jobs running
+	log    []string
+}
+
+func newFakeGitHub() *fakeGitHub {
+	return &fakeGitHub{sets: map[string]int{}, jobs: map[string]int{}}
+}
+
+func (g *fakeGitHub) logf(format string, args ...any) {
+	g.log = append(g.log, time.Now().Format("15:04:05.000")+" "+fmt.Sprintf(format, args...))
+}
+
+// Registered is the scale sets GitHub knows, sorted.
+func (g *fakeGitHub) Registered() []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var out []string
+	for name := range g.sets {
+		out = append(out, name)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// StartJob has a runner of the scale set pick up a job; EndJob ends one.
+func (g *fakeGitHub) StartJob(set string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.jobs[set]++
+	g.logf("job started on %s", set)
+}
+
+func (g *fakeGitHub) EndJob(set string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.jobs[set]--
+	g.logf("job ended on %s", set)
+}
+
+// Log is what happened on the GitHub side, in order.
+func (g *fakeGitHub) Log() string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return strings.Join(g.log, "\n")
+}
+
+// createRunnerScaleSet: a scale set of the name is adopted if GitHub has it, else created
+// (autoscalingrunnerset_controller.go, createRunnerScaleSet: GetRunnerScaleSet, then
+// CreateRunnerScaleSet).
+func (g *fakeGitHub) createRunnerScaleSet(name string) int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if id, ok := g.sets[name]; ok {
+		g.logf("scale set %s adopted (id %d)", name, id)
+		return id
+	}
+	g.nextID++
+	g.sets[name] = g.nextID
+	g.logf("scale set %s registered (id %d)", name, g.nextID)
+	return g.nextID
+}
+
+// deleteRunnerScaleSet removes a scale set by ID, unless a runner still has a job: GitHub
+// refuses to remove a busy runner, and the controller requeues
+// (ephemeralrunner_controller.go: RemoveRunner, scaleset.JobStillRunningError).
+func (g *fakeGitHub) deleteRunnerScaleSet(name string, id int) (done bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.jobs[name] > 0 {
+		return false
+	}
+	if g.sets[name] == id {
+		delete(g.sets, name)
+		g.logf("scale set %s deleted (id %d)", name, id)
+	}
+	return true
+}
+
+// arcStandIn reconciles AutoscalingRunnerSets as the controller does.
+type arcStandIn struct {
+	kube   dynamic.Interface
+	github *fakeGitHub
+}
+
+func runARCStandIn(ctx context.Context, kube dynamic.Interface, github *fakeGitHub) {
+	a := arcStandIn{kube: kube, github: github}
+	for ctx.Err() == nil {
+		a.reconcile(ctx)
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// buildVersion is the running controller's version, or "" when none runs: the controller's
+// binary carries it (build.Version), and the chart runs the image of its appVersion and labels
+// the Deployment with it (charts/gha-runner-scale-set-controller/templates/_helpers.tpl).
+func (a arcStandIn) buildVersion(ctx context.Context) string {
+	list, err := a.kube.Resource(deployments).Namespace(wellknown.ARCNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/part-of=gha-rs-controller"})
+	if err != nil {
+		return ""
+	}
+	for _, d := range list.Items {
+		if d.GetDeletionTimestamp() == nil {
+			return d.GetLabels()[versionLabel]
+		}
+	}
+	return ""
+}
+
+func (a arcStandIn) reconcile(ctx context.Context) {
+	build := a.buildVersion(ctx)
+	sets, err := a.kube.Resource(runnerSets).Namespace("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return
+	}
+	for _, ars := range sets.Items {
+		a.reconcileSet(ctx, &ars, build)
+	}
+	a.releaseDependents(ctx, sets.Items)
+}
+
+// reconcileSet follows AutoscalingRunnerSetReconciler.Reconcile
+// (autoscalingrunnerset_controller.go) in its order: deletion, the version rule, the
+// finalizer, the scale set in GitHub.
+func (a arcStandIn) reconcileSet(ctx context.Context, ars *unstructured.Unstructured, build string) {
+	name := ars.GetName()
+	scaleSet, _, _ := unstructured.NestedString(ars.Object, "spec", "runnerScaleSetName")
+	if scaleSet == "" {
+		scaleSet = name
+	}
+	if ars.GetDeletionTimestamp() != nil {
+		// Cleanup: the listener and the ephemeral runner sets go first (their runners wait for
+		// their jobs), then the scale set is deleted from GitHub, then the finalizer.
+		// This stand-in cleans up even when the controller's Deployment is gone, since the
+		// e2e's Helm releases do not wait (helmSkipAwait) — the real order is the graph's
+		// (stack tests, destroy-order rules).
+		if !slices.Contains(ars.GetFinalizers(), arsFinalizer) {
+			return
+		}
+		id, _ := strconv.Atoi(ars.GetAnnotations()[arsScaleSetIDAnnot])
+		if !a.github.deleteRunnerScaleSet(scaleSet, id) {
+			return
+		}
+		a.setFinalizers(ctx, ars, slices.DeleteFunc(slices.Clone(ars.GetFinalizers()), func(f string) bool { return f == arsFinalizer }))
+		return
+	}
+	if build == "" {
+		return // no controller runs
+	}
+	// The version rule: IsVersionAllowed (apis/actions.github.com/v1alpha1/version.go) allows
+	// only the same major.minor; anything else is deleted.
+	if v := ars.GetLabels()[versionLabel]; v != build && config.MajorMinor(v) != config.MajorMinor(build) {
+		a.github.mu.Lock()
+		a.github.logf("controller %s deletes AutoscalingRunnerSet %s/%s of version %s", build, ars.GetNamespace(), name, v)
+		a.github.mu.Unlock()
+		_ = a.kube.Resource(runnerSets).Namespace(ars.GetNamespace()).Delete(ctx, name, metav1.DeleteOptions{})
+		return
+	}
+	if !slices.Contains(ars.GetFinalizers(), arsFinalizer) {
+		a.setFinalizers(ctx, ars, append(slices.Clone(ars.GetFinalizers()), arsFinalizer))
+		return
+	}
+	if id, err := strconv.Atoi(ars.GetAnnotations()[arsScaleSetIDAnnot]); err != nil || id <= 0 {
+		id := a.github.createRunnerScaleSet(scaleSet)
+		patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{
+			"annotations":     map[string]string{arsScaleSetIDAnnot: strconv.Itoa(id), arsScaleSetNameAnnot: scaleSet},
+			"resourceVersion": ars.GetResourceVersion(),
+		}})
+		_, _ = a.kube.Resource(runnerSets).Namespace(ars.GetNamespace()).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
+	}
+}
+
+func (a arcStandIn) setFinalizers(ctx context.Context, obj *unstructured.Unstructured, finalizers []string) {
+	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"finalizers": finalizers, "resourceVersion": obj.GetResourceVersion()}})
+	_, _ = a.kube.Resource(runnerSets).Namespace(obj.GetNamespace()).Patch(ctx, obj.GetName(), types.MergePatchType, patch, metav1.PatchOptions{})
+}
+
+// cleanupDependents are the dependents a scale set names in its annotations, by annotation,
+// and their kind: what removeFinalizersFromDependentResources
+// (autoscalingrunnerset_controller.go) releases at the end of the scale set's cleanup.
+var cleanupDependents = map[string]schema.GroupVersionResource{
+	"actions.github.com/cleanup-github-secret-name":                   {Version: "v1", Resource: "secrets"},
+	"actions.github.com/cleanup-manager-role-binding":                 {Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "rolebindings"},
+	"actions.github.com/cleanup-manager-role-name":                    {Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "roles"},
+	"actions.github.com/cleanup-kubernetes-mode-role-binding-name":    {Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "rolebindings"},
+	"actions.github.com/cleanup-kubernetes-mode-role-name":            {Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "roles"},
+	"actions.github.com/cleanup-kubernetes-mode-service-account-name": {Version: "v1", Resource: "serviceaccounts"},
+	"actions.github.com/cleanup-no-permission-service-account-name":   {Version: "v1", Resource: "serviceaccounts"},
+}
+
+// releaseDependents removes the cleanup-protection finalizer from a deleted dependent once no
+// scale set that names it still holds its own finalizer: the controller releases a scale
+// set's dependents when that scale set's cleanup is done (removeFinalizersFromDependentResources),
+// and a dependent no scale set names has nothing left to wait for. Without it a scale set's
+// uninstall and the runners' namespace never finish.
+func (a arcStandIn) releaseDependents(ctx context.Context, sets []unstructured.Unstructured) {
+	type key struct {
+		gvr             schema.GroupVersionResource
+		namespace, name string
+	}
+	held := map[key]bool{}
+	for _, s := range sets {
+		if !slices.Contains(s.GetFinalizers(), arsFinalizer) {
+			continue
+		}
+		for annotation, gvr := range cleanupDependents {
+			if name := s.GetAnnotations()[annotation]; name != "" {
+				held[key{gvr, s.GetNamespace(), name}] = true
+			}
+		}
+	}
+	for _, gvr := range []schema.GroupVersionResource{
+		{Version: "v1", Resource: "serviceaccounts"},
+		{Version: "v1", Resource: "secrets"},
+		{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "roles"},
+		{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "rolebindings"},
+	} {
+		list, err := a.kube.Resource(gvr).Namespace("").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			continue
+		}
+		for _, obj := range list.Items {
+			fins := obj.GetFinalizers()
+			if obj.GetDeletionTimestamp() == nil || !slices.Contains(fins, arcCleanupFinalizer) || held[key{gvr, obj.GetNamespace(), obj.GetName()}] {
+				continue
+			}
+			keep := slices.DeleteFunc(slices.Clone(fins), func(f string) bool { return f == arcCleanupFinalizer })
+			patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"finalizers": keep, "resourceVersion": obj.GetResourceVersion()}})
+			_, _ = a.kube.Resource(gvr).Namespace(obj.GetNamespace()).Patch(ctx, obj.GetName(), types.MergePatchType, patch, metav1.PatchOptions{})
+		}
+	}
+}
