@@ -18,6 +18,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/luxfi/lux-gpu-ci/versions"
 )
@@ -56,6 +57,11 @@ type Config struct {
 	// HelmSkipAwait installs Helm releases without waiting for their workloads to become
 	// ready. Off for real clusters; on where no kubelet runs (the e2e API server).
 	HelmSkipAwait bool
+	// RunnerDrainTimeout bounds how long removing a scale set (a pool removed or renamed, an
+	// ARC upgrade across a minor version, destroy) waits for ARC to clean it up, which waits for
+	// its runners' running jobs: the longest job the pools run. Past it the up fails; the next
+	// up with a refresh (deploy.yml's) finishes the removal by itself.
+	RunnerDrainTimeout time.Duration
 	// ImageCache is the ECR pull-through cache: which registries' images nodes pull from ECR.
 	ImageCache ImageCache
 	// HelmCharts overrides where charts come from, by chart name (a mirror registry, or a
@@ -118,6 +124,7 @@ func Parse(stack string, get Getter, isSecret func(key string) bool) (*Config, e
 		},
 		CreateSpotServiceLinkedRole: p.boolean(KeyCreateSpotServiceLinkedRole),
 		HelmSkipAwait:               p.boolean(KeyHelmSkipAwait),
+		RunnerDrainTimeout:          p.drainTimeout(),
 	}
 	c.GPUPools = p.parsePools()
 	c.GitHub = p.parseGitHub()

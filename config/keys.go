@@ -27,6 +27,7 @@ const (
 	KeyGitHubAppInstallationID     = "githubAppInstallationId"
 	KeyGitHubAppPrivateKey         = "githubAppPrivateKey"
 	KeyHelmSkipAwait               = "helmSkipAwait"
+	KeyRunnerDrainTimeout          = "runnerDrainTimeout"
 	KeyHelmCharts                  = "helmCharts"
 	KeyImageCache                  = "imageCache"
 	KeyRegistryCredentials         = "registryCredentials"
@@ -81,12 +82,14 @@ var Defaults = map[string]any{
 	KeyCreateSpotServiceLinkedRole: true,
 	KeyGPUPools:                    []GPUPool{DefaultPool()},
 	KeyHelmSkipAwait:               false,
-	KeyHelmCharts:                  map[string]versions.Chart{},
-	KeyBudget:                      map[string]any{},
-	KeyGitHubToken:                 "",
-	KeyGitHubAppID:                 "",
-	KeyGitHubAppInstallationID:     "",
-	KeyGitHubAppPrivateKey:         "",
+	// How long removing a scale set waits for its running jobs (see Config.RunnerDrainTimeout).
+	KeyRunnerDrainTimeout:      "1h",
+	KeyHelmCharts:              map[string]versions.Chart{},
+	KeyBudget:                  map[string]any{},
+	KeyGitHubToken:             "",
+	KeyGitHubAppID:             "",
+	KeyGitHubAppInstallationID: "",
+	KeyGitHubAppPrivateKey:     "",
 	// []: no pull-through cache rule; images come from their registries through the NAT.
 	KeyImageCache:          []string{},
 	KeyRegistryCredentials: "",

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/luxfi/lux-gpu-ci/versions"
 )
@@ -179,4 +180,21 @@ func (c *Config) APIAdmits(addr netip.Addr) error {
 	return fmt.Errorf("%s: %v does not admit %s, so `pulumi up` from there would update the AWS layer and then fail every Kubernetes step "+
 		"(fix: add %s/32, or the runner's egress range, to publicAccessCidrs in Pulumi.%s.yaml, or deploy from a runner inside %v)",
 		qualify(KeyPublicAccessCidrs), c.PublicAccessCIDRs, addr, addr, c.Stack, c.PublicAccessCIDRs)
+}
+
+// maxRunnerDrain keeps a drain inside deploy.yml's job (timeout-minutes 360, GitHub's limit
+// for a hosted job), with an hour left for the rest of the up.
+const maxRunnerDrain = 5 * time.Hour
+
+// drainTimeout reads runnerDrainTimeout: a Go duration from 1s to 5h.
+func (p *parser) drainTimeout() time.Duration {
+	v := p.str(KeyRunnerDrainTimeout)
+	d, err := time.ParseDuration(v)
+	switch {
+	case err != nil:
+		p.fail(KeyRunnerDrainTimeout, fmt.Sprintf("%q is not a duration", v), "1h")
+	case d < time.Second || d > maxRunnerDrain:
+		p.fail(KeyRunnerDrainTimeout, fmt.Sprintf("%s is outside 1s..5h: removing a scale set waits this long for its running jobs, inside deploy.yml's six-hour job", v), "1h")
+	}
+	return d
 }

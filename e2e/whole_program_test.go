@@ -143,7 +143,11 @@ func TestWholeProgram(t *testing.T) {
 		require.NoError(t, err, "nothing was changed")
 	})
 
+	step(t, "up --replace of a CRD: retained and adopted, no scale set deleted", func(t *testing.T) { crdReplaced(t, ctx, h, kube, github) })
+
 	step(t, "ARC across a minor version: every scale set back in GitHub, no job killed", func(t *testing.T) { arcMinorUpgrade(t, ctx, h, kube, github, work) })
+
+	step(t, "a pool added, then removed while its runner holds a job", func(t *testing.T) { poolRemovedWhileItsJobRuns(t, ctx, h, kube, github) })
 
 	step(t, "destroy", func(t *testing.T) {
 		_, err := h.stack.Destroy(ctx, optdestroy.SuppressProgress())

@@ -56,6 +56,9 @@ type Args struct {
 	// ARCVersion is the version of ARC's charts (config.ARCVersion): its major.minor decides
 	// whether an upgrade of ARC reinstalls the scale sets (NewRunners).
 	ARCVersion string
+	// RunnerDrainSeconds is how long removing a scale set waits for its running jobs
+	// (config.RunnerDrainTimeout).
+	RunnerDrainSeconds int
 }
 
 // Charts are the Helm charts the layer installs, by chart name.
@@ -164,6 +167,7 @@ func New(ctx *pulumi.Context, name string, args *Args, opts ...pulumi.ResourceOp
 		CRDProvider:     crdProvider,
 		ScaleSetChart:   charts.of(versions.ARCScaleSetChart),
 		ARCVersion:      args.ARCVersion,
+		DrainSeconds:    args.RunnerDrainSeconds,
 		ImageCache:      args.ImageCache,
 	}, in...)
 	if err != nil {

@@ -31,6 +31,8 @@ type RunnersArgs struct {
 	ControllerChart, ScaleSetChart versions.Chart
 	// ARCVersion is the charts' version; a change of its major.minor reinstalls ARC.
 	ARCVersion string
+	// DrainSeconds bounds a scale set's uninstall: ARC's cleanup waits for running jobs.
+	DrainSeconds int
 	// CRDProvider declares ARC's CRDs: it adopts ones an earlier Helm install left.
 	CRDProvider pulumi.ProviderResource
 	// ImageCache serves the runner images from ECR where their registry has a rule.
@@ -186,10 +188,14 @@ func NewRunners(ctx *pulumi.Context, name string, args *RunnersArgs, opts ...pul
 	}
 	// The CRDs outlive the controller (it removes its finalizers from their objects) and
 	// follow its chart version (newARCCRDs); Helm's one-time install of crds/ is skipped.
-	// Replaced (should that ever happen), a CRD is deleted before it is created again: created
-	// first, the new one would adopt the live CRD (the provider upserts) and the old one's
-	// delete would then remove it, and with it every ARC object.
-	crds, err := newARCCRDs(ctx, name+"-crd", args.ControllerChart, parent, pulumi.Provider(args.CRDProvider), pulumi.DeleteBeforeReplace(true))
+	// Deleting a CRD deletes every object of its kind — every scale set, every runner — so the
+	// program never deletes one: a replace (a new provider, `up --replace`) or a rename that
+	// lost its alias (stack/urns_test.go pins the URNs) retains the live CRD and the new
+	// resource adopts it (the CRD provider upserts); on destroy they stay, empty, and go with
+	// the EKS cluster. Delete-before-replace keeps the old and the new resource from both
+	// claiming the CRD at once.
+	crds, err := newARCCRDs(ctx, name+"-crd", args.ControllerChart, parent, pulumi.Provider(args.CRDProvider),
+		pulumi.DeleteBeforeReplace(true), pulumi.RetainOnDelete(true))
 	if err != nil {
 		return nil, err
 	}
@@ -272,7 +278,7 @@ func NewRunners(ctx *pulumi.Context, name string, args *RunnersArgs, opts ...pul
 		// credentials or the namespace go, on destroy and on an ARC upgrade alike.
 		if _, err := newRelease(ctx, name+"-"+pool.RunnerScaleSetName, release{
 			Name: pool.RunnerScaleSetName, Namespace: wellknown.RunnersNamespace, Chart: args.ScaleSetChart,
-			Values: vals, TimeoutSeconds: wellknown.ScaleSetDrainSeconds,
+			Values: vals, TimeoutSeconds: args.DrainSeconds,
 		}, parent, pulumi.DependsOn(deps), pulumi.ReplaceWith([]pulumi.Resource{controller})); err != nil {
 			return nil, err
 		}

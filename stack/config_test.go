@@ -24,6 +24,8 @@ func TestInvalidConfigNamesKeyAndCreatesNothing(t *testing.T) {
 		kv            []string
 	}{
 		{"region missing", "aws:region", []string{"aws:region", testkit.Unset}},
+		{"drain timeout not a duration", "lux-gpu-ci:runnerDrainTimeout", []string{"runnerDrainTimeout", "forever"}},
+		{"drain timeout past deploy.yml's job", "lux-gpu-ci:runnerDrainTimeout", []string{"runnerDrainTimeout", "6h"}},
 		{"region malformed", "aws:region", []string{"aws:region", "Oregon"}},
 		{"cluster name with capitals", "lux-gpu-ci:clusterName", []string{"clusterName", "GPU_CI"}},
 		{"cluster name too long", "lux-gpu-ci:clusterName", []string{"clusterName", strings.Repeat("a", 41)}},

@@ -331,6 +331,7 @@ func TestARCCRDsFollowTheControllerChart(t *testing.T) {
 		assert.Equal(t, "v0.20.1", path(crd.Inputs, "metadata", "annotations", "controller-gen.kubebuilder.io/version"), "ARC 0.14.2's CRDs")
 		assert.Equal(t, "true", path(crd.Inputs, "metadata", "annotations", "pulumi.com/patchForce"), "takes over the fields a Helm install of crds/ owns (make e2e adopts such CRDs)")
 		assert.True(t, crd.Raw.RegisterRPC.GetDeleteBeforeReplace(), "%s: created first, a replacement would adopt the live CRD and the old one's delete remove it", crd.Key())
+		assert.True(t, crd.Raw.RegisterRPC.GetRetainOnDelete(), "%s: never deleted (it would take every scale set and runner with it), on a replace, a rename or a destroy", crd.Key())
 		assert.NotContains(t, fmt.Sprint(crd.Inputs["spec"]), "description:", "descriptions are left out of the state")
 	}
 	assert.ElementsMatch(t, []string{
@@ -445,7 +446,7 @@ func TestARCUpgradeAcrossAMinorReinstallsTheScaleSets(t *testing.T) {
 			assert.Equal(t, []string{controller.URN}, r.Raw.RegisterRPC.GetReplaceWith(), "%s is replaced with the controller", r.Name)
 			assert.Contains(t, r.Deps(), controller.Key(), "%s is installed after the controller", r.Name)
 			assert.Equal(t, false, r.Inputs["skipAwait"], "%s: its uninstall waits for ARC's cleanup", r.Name)
-			assert.EqualValues(t, 3600, r.Inputs["timeout"], "%s: an hour for the running jobs", r.Name)
+			assert.EqualValues(t, 3600, r.Inputs["timeout"], "%s: runnerDrainTimeout's default hour for the running jobs", r.Name)
 		}
 		assert.Equal(t, 3, scaleSets, "the dev stack's three scale sets")
 	}
@@ -456,6 +457,13 @@ func TestARCUpgradeAcrossAMinorReinstallsTheScaleSets(t *testing.T) {
 		require.NoError(t, m.run(testkit.With(testkit.StackConfig(t, "dev"), "helmSkipAwait", "true")))
 		assert.Equal(t, true, releaseNamed(t, m, "karpenter").Inputs["skipAwait"])
 		check(t, m, "0.14")
+	})
+	t.Run("a drain of runnerDrainTimeout", func(t *testing.T) {
+		m := runDev(t, "runnerDrainTimeout", "90m")
+		for _, name := range []string{"lux-gpu-t4", "lux-gpu-t4-on-demand", "lux-gpu-t4-container"} {
+			assert.EqualValues(t, 5400, releaseNamed(t, m, name).Inputs["timeout"], name)
+		}
+		assert.EqualValues(t, 600, releaseNamed(t, m, "arc").Inputs["timeout"], "the controller's own wait is unchanged")
 	})
 	t.Run("ARC 0.6", func(t *testing.T) {
 		arc, err := chartrender.ModuleDir("github.com/actions/actions-runner-controller@v0.27.6")

@@ -39,6 +39,7 @@ func Program(ctx *pulumi.Context) error {
 		SkipAwait:          cfg.HelmSkipAwait,
 		Charts:             k8s.ChartsWith(cfg.HelmCharts),
 		ARCVersion:         cfg.ARCVersion(),
+		RunnerDrainSeconds: int(cfg.RunnerDrainTimeout.Seconds()),
 	})
 	if err != nil {
 		return err

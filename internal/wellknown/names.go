@@ -40,9 +40,3 @@ const (
 // that, for the estimates' error, is 20 minutes. Waiting longer costs nothing but a runner
 // on a system node: a job whose pod can never run (quota, gpuLimit) fails 10 minutes later.
 const PrepareJobTimeoutSeconds = 1200
-
-// ScaleSetDrainSeconds is how long removing a scale set (destroy, or an ARC upgrade across a
-// minor version) waits for ARC to clean it up, which waits for its runners' jobs to finish:
-// an hour, the longest GPU job we expect. A longer job fails the up (Helm's wait times out)
-// and the next up resumes; deploy.yml's 90-minute job covers the wait.
-const ScaleSetDrainSeconds = 3600

@@ -1,0 +1,94 @@
+//go:build e2e
+
+package e2e
+
+// Day-2 edits of the running stack, each with its plan asserted before the up.
+
+import (
+	"context"
+	"os"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/auto/optpreview"
+	"github.com/pulumi/pulumi/sdk/v3/go/auto/optup"
+	"github.com/pulumi/pulumi/sdk/v3/go/common/apitype"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/luxfi/lux-gpu-ci/config"
+)
+
+// poolRemovedWhileItsJobRuns adds a pool to the running stack, then removes it while its
+// runner holds a job, with runnerDrainTimeout at 15 s: the removal's up fails once the drain
+// times out — the job is not killed, its scale set stays in GitHub — and the next up, with the
+// refresh deploy.yml runs, succeeds with no manual step; the scale set leaves GitHub when the
+// job ends. It runs last before destroy: it leaves the stack file as it found it, and the
+// state with its 15-second drain, ample for a destroy with no job running (about 4 s).
+func poolRemovedWhileItsJobRuns(t *testing.T, ctx context.Context, h *harness, kube dynamic.Interface, github *fakeGitHub) {
+	const pool, scaleSet = "gpu-extra", "lux-gpu-extra"
+	before, err := os.ReadFile(h.stackFile)
+	require.NoError(t, err)
+	drain := config.Project + ":" + config.KeyRunnerDrainTimeout
+
+	plan := func(t *testing.T) map[apitype.OpType]int {
+		t.Helper()
+		pre, err := h.stack.Preview(ctx, optpreview.SuppressProgress())
+		require.NoError(t, err)
+		t.Logf("preview: %v", pre.ChangeSummary)
+		return pre.ChangeSummary
+	}
+
+	t.Run("add a pool", func(t *testing.T) {
+		h.editStackFile(t, func(cfg map[string]any) {
+			cfg[drain] = "15s"
+			pools := cfg[config.Project+":"+config.KeyGPUPools].([]any)
+			cfg[config.Project+":"+config.KeyGPUPools] = append(pools, map[string]any{
+				"name": pool, "instanceTypes": []any{"g4dn.xlarge"}, "capacityTypes": []any{"spot"}, "gpuLimit": 1,
+				"runnerScaleSetName": scaleSet, "runnerLabels": []any{"self-hosted", "linux", "amd64", "cuda", "gpu", "extra"}, "maxRunners": 1,
+			})
+		})
+		changes := plan(t)
+		assert.Positive(t, changes[apitype.OpCreate], "the pool's NodePool, EC2NodeClass and scale set")
+		assert.Zero(t, changes[apitype.OpReplace]+changes[apitype.OpDelete], "nothing running is replaced or removed")
+		_, err := h.stack.Up(ctx, optup.SuppressProgress())
+		require.NoError(t, err)
+		require.Eventually(t, func() bool { return slices.Contains(github.Registered(), scaleSet) }, 10*time.Second, 100*time.Millisecond, "GitHub:\n%s", github.Log())
+	})
+
+	github.StartJob(scaleSet)
+	t.Run("remove it while its runner holds a job: the drain times out", func(t *testing.T) {
+		h.editStackFile(t, func(cfg map[string]any) {
+			pools := cfg[config.Project+":"+config.KeyGPUPools].([]any)
+			cfg[config.Project+":"+config.KeyGPUPools] = slices.DeleteFunc(pools, func(p any) bool { return p.(map[string]any)["name"] == pool })
+		})
+		changes := plan(t)
+		assert.Positive(t, changes[apitype.OpDelete], "the pool's resources are removed")
+		assert.Zero(t, changes[apitype.OpReplace], "nothing else is replaced")
+		_, err := h.stack.Up(ctx, optup.SuppressProgress())
+		require.Error(t, err, "the scale set's removal waits 15 s for a job that runs on")
+		t.Logf("up: %v", err)
+		ars, err := kube.Resource(runnerSets).Namespace("arc-runners").Get(ctx, scaleSet, metav1.GetOptions{})
+		require.NoError(t, err, "ARC keeps the scale set while its job runs")
+		assert.NotNil(t, ars.GetDeletionTimestamp())
+		assert.Contains(t, github.Registered(), scaleSet, "the job's scale set is still in GitHub: the job was not killed")
+	})
+
+	t.Run("the next up, with deploy.yml's refresh, succeeds by itself", func(t *testing.T) {
+		res, err := h.stack.Up(ctx, optup.Refresh(), optup.SuppressProgress())
+		require.NoError(t, err, "no manual step between the failed removal and the next deploy")
+		t.Logf("up --refresh: %v", *res.Summary.ResourceChanges)
+		github.EndJob(scaleSet)
+		require.Eventually(t, func() bool {
+			_, err := kube.Resource(runnerSets).Namespace("arc-runners").Get(ctx, scaleSet, metav1.GetOptions{})
+			return apierrors.IsNotFound(err) && !slices.Contains(github.Registered(), scaleSet)
+		}, 30*time.Second, 100*time.Millisecond, "once the job ends, ARC removes the scale set, from GitHub too\n%s", github.Log())
+	})
+
+	// The stack file as it was, for the up after destroy.
+	require.NoError(t, os.WriteFile(h.stackFile, before, 0o644))
+}
