@@ -18,7 +18,7 @@ type BudgetArgs struct {
 
 // Budget is an AWS Budget on the account's monthly cost. AWS Budgets filter by tag only
 // once the tag is activated as a cost-allocation tag, which a stack cannot do for you, so
-// the budget covers the whole account (see the README).
+// the budget covers the whole account (see docs/operations.md, budget).
 type Budget struct {
 	pulumi.ResourceState
 

@@ -12,7 +12,7 @@
 // verify checks a live cluster against the stack: system nodes, Karpenter, each NodePool,
 // the GPU nodes up now, the ARC controller, each runner scale set. It exits 0 only if all hold.
 //
-// doctor examines the symptoms of the README's troubleshooting table and prints evidence
+// doctor examines the symptoms of the troubleshooting table (docs/operations.md) and prints evidence
 // and the fix for each; --fix deletes the GPU NodePools (after confirmation) so Karpenter
 // drains stuck GPU nodes before a destroy.
 //

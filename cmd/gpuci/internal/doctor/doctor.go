@@ -1,4 +1,4 @@
-// Package doctor is `gpuci doctor`: the README's troubleshooting table, automated. For each
+// Package doctor is `gpuci doctor`: the troubleshooting table of docs/operations.md, automated. For each
 // symptom it gathers the evidence an operator would gather by hand and says what to fix.
 // It only reads, except Fix, the one safe action: deleting the GPU NodePools so Karpenter
 // drains and terminates their nodes before a destroy.
@@ -315,7 +315,7 @@ func (d Doctor) costSpike(ctx context.Context, nodes []corev1.Node) Finding {
 }
 
 func (d Doctor) stuckTeardown(ctx context.Context, claims *unstructured.UnstructuredList) Finding {
-	f := Finding{Symptom: "GPU nodes stuck at teardown", Fix: "gpuci doctor --fix deletes the GPU NodePools so Karpenter drains and terminates their nodes; if the controller is gone, see README › Tearing down"}
+	f := Finding{Symptom: "GPU nodes stuck at teardown", Fix: "gpuci doctor --fix deletes the GPU NodePools so Karpenter drains and terminates their nodes; if the controller is gone, see docs/operations.md › Tearing down"}
 	for _, c := range claims.Items {
 		if ts := c.GetDeletionTimestamp(); ts != nil && d.Now().Sub(ts.Time) > StuckAfter {
 			f.Problem = true
