@@ -18,10 +18,15 @@ import (
 	"github.com/stretchr/testify/require"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 
 	"github.com/luxfi/lux-gpu-ci/config"
+	"github.com/luxfi/lux-gpu-ci/internal/testsupport/fakeaws"
 )
+
+var pdbs = schema.GroupVersionResource{Group: "policy", Version: "v1", Resource: "poddisruptionbudgets"}
 
 // poolRemovedWhileItsJobRuns adds a pool to the running stack, then removes it while its
 // runner holds a job, with runnerDrainTimeout at 15 s: the removal's up fails once the drain
@@ -91,4 +96,51 @@ func poolRemovedWhileItsJobRuns(t *testing.T, ctx context.Context, h *harness, k
 
 	// The stack file as it was, for the up after destroy.
 	require.NoError(t, os.WriteFile(h.stackFile, before, 0o644))
+}
+
+// instanceTypeOfferedElsewhere adds to gpu-spot an instance type that only a zone the stack
+// does not use offers: zones are kept once chosen, so the plan touches the pool's NodePools
+// (its own and its retry twin's) and nothing of the network.
+func instanceTypeOfferedElsewhere(t *testing.T, ctx context.Context, h *harness) {
+	gpuTypes := []string{"t3.medium", "g4dn.xlarge", "g5.xlarge"}
+	h.editAccount(t, func(c *fakeaws.Cloud) {
+		c.Offerings = map[string][]string{
+			"us-west-2a": append(slices.Clone(gpuTypes), "g6.xlarge"),
+			"us-west-2b": gpuTypes, "us-west-2c": gpuTypes, "us-west-2d": gpuTypes,
+		}
+	})
+	h.editStackFile(t, func(cfg map[string]any) {
+		setPoolField(t, cfg, "instanceTypes", []any{"g4dn.xlarge", "g5.xlarge", "g6.xlarge"})
+	})
+	pre, err := h.stack.Preview(ctx, optpreview.SuppressProgress())
+	require.NoError(t, err)
+	t.Logf("preview: %v", pre.ChangeSummary)
+	assert.Equal(t, 2, pre.ChangeSummary[apitype.OpUpdate], "gpu-spot's NodePool and its twin's")
+	assert.Zero(t, pre.ChangeSummary[apitype.OpCreate]+pre.ChangeSummary[apitype.OpDelete]+pre.ChangeSummary[apitype.OpReplace],
+		"no subnet, route or node group moves to the zone that offers the new type")
+}
+
+// tagsEdited adds a tag to the running stack: tags reach every AWS resource, the system node
+// group's launch template and Karpenter's EC2NodeClasses, all updated in place. The system
+// node group rolls its nodes; a running container-form job on them is protected by the
+// running-jobs budget (the drain phase shows a drain refused).
+func tagsEdited(t *testing.T, ctx context.Context, h *harness, kube dynamic.Interface) {
+	h.editStackFile(t, func(cfg map[string]any) {
+		tags := cfg[config.Project+":"+config.KeyTags].(map[string]any)
+		tags["cost-center"] = "gpu-ci"
+	})
+	pre, err := h.stack.Preview(ctx, optpreview.SuppressProgress())
+	require.NoError(t, err)
+	t.Logf("preview: %v", pre.ChangeSummary)
+	assert.Positive(t, pre.ChangeSummary[apitype.OpUpdate])
+	assert.Zero(t, pre.ChangeSummary[apitype.OpCreate]+pre.ChangeSummary[apitype.OpDelete]+pre.ChangeSummary[apitype.OpReplace], "a tag edit replaces nothing")
+	up, err := h.stack.Up(ctx, optup.SuppressProgress())
+	require.NoError(t, err)
+	assert.Equal(t, pre.ChangeSummary[apitype.OpUpdate], (*up.Summary.ResourceChanges)["update"], "the up did what the plan said")
+	nc, err := kube.Resource(ec2NodeClasses).Get(ctx, "gpu-spot", metav1.GetOptions{})
+	require.NoError(t, err)
+	tags, _, _ := unstructured.NestedStringMap(nc.Object, "spec", "tags")
+	assert.Equal(t, "gpu-ci", tags["cost-center"], "Karpenter's GPU nodes carry the new tag")
+	_, err = kube.Resource(pdbs).Namespace("arc-runners").Get(ctx, "running-jobs", metav1.GetOptions{})
+	require.NoError(t, err, "the running-jobs budget guards the roll")
 }

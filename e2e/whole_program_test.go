@@ -143,6 +143,9 @@ func TestWholeProgram(t *testing.T) {
 		require.NoError(t, err, "nothing was changed")
 	})
 
+	step(t, "an instance type only an unused zone offers: the network stays", func(t *testing.T) { instanceTypeOfferedElsewhere(t, ctx, h) })
+	step(t, "a tag added: everything updated in place", func(t *testing.T) { tagsEdited(t, ctx, h, kube) })
+
 	step(t, "up --replace of a CRD: retained and adopted, no scale set deleted", func(t *testing.T) { crdReplaced(t, ctx, h, kube, github) })
 
 	step(t, "ARC across a minor version: every scale set back in GitHub, no job killed", func(t *testing.T) { arcMinorUpgrade(t, ctx, h, kube, github, work) })

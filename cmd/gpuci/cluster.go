@@ -22,17 +22,17 @@ import (
 // clusterCommand holds what the commands that read a live cluster (verify, doctor) share:
 // the stack whose configuration the cluster should match, and how to reach the cluster.
 type clusterCommand struct {
-	fs                     *flag.FlagSet
-	stack, dir, kubeconfig *string
-	asJSON                 *bool
+	fs         *flag.FlagSet
+	stack      stackFlags
+	kubeconfig *string
+	asJSON     *bool
 }
 
 func newClusterCommand(name string) clusterCommand {
 	fs := flag.NewFlagSet(name, flag.ExitOnError)
 	return clusterCommand{
 		fs:         fs,
-		stack:      fs.String("stack", "dev", "stack whose configuration the cluster should match"),
-		dir:        fs.String("project", ".", "directory holding the stack files"),
+		stack:      addStackFlags(fs, "stack whose configuration the cluster should match"),
 		kubeconfig: fs.String("kubeconfig", "", "kubeconfig (default: $KUBECONFIG, else the stack's kubeconfig output)"),
 		asJSON:     fs.Bool("json", false, "print JSON"),
 	}
@@ -43,11 +43,11 @@ func (c clusterCommand) open(args []string) (*config.Config, kubernetes.Interfac
 	if err := c.fs.Parse(args); err != nil {
 		return nil, nil, nil, nil, err
 	}
-	cfg, err := config.ParseStackFileOffline(config.StackFile(*c.dir, *c.stack))
+	stack, cfg, err := c.stack.load()
 	if err != nil {
 		return nil, nil, nil, nil, err
 	}
-	kube, dyn, cleanup, err := clients(*c.kubeconfig, *c.stack)
+	kube, dyn, cleanup, err := clients(*c.kubeconfig, stack)
 	return cfg, kube, dyn, cleanup, err
 }
 

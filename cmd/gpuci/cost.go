@@ -8,13 +8,11 @@ import (
 	"time"
 
 	"github.com/luxfi/lux-gpu-ci/cmd/gpuci/internal/cost"
-	"github.com/luxfi/lux-gpu-ci/config"
 )
 
 func runCost(args []string) error {
 	fs := flag.NewFlagSet("cost", flag.ExitOnError)
-	stack := fs.String("stack", "dev", "stack whose Pulumi.<stack>.yaml to price")
-	dir := fs.String("project", ".", "directory holding the stack files")
+	st := addStackFlags(fs, "stack whose Pulumi.<stack>.yaml to price")
 	prices := fs.String("prices", "", "JSON price table overriding the built-in one (see cmd/gpuci/internal/cost.Prices)")
 	asJSON := fs.Bool("json", false, "print JSON")
 	live := fs.Bool("live", false, "fetch current on-demand and spot prices from AWS (needs credentials)")
@@ -28,7 +26,7 @@ func runCost(args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	cfg, err := config.ParseStackFileOffline(config.StackFile(*dir, *stack))
+	_, cfg, err := st.load()
 	if err != nil {
 		return err
 	}

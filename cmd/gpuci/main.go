@@ -35,7 +35,9 @@ commands:
   quota    the EC2 G and VT vCPU quotas a stack's pools need: gpuci quota --stack dev [--json]
   reach    does the stack's EKS API endpoint admit a client address: gpuci reach --stack prod --from IP
   retry    re-run a run's jobs once if they lost the stack's runners: gpuci retry --stack dev --repo O/R --run-id N [--dry-run] [--json] [--cluster]
+  version  gpuci's version and the versions the stack pins
 
+--stack defaults to the Pulumi stack selected in --project (an error if none is).
 gpuci <command> -h lists a command's flags.
 `
 
@@ -58,6 +60,8 @@ func main() {
 		err = runRetry(os.Args[2:])
 	case "reach":
 		err = runReach(os.Args[2:])
+	case "version", "--version":
+		err = runVersion(os.Args[2:])
 	case "-h", "--help", "help":
 		fmt.Print(usage)
 		return

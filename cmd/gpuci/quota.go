@@ -7,20 +7,18 @@ import (
 	"strings"
 
 	"github.com/luxfi/lux-gpu-ci/cmd/gpuci/internal/quota"
-	"github.com/luxfi/lux-gpu-ci/config"
 )
 
 // runQuota prints, per capacity type, the EC2 G and VT vCPU quota the stack's pools need:
 // "capacity-type<TAB>quota-code<TAB>vcpus<TAB>pools" (make bootstrap reads it), or JSON.
 func runQuota(args []string) error {
 	fs := flag.NewFlagSet("quota", flag.ExitOnError)
-	stack := fs.String("stack", "dev", "stack whose pools need the quota")
-	dir := fs.String("project", ".", "directory holding the stack files")
+	st := addStackFlags(fs, "stack whose pools need the quota")
 	asJSON := fs.Bool("json", false, "print JSON")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	cfg, err := config.ParseStackFileOffline(config.StackFile(*dir, *stack))
+	_, cfg, err := st.load()
 	if err != nil {
 		return err
 	}

@@ -4,16 +4,13 @@ import (
 	"flag"
 	"fmt"
 	"net/netip"
-
-	"github.com/luxfi/lux-gpu-ci/config"
 )
 
 // runReach answers whether a stack's EKS API endpoint admits a client address: deploy.yml
 // asks it for its own runner's egress address before `pulumi up`.
 func runReach(args []string) error {
 	fs := flag.NewFlagSet("reach", flag.ExitOnError)
-	stack := fs.String("stack", "dev", "stack whose Pulumi.<stack>.yaml to read")
-	dir := fs.String("project", ".", "directory holding the stack files")
+	st := addStackFlags(fs, "stack whose Pulumi.<stack>.yaml to read")
 	from := fs.String("from", "", "the client's public IPv4 address")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -22,13 +19,13 @@ func runReach(args []string) error {
 	if err != nil {
 		return fmt.Errorf("--from %q is not an IP address", *from)
 	}
-	cfg, err := config.ParseStackFileOffline(config.StackFile(*dir, *stack))
+	stack, cfg, err := st.load()
 	if err != nil {
 		return err
 	}
 	if err := cfg.APIAdmits(addr); err != nil {
 		return err
 	}
-	fmt.Printf("the EKS API endpoint of %s admits %s\n", *stack, addr)
+	fmt.Printf("the EKS API endpoint of %s admits %s\n", stack, addr)
 	return nil
 }

@@ -19,9 +19,8 @@ import (
 // own, with actions: write); GITHUB_API_URL points at GitHub Enterprise Server when set.
 func runRetry(args []string) error {
 	fs := flag.NewFlagSet("retry", flag.ExitOnError)
-	stack := fs.String("stack", "dev", "stack whose scale sets' runners count as ours")
+	st := addStackFlags(fs, "stack whose scale sets' runners count as ours")
 	scaleSets := fs.String("scale-sets", "", "comma-separated scale set names instead of --stack's (where no stack file is at hand)")
-	dir := fs.String("project", ".", "directory holding the stack files")
 	repo := fs.String("repo", os.Getenv("GITHUB_REPOSITORY"), "owner/name of the repository (default $GITHUB_REPOSITORY)")
 	runID := fs.Int64("run-id", 0, "the completed workflow run's ID (github.event.workflow_run.id)")
 	dryRun := fs.Bool("dry-run", false, "decide and print, re-run nothing")
@@ -45,9 +44,11 @@ func runRetry(args []string) error {
 			names = append(names, n)
 		}
 	}
+	stack := ""
 	if len(names) == 0 {
-		cfg, err := config.ParseStackFileOffline(config.StackFile(*dir, *stack))
-		if err != nil {
+		var cfg *config.Config
+		var err error
+		if stack, cfg, err = st.load(); err != nil {
 			return err
 		}
 		for _, p := range cfg.GPUPools {
@@ -66,7 +67,10 @@ func runRetry(args []string) error {
 	ctx := context.Background()
 	if *withCluster || *kubeconfig != "" {
 		// Evidence where available: without it, GitHub's annotations still decide.
-		if in, err := clusterInterruptions(ctx, *kubeconfig, *stack); err != nil {
+		if stack == "" && *kubeconfig == "" && os.Getenv("KUBECONFIG") == "" {
+			stack, _, _ = st.resolve() // the stack's kubeconfig output, if one is selected
+		}
+		if in, err := clusterInterruptions(ctx, *kubeconfig, stack); err != nil {
 			fmt.Fprintf(os.Stderr, "gpuci retry: the cluster cannot be read (%v); deciding on GitHub's evidence alone\n", err)
 		} else {
 			r.Cluster = in
