@@ -29,11 +29,11 @@ import (
 var pdbs = schema.GroupVersionResource{Group: "policy", Version: "v1", Resource: "poddisruptionbudgets"}
 
 // poolRemovedWhileItsJobRuns adds a pool to the running stack, then removes it while its
-// runner holds a job, with runnerDrainTimeout at 15 s: the removal's up fails once the drain
+// runner holds a job, with runnerDrainTimeout at 10 s: the removal's up fails once the drain
 // times out — the job is not killed, its scale set stays in GitHub — and the next up, with the
 // refresh deploy.yml runs, succeeds with no manual step; the scale set leaves GitHub when the
 // job ends. It runs last before destroy: it leaves the stack file as it found it, and the
-// state with its 15-second drain, ample for a destroy with no job running (about 4 s).
+// state with its 10-second drain, ample for a destroy with no job running (about 4 s).
 func poolRemovedWhileItsJobRuns(t *testing.T, ctx context.Context, h *harness, kube dynamic.Interface, github *fakeGitHub) {
 	const pool, scaleSet = "gpu-extra", "lux-gpu-extra"
 	before, err := os.ReadFile(h.stackFile)
@@ -50,7 +50,7 @@ func poolRemovedWhileItsJobRuns(t *testing.T, ctx context.Context, h *harness, k
 
 	t.Run("add a pool", func(t *testing.T) {
 		h.editStackFile(t, func(cfg map[string]any) {
-			cfg[drain] = "15s"
+			cfg[drain] = "10s"
 			pools := cfg[config.Project+":"+config.KeyGPUPools].([]any)
 			cfg[config.Project+":"+config.KeyGPUPools] = append(pools, map[string]any{
 				"name": pool, "instanceTypes": []any{"g4dn.xlarge"}, "capacityTypes": []any{"spot"}, "gpuLimit": 1,
@@ -75,7 +75,7 @@ func poolRemovedWhileItsJobRuns(t *testing.T, ctx context.Context, h *harness, k
 		assert.Positive(t, changes[apitype.OpDelete], "the pool's resources are removed")
 		assert.Zero(t, changes[apitype.OpReplace], "nothing else is replaced")
 		_, err := h.stack.Up(ctx, optup.SuppressProgress())
-		require.Error(t, err, "the scale set's removal waits 15 s for a job that runs on")
+		require.Error(t, err, "the scale set's removal waits 10 s for a job that runs on")
 		t.Logf("up: %v", err)
 		ars, err := kube.Resource(runnerSets).Namespace("arc-runners").Get(ctx, scaleSet, metav1.GetOptions{})
 		require.NoError(t, err, "ARC keeps the scale set while its job runs")
@@ -98,9 +98,10 @@ func poolRemovedWhileItsJobRuns(t *testing.T, ctx context.Context, h *harness, k
 	require.NoError(t, os.WriteFile(h.stackFile, before, 0o644))
 }
 
-// instanceTypeOfferedElsewhere adds to gpu-spot an instance type that only a zone the stack
-// does not use offers: zones are kept once chosen, so the plan touches the pool's NodePools
-// (its own and its retry twin's) and nothing of the network.
+// instanceTypeOfferedElsewhere has us-west-2a, which comes first by name and offered no GPU
+// when the stack chose its zones, start offering every GPU type, and adds to gpu-spot a type
+// only it offers: zones are kept once chosen, so the plan touches the pool's NodePools (its
+// own and its retry twin's) and nothing of the network. The stack file is put back after.
 func instanceTypeOfferedElsewhere(t *testing.T, ctx context.Context, h *harness) {
 	gpuTypes := []string{"t3.medium", "g4dn.xlarge", "g5.xlarge"}
 	h.editAccount(t, func(c *fakeaws.Cloud) {
@@ -118,6 +119,7 @@ func instanceTypeOfferedElsewhere(t *testing.T, ctx context.Context, h *harness)
 	assert.Equal(t, 2, pre.ChangeSummary[apitype.OpUpdate], "gpu-spot's NodePool and its twin's")
 	assert.Zero(t, pre.ChangeSummary[apitype.OpCreate]+pre.ChangeSummary[apitype.OpDelete]+pre.ChangeSummary[apitype.OpReplace],
 		"no subnet, route or node group moves to the zone that offers the new type")
+	h.editStackFile(t, func(cfg map[string]any) { setPoolField(t, cfg, "instanceTypes", []any{"g4dn.xlarge", "g5.xlarge"}) })
 }
 
 // tagsEdited adds a tag to the running stack: tags reach every AWS resource, the system node
