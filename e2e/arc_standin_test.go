@@ -189,7 +189,7 @@ func (a arcStandIn) reconcileSet(ctx context.Context, ars *unstructured.Unstruct
 		if !a.github.deleteRunnerScaleSet(scaleSet, id) {
 			return
 		}
-		a.setFinalizers(ctx, ars, slices.DeleteFunc(slices.Clone(ars.GetFinalizers()), func(f string) bool { return f == arsFinalizer }))
+		a.patchMeta(ctx, runnerSets, ars, map[string]any{"finalizers": without(ars.GetFinalizers(), arsFinalizer)})
 		return
 	}
 	if build == "" {
@@ -205,22 +205,27 @@ func (a arcStandIn) reconcileSet(ctx context.Context, ars *unstructured.Unstruct
 		return
 	}
 	if !slices.Contains(ars.GetFinalizers(), arsFinalizer) {
-		a.setFinalizers(ctx, ars, append(slices.Clone(ars.GetFinalizers()), arsFinalizer))
+		a.patchMeta(ctx, runnerSets, ars, map[string]any{"finalizers": append(slices.Clone(ars.GetFinalizers()), arsFinalizer)})
 		return
 	}
 	if id, err := strconv.Atoi(ars.GetAnnotations()[arsScaleSetIDAnnot]); err != nil || id <= 0 {
 		id := a.github.createRunnerScaleSet(scaleSet)
-		patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{
-			"annotations":     map[string]string{arsScaleSetIDAnnot: strconv.Itoa(id), arsScaleSetNameAnnot: scaleSet},
-			"resourceVersion": ars.GetResourceVersion(),
-		}})
-		_, _ = a.kube.Resource(runnerSets).Namespace(ars.GetNamespace()).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
+		a.patchMeta(ctx, runnerSets, ars, map[string]any{
+			"annotations": map[string]string{arsScaleSetIDAnnot: strconv.Itoa(id), arsScaleSetNameAnnot: scaleSet},
+		})
 	}
 }
 
-func (a arcStandIn) setFinalizers(ctx context.Context, obj *unstructured.Unstructured, finalizers []string) {
-	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"finalizers": finalizers, "resourceVersion": obj.GetResourceVersion()}})
-	_, _ = a.kube.Resource(runnerSets).Namespace(obj.GetNamespace()).Patch(ctx, obj.GetName(), types.MergePatchType, patch, metav1.PatchOptions{})
+// patchMeta merges meta into obj's metadata, at the resourceVersion read (a conflict is
+// retried on the next pass, as a controller's requeue would).
+func (a arcStandIn) patchMeta(ctx context.Context, gvr schema.GroupVersionResource, obj *unstructured.Unstructured, meta map[string]any) {
+	meta["resourceVersion"] = obj.GetResourceVersion()
+	patch, _ := json.Marshal(map[string]any{"metadata": meta})
+	_, _ = a.kube.Resource(gvr).Namespace(obj.GetNamespace()).Patch(ctx, obj.GetName(), types.MergePatchType, patch, metav1.PatchOptions{})
+}
+
+func without(xs []string, x string) []string {
+	return slices.DeleteFunc(slices.Clone(xs), func(y string) bool { return y == x })
 }
 
 // cleanupDependents are the dependents a scale set names in its annotations, by annotation,
@@ -272,9 +277,7 @@ func (a arcStandIn) releaseDependents(ctx context.Context, sets []unstructured.U
 			if obj.GetDeletionTimestamp() == nil || !slices.Contains(fins, arcCleanupFinalizer) || held[key{gvr, obj.GetNamespace(), obj.GetName()}] {
 				continue
 			}
-			keep := slices.DeleteFunc(slices.Clone(fins), func(f string) bool { return f == arcCleanupFinalizer })
-			patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"finalizers": keep, "resourceVersion": obj.GetResourceVersion()}})
-			_, _ = a.kube.Resource(gvr).Namespace(obj.GetNamespace()).Patch(ctx, obj.GetName(), types.MergePatchType, patch, metav1.PatchOptions{})
+			a.patchMeta(ctx, gvr, &obj, map[string]any{"finalizers": without(fins, arcCleanupFinalizer)})
 		}
 	}
 }
