@@ -53,6 +53,13 @@ type GPUPool struct {
 	// JobForm is where a job's steps run, and so which pod holds the GPU: JobFormRunner or
 	// JobFormContainer.
 	JobForm string `json:"jobForm"`
+	// ImageSnapshotID is an EBS snapshot of a Bottlerocket data volume that already holds the
+	// images the pool's jobs pull (docs/operations.md, "Images from a snapshot"). The pool's
+	// nodes then run Bottlerocket (versions.GPUNodeBottlerocketAlias), whose data volume —
+	// sized and provisioned by rootVolumeGi, rootVolumeThroughput and rootVolumeIOPS — is
+	// restored from it, so a cold node starts the job's containers without pulling them. ""
+	// (the default) runs AL2023 and pulls.
+	ImageSnapshotID string `json:"imageSnapshotID,omitempty"`
 	// OnDemandRetry adds the pool's retry twin (RetryTwin): an on-demand NodePool and scale
 	// set, idle at zero, where a workflow sends a job's second attempt after a spot
 	// interruption.
@@ -90,6 +97,21 @@ const (
 	// `container:`, the runner (no GPU, on the system nodes) starts it as a pod of its own
 	// through the container hooks, and that job pod holds the GPU on the pool's nodes.
 	JobFormContainer = "container"
+)
+
+// NodeOS is the operating system of the pool's GPU nodes: NodeOSBottlerocket when its images
+// come from a snapshot (Bottlerocket keeps them on a data volume of their own, which a
+// snapshot restores whole), NodeOSAL2023 otherwise.
+func (p GPUPool) NodeOS() string {
+	if p.ImageSnapshotID != "" {
+		return NodeOSBottlerocket
+	}
+	return NodeOSAL2023
+}
+
+const (
+	NodeOSAL2023       = "al2023"
+	NodeOSBottlerocket = "bottlerocket"
 )
 
 // FollowsRunnerReleases reports whether the pool runs the current runner release rather than
@@ -136,6 +158,8 @@ var (
 	dnsLabelRE     = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
 	karpenterDurRE = regexp.MustCompile(`^([0-9]+(s|m|h))+$`)
 	runnerLabelRE  = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]*$`)
+	// An EBS snapshot ID: snap- and 8 (older) or 17 hexadecimal digits.
+	snapshotIDRE = regexp.MustCompile(`^snap-([0-9a-f]{8}|[0-9a-f]{17})$`)
 )
 
 // parsePools reads gpuPools: unset means [DefaultPool()]; each configured pool must name
@@ -313,6 +337,9 @@ func (pool GPUPool) problems() []fieldProblem {
 	}
 	if img := pool.RunnerImage; img != versions.RunnerImage && (img == "" || strings.HasSuffix(img, ":latest") || !strings.ContainsAny(img, ":@")) {
 		bad("runnerImage", fmt.Sprintf("%q must be pinned to a tag or digest (or leave runnerImage out to follow the current runner, %s)", img, versions.RunnerImage))
+	}
+	if id := pool.ImageSnapshotID; id != "" && !snapshotIDRE.MatchString(id) {
+		bad("imageSnapshotID", fmt.Sprintf("%q is not an EBS snapshot ID (snap- and 17 hexadecimal digits, as aws ec2 describe-snapshots shows it); leave it out to pull images", id))
 	}
 	if pool.OnDemandRetry && !slices.Contains(pool.CapacityTypes, "spot") {
 		bad("onDemandRetry", "the pool uses no spot capacity, so nothing interrupts it: its twin would be the same pool; leave onDemandRetry out")

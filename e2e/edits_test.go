@@ -122,14 +122,18 @@ func instanceTypeOfferedElsewhere(t *testing.T, ctx context.Context, h *harness)
 	h.editStackFile(t, func(cfg map[string]any) { setPoolField(t, cfg, "instanceTypes", []any{"g4dn.xlarge", "g5.xlarge"}) })
 }
 
-// tagsEdited adds a tag to the running stack: tags reach every AWS resource, the system node
-// group's launch template and Karpenter's EC2NodeClasses, all updated in place. The system
-// node group rolls its nodes; a running container-form job on them is protected by the
-// running-jobs budget (the drain phase shows a drain refused).
-func tagsEdited(t *testing.T, ctx context.Context, h *harness, kube dynamic.Interface) {
+// tagsAndSnapshotEdited adds a tag to the running stack and gives gpu-spot an image
+// snapshot, in one up (one phase: the e2e's time budget). Tags reach every AWS resource, the
+// system node group's launch template and Karpenter's EC2NodeClasses; the snapshot moves
+// gpu-spot and its twin to Bottlerocket with the data volume restored from it. All in place.
+// The system node group rolls its nodes; a running container-form job on them is protected
+// by the running-jobs budget (the drain phase shows a drain refused).
+func tagsAndSnapshotEdited(t *testing.T, ctx context.Context, h *harness, kube dynamic.Interface) {
+	const snapshot = "snap-0123456789abcdef0"
 	h.editStackFile(t, func(cfg map[string]any) {
 		tags := cfg[config.Project+":"+config.KeyTags].(map[string]any)
 		tags["cost-center"] = "gpu-ci"
+		setPoolField(t, cfg, "imageSnapshotID", snapshot)
 	})
 	pre, err := h.stack.Preview(ctx, optpreview.SuppressProgress())
 	require.NoError(t, err)
@@ -143,6 +147,26 @@ func tagsEdited(t *testing.T, ctx context.Context, h *harness, kube dynamic.Inte
 	require.NoError(t, err)
 	tags, _, _ := unstructured.NestedStringMap(nc.Object, "spec", "tags")
 	assert.Equal(t, "gpu-ci", tags["cost-center"], "Karpenter's GPU nodes carry the new tag")
+
+	// Admitted by Karpenter's real CRD (schema and CEL) in the API server, twin included.
+	for _, name := range []string{"gpu-spot", "gpu-spot-on-demand"} {
+		nc, err := kube.Resource(ec2NodeClasses).Get(ctx, name, metav1.GetOptions{})
+		require.NoError(t, err)
+		terms, _, _ := unstructured.NestedSlice(nc.Object, "spec", "amiSelectorTerms")
+		assert.Equal(t, []any{map[string]any{"alias": "bottlerocket@v1.64.0"}}, terms, name)
+		devices, _, _ := unstructured.NestedSlice(nc.Object, "spec", "blockDeviceMappings")
+		require.Len(t, devices, 2, name)
+		id, _, _ := unstructured.NestedString(devices[1].(map[string]any), "ebs", "snapshotID")
+		assert.Equal(t, snapshot, id, "%s: the data volume comes from the snapshot", name)
+		np, err := kube.Resource(nodePools).Get(ctx, name, metav1.GetOptions{})
+		require.NoError(t, err)
+		nodeOS, _, _ := unstructured.NestedString(np.Object, "spec", "template", "metadata", "labels", "lux-gpu-ci.luxfi.com/node-os")
+		assert.Equal(t, "bottlerocket", nodeOS, "%s: the stack's device plugin keeps off its nodes", name)
+	}
+	other, err := kube.Resource(ec2NodeClasses).Get(ctx, "gpu-spot-container", metav1.GetOptions{})
+	require.NoError(t, err)
+	terms, _, _ := unstructured.NestedSlice(other.Object, "spec", "amiSelectorTerms")
+	assert.Equal(t, []any{map[string]any{"alias": "al2023@v20260714"}}, terms, "the other pool stays on AL2023")
 	_, err = kube.Resource(pdbs).Namespace("arc-runners").Get(ctx, "running-jobs", metav1.GetOptions{})
 	require.NoError(t, err, "the running-jobs budget guards the roll")
 }

@@ -138,7 +138,7 @@ func TestWholeProgram(t *testing.T) {
 		require.NoError(t, err, "nothing was changed")
 	})
 
-	step(t, "a tag added: everything updated in place", func(t *testing.T) { tagsEdited(t, ctx, h, kube) })
+	step(t, "a tag added and gpu-spot's images from a snapshot: everything updated in place", func(t *testing.T) { tagsAndSnapshotEdited(t, ctx, h, kube) })
 
 	step(t, "up --replace of a CRD: retained and adopted, no scale set deleted", func(t *testing.T) { crdReplaced(t, ctx, h, kube, github) })
 

@@ -6,6 +6,7 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	k8scorev1 "k8s.io/api/core/v1"
 
+	"github.com/luxfi/lux-gpu-ci/config"
 	"github.com/luxfi/lux-gpu-ci/internal/wellknown"
 	"github.com/luxfi/lux-gpu-ci/versions"
 )
@@ -22,8 +23,9 @@ type DevicePlugin struct {
 	pulumi.ResourceState
 }
 
-// DevicePluginValues make the plugin run on exactly the GPU pools' nodes: it tolerates their
-// taint and requires their nvidia.com/gpu.present=true label. The chart's own affinity
+// DevicePluginValues make the plugin run on exactly the GPU pools' AL2023 nodes: it tolerates
+// their taint and requires their nvidia.com/gpu.present=true label (and no Bottlerocket
+// node-os label: Bottlerocket runs its own plugin). The chart's own affinity
 // would also match that label, but only as one of three NFD-based alternatives; stating it
 // keeps the contract in this repository.
 func DevicePluginValues() map[string]any {
@@ -34,7 +36,11 @@ func DevicePluginValues() map[string]any {
 		),
 		"affinity": mustUnstructured(k8scorev1.Affinity{NodeAffinity: &k8scorev1.NodeAffinity{
 			RequiredDuringSchedulingIgnoredDuringExecution: &k8scorev1.NodeSelector{NodeSelectorTerms: []k8scorev1.NodeSelectorTerm{{
-				MatchExpressions: []k8scorev1.NodeSelectorRequirement{{Key: wellknown.GPUPresentLabel, Operator: k8scorev1.NodeSelectorOpIn, Values: []string{"true"}}},
+				MatchExpressions: []k8scorev1.NodeSelectorRequirement{
+					{Key: wellknown.GPUPresentLabel, Operator: k8scorev1.NodeSelectorOpIn, Values: []string{"true"}},
+					// Bottlerocket's NVIDIA variant advertises the GPUs itself.
+					{Key: wellknown.NodeOSLabel, Operator: k8scorev1.NodeSelectorOpNotIn, Values: []string{config.NodeOSBottlerocket}},
+				},
 			}}},
 		}}),
 		// No GPU feature discovery / NFD: the NodePool labels say what the node is.

@@ -44,16 +44,20 @@ func NodePoolFor(pool config.GPUPool) (*karpv1.NodePool, error) {
 		}
 		expireAfter.Duration = &d
 	}
+	labels := map[string]string{
+		wellknown.GPUPresentLabel: "true",
+		wellknown.WorkloadLabel:   wellknown.WorkloadValue,
+		wellknown.PoolLabel:       pool.Name,
+	}
+	if pool.NodeOS() == config.NodeOSBottlerocket {
+		labels[wellknown.NodeOSLabel] = config.NodeOSBottlerocket
+	}
 	return &karpv1.NodePool{
 		TypeMeta:   k8smeta.TypeMeta{APIVersion: "karpenter.sh/v1", Kind: "NodePool"},
 		ObjectMeta: k8smeta.ObjectMeta{Name: pool.Name},
 		Spec: karpv1.NodePoolSpec{
 			Template: karpv1.NodeClaimTemplate{
-				ObjectMeta: karpv1.ObjectMeta{Labels: map[string]string{
-					wellknown.GPUPresentLabel: "true",
-					wellknown.WorkloadLabel:   wellknown.WorkloadValue,
-					wellknown.PoolLabel:       pool.Name,
-				}},
+				ObjectMeta: karpv1.ObjectMeta{Labels: labels},
 				Spec: karpv1.NodeClaimTemplateSpec{
 					Requirements: []karpv1.NodeSelectorRequirementWithMinValues{
 						{Key: karpv1.CapacityTypeLabelKey, Operator: corev1.NodeSelectorOpIn, Values: pool.CapacityTypes},
@@ -84,7 +88,6 @@ func NodePoolFor(pool config.GPUPool) (*karpv1.NodePool, error) {
 // EC2NodeClassFor builds the EC2NodeClass for a pool from Karpenter's AWS Go types.
 func EC2NodeClassFor(pool config.GPUPool, clusterName, nodeRole string, publicIP bool, tags map[string]string) *awsv1.EC2NodeClass {
 	discovery := map[string]string{wellknown.DiscoveryTag: clusterName}
-	volume := resource.MustParse(fmt.Sprintf("%dGi", pool.RootVolumeGi))
 	nc := &awsv1.EC2NodeClass{
 		TypeMeta:   k8smeta.TypeMeta{APIVersion: "karpenter.k8s.aws/v1", Kind: "EC2NodeClass"},
 		ObjectMeta: k8smeta.ObjectMeta{Name: pool.Name},
@@ -101,26 +104,45 @@ func EC2NodeClassFor(pool config.GPUPool, clusterName, nodeRole string, publicIP
 				HTTPPutResponseHopLimit: ptr(int64(1)),
 				HTTPTokens:              ptr("required"),
 			},
-			BlockDeviceMappings: []*awsv1.BlockDeviceMapping{{
-				DeviceName: ptr("/dev/xvda"),
-				RootVolume: true,
-				EBS: &awsv1.BlockDevice{
-					VolumeSize: &volume,
-					VolumeType: ptr("gp3"),
-					// A cold node writes every image it pulls here (config.DefaultRootVolumeThroughput).
-					Throughput:          ptr(int64(pool.RootVolumeThroughput)),
-					IOPS:                ptr(int64(pool.RootVolumeIOPS)),
-					Encrypted:           ptr(true),
-					DeleteOnTermination: ptr(true),
-				},
-			}},
-			Tags: tags,
+			BlockDeviceMappings: blockDevices(pool),
+			Tags:                tags,
 		},
+	}
+	if pool.NodeOS() == config.NodeOSBottlerocket {
+		nc.Spec.AMISelectorTerms = []awsv1.AMISelectorTerm{{Alias: versions.GPUNodeBottlerocketAlias}}
 	}
 	if publicIP {
 		nc.Spec.AssociatePublicIPAddress = ptr(true)
 	}
 	return nc
+}
+
+// blockDevices are the pool's volumes. The one containerd writes images to is sized and
+// provisioned by the pool's rootVolume* keys: AL2023's root volume, or Bottlerocket's data
+// volume (/dev/xvdb, the kubelet's and containerd's; its 4 GiB OS volume is Karpenter's
+// default), which a pool with an image snapshot restores from it.
+func blockDevices(pool config.GPUPool) []*awsv1.BlockDeviceMapping {
+	volume := resource.MustParse(fmt.Sprintf("%dGi", pool.RootVolumeGi))
+	images := &awsv1.BlockDevice{
+		VolumeSize: &volume,
+		VolumeType: ptr("gp3"),
+		// A cold node writes every image it pulls here (config.DefaultRootVolumeThroughput).
+		Throughput:          ptr(int64(pool.RootVolumeThroughput)),
+		IOPS:                ptr(int64(pool.RootVolumeIOPS)),
+		Encrypted:           ptr(true),
+		DeleteOnTermination: ptr(true),
+	}
+	if pool.NodeOS() != config.NodeOSBottlerocket {
+		return []*awsv1.BlockDeviceMapping{{DeviceName: ptr("/dev/xvda"), RootVolume: true, EBS: images}}
+	}
+	images.SnapshotID = ptr(pool.ImageSnapshotID)
+	osVolume := resource.MustParse("4Gi")
+	return []*awsv1.BlockDeviceMapping{
+		{DeviceName: ptr("/dev/xvda"), EBS: &awsv1.BlockDevice{
+			VolumeSize: &osVolume, VolumeType: ptr("gp3"), Encrypted: ptr(true), DeleteOnTermination: ptr(true),
+		}},
+		{DeviceName: ptr("/dev/xvdb"), RootVolume: true, EBS: images},
+	}
 }
 
 // NodePoolObject is the pool's NodePool as sent to the API server (JSON form, nulls

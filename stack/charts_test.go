@@ -136,6 +136,27 @@ func TestDevicePluginChartSchedulesOnGPUNodesOnly(t *testing.T) {
 	require.NoError(t, err)
 	assert.False(t, ok, "the device plugin stays off the system node")
 
+	// A pool whose images come from a snapshot runs Bottlerocket, whose NVIDIA variant runs a
+	// device plugin of its own: ours stays off, the pool's runner still lands there.
+	snapPool := config.DefaultPool()
+	snapPool.ImageSnapshotID = "snap-0123456789abcdef0"
+	bnp, err := k8s.NodePoolFor(snapPool)
+	require.NoError(t, err)
+	bottlerocketNode := &corev1.Node{ObjectMeta: v1.ObjectMeta{Labels: map[string]string{
+		"kubernetes.io/os": "linux", "node.kubernetes.io/instance-type": "g4dn.xlarge", "karpenter.sh/nodepool": snapPool.Name,
+	}}, Spec: corev1.NodeSpec{Taints: bnp.Spec.Template.Spec.Taints}}
+	for k, v := range bnp.Spec.Template.Labels {
+		bottlerocketNode.Labels[k] = v
+	}
+	ok, err = affinity.Match(bottlerocketNode)
+	require.NoError(t, err)
+	assert.False(t, ok, "the device plugin stays off a Bottlerocket node")
+	snapRunner, err := k8s.RunnerTemplate(snapPool, nil)
+	require.NoError(t, err)
+	ok, err = nodeaffinity.GetRequiredNodeAffinity(&corev1.Pod{Spec: snapRunner.Spec}).Match(bottlerocketNode)
+	require.NoError(t, err)
+	assert.True(t, ok, "the snapshot pool's runner selects its Bottlerocket node")
+
 	for _, taint := range gpuNode.Spec.Taints {
 		assert.True(t, corev1helpers.TolerationsTolerateTaint(klog.Background(), pod.Spec.Tolerations, &taint, false), "the device plugin tolerates %s", taint.ToString())
 	}

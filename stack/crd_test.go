@@ -117,6 +117,7 @@ func TestWrongPoolConfigs(t *testing.T) {
 		{name: "throughput beyond its IOPS", pool: `{"name": "gpu", "instanceTypes": ["g4dn.xlarge"], "rootVolumeThroughput": 1000}`, wantCfg: "rootVolumeThroughput: 1000 MiB/s needs at least 4000 IOPS"},
 		{name: "IOPS beyond the volume", pool: `{"name": "gpu", "instanceTypes": ["g4dn.xlarge"], "rootVolumeGi": 20, "rootVolumeIOPS": 16000}`, wantCfg: "rootVolumeIOPS: 16000 IOPS needs a volume of at least 32 GiB"},
 		{name: "IOPS below gp3's baseline", pool: `{"name": "gpu", "instanceTypes": ["g4dn.xlarge"], "rootVolumeIOPS": 100}`, wantCfg: "rootVolumeIOPS: must be 3000–16000"},
+		{name: "image snapshot not a snapshot ID", pool: `{"name": "gpu", "instanceTypes": ["g4dn.xlarge"], "imageSnapshotID": "ami-0123456789abcdef0"}`, wantCfg: `imageSnapshotID: "ami-0123456789abcdef0" is not an EBS snapshot ID`},
 		{name: "misspelt field", pool: `{"name": "gpu", "instanceTypes": ["g4dn.xlarge"], "gpuLimt": 2}`, wantCfg: "unknown field \"gpuLimt\""},
 	}
 	for _, tc := range cases {

@@ -183,3 +183,27 @@ func assertNoPlain(t *testing.T, where string, v resource.PropertyValue, needles
 		assertNoPlain(t, where, v.OutputValue().Element, needles...)
 	}
 }
+
+// A pool with an image snapshot, through the whole program: its EC2NodeClass (and its retry
+// twin's) restores the data volume from the snapshot on Bottlerocket, at the pool's size and
+// speed; the other pools stay on AL2023.
+func TestImageSnapshotPoolThroughTheProgram(t *testing.T) {
+	m := runDev(t, "gpuPools", `[{"name": "warm", "instanceTypes": ["g4dn.xlarge"], "imageSnapshotID": "snap-0123456789abcdef0", "rootVolumeGi": 60, "onDemandRetry": true},
+		{"name": "cold", "instanceTypes": ["g4dn.xlarge"]}]`)
+	for _, name := range []string{"warm", "warm-on-demand"} {
+		nc := m.get(t, "kubernetes:karpenter.k8s.aws/v1:EC2NodeClass", "gpu-ci-"+name+"-nodeclass")
+		assert.Equal(t, []any{map[string]any{"alias": "bottlerocket@v1.64.0"}}, path(nc.Inputs, "spec", "amiSelectorTerms"), name)
+		bdm := path(nc.Inputs, "spec", "blockDeviceMappings").([]any)
+		require.Len(t, bdm, 2, name)
+		data := bdm[1].(map[string]any)
+		assert.Equal(t, "/dev/xvdb", data["deviceName"])
+		assert.Equal(t, true, data["rootVolume"])
+		assert.Equal(t, "snap-0123456789abcdef0", path(data, "ebs", "snapshotID"), name)
+		assert.Equal(t, "60Gi", path(data, "ebs", "volumeSize"), name)
+		np := m.get(t, "kubernetes:karpenter.sh/v1:NodePool", "gpu-ci-"+name+"-nodepool")
+		assert.Equal(t, "bottlerocket", path(np.Inputs, "spec", "template", "metadata", "labels", "lux-gpu-ci.luxfi.com/node-os"), name)
+	}
+	cold := m.get(t, "kubernetes:karpenter.k8s.aws/v1:EC2NodeClass", "gpu-ci-cold-nodeclass")
+	assert.Equal(t, []any{map[string]any{"alias": "al2023@v20260714"}}, path(cold.Inputs, "spec", "amiSelectorTerms"))
+	assert.Len(t, path(cold.Inputs, "spec", "blockDeviceMappings"), 1)
+}

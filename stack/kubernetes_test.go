@@ -109,6 +109,7 @@ func TestDevicePluginValues(t *testing.T) {
 	terms := path(v, "affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution", "nodeSelectorTerms")
 	assert.Equal(t, []any{map[string]any{"matchExpressions": []any{
 		map[string]any{"key": "nvidia.com/gpu.present", "operator": "In", "values": []any{"true"}},
+		map[string]any{"key": "lux-gpu-ci.luxfi.com/node-os", "operator": "NotIn", "values": []any{"bottlerocket"}},
 	}}}, terms)
 	ns := m.get(t, "kubernetes:core/v1:Namespace", "gpu-ci-nvidia")
 	assert.Equal(t, "nvidia-device-plugin", path(ns.Inputs, "metadata", "name"))
@@ -470,4 +471,19 @@ func TestARCUpgradeAcrossAMinorReinstallsTheScaleSets(t *testing.T) {
 		require.NoError(t, err)
 		check(t, runDev(t, "helmCharts", `{"gha-runner-scale-set-controller": {"chart": "`+filepath.Join(arc, "charts", "gha-runner-scale-set-controller")+`"}, "gha-runner-scale-set": {"chart": "`+filepath.Join(arc, "charts", "gha-runner-scale-set")+`"}}`), "0.6")
 	})
+}
+
+// Every Helm release is registered as pulumi-kubernetes' SDK registers one: its type token,
+// compat "true" (live stacks hold it in their state) and only inputs the SDK names
+// (k8s/helmrelease_test.go compares the two sources).
+func TestReleasesRegisterAsTheSDKDoes(t *testing.T) {
+	m := runDev(t)
+	releases := m.all("kubernetes:helm.sh/v3:Release")
+	require.Len(t, releases, 7, "Karpenter and its CRDs, the device plugin, ARC's controller and three scale sets")
+	for _, r := range releases {
+		assert.Equal(t, "true", r.Inputs["compat"], r.Key())
+		assert.Subset(t, []string{"chart", "compat", "description", "name", "namespace", "repositoryOpts", "skipAwait", "skipCrds", "timeout", "values", "version"}, keys(r.Inputs), r.Key())
+	}
+	assert.Equal(t, map[string]any{"repo": "https://nvidia.github.io/k8s-device-plugin"}, releaseNamed(t, m, "nvidia-device-plugin").Inputs["repositoryOpts"])
+	assert.NotContains(t, releaseNamed(t, m, "karpenter").Inputs, "repositoryOpts", "an OCI chart is named whole in chart")
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/luxfi/lux-gpu-ci/config"
 	"github.com/luxfi/lux-gpu-ci/internal/testsupport/karpentercrd"
@@ -24,6 +25,10 @@ func TestPoolVariantsPassKarpenterCRDs(t *testing.T) {
 		"big disk":             func(p *config.GPUPool) { p.RootVolumeGi = 2000 },
 		"fast disk":            func(p *config.GPUPool) { p.RootVolumeThroughput, p.RootVolumeIOPS = 1000, 16000 },
 		"on-demand retry twin": func(p *config.GPUPool) { *p = p.RetryTwin() },
+		"images from a snapshot": func(p *config.GPUPool) {
+			p.ImageSnapshotID = "snap-0123456789abcdef0"
+			*p = p.RetryTwin() // the twin keeps its pool's snapshot
+		},
 	}
 	for name, mutate := range variants {
 		t.Run(name, func(t *testing.T) {
@@ -46,4 +51,42 @@ func TestValidatorRejectsKnownBadObjects(t *testing.T) {
 	assert.Contains(t, v.Validate(np).ToAggregate().Error(), "restricted")
 	nc["spec"].(map[string]any)["instanceProfile"] = "also-a-profile"
 	assert.Contains(t, v.Validate(nc).ToAggregate().Error(), "must specify exactly one of ['role', 'instanceProfile']")
+}
+
+// A pool whose images come from a snapshot runs Bottlerocket with its data volume restored
+// from it, and Karpenter's CRD holds it to Bottlerocket's layout: one root volume.
+func TestImageSnapshotPoolRunsBottlerocketFromTheSnapshot(t *testing.T) {
+	v := karpentercrd.Validator(t)
+	pool := config.DefaultPool()
+	pool.ImageSnapshotID = "snap-0123456789abcdef0"
+	np, nc := karpentercrd.Objects(t, pool, false, nil)
+	require.Empty(t, v.Validate(np), "NodePool")
+	require.Empty(t, v.Validate(nc), "EC2NodeClass")
+
+	spec := nc["spec"].(map[string]any)
+	assert.Equal(t, []any{map[string]any{"alias": "bottlerocket@v1.64.0"}}, spec["amiSelectorTerms"])
+	assert.Equal(t, []any{
+		map[string]any{"deviceName": "/dev/xvda", "ebs": map[string]any{
+			"volumeSize": "4Gi", "volumeType": "gp3", "encrypted": true, "deleteOnTermination": true,
+		}},
+		map[string]any{"deviceName": "/dev/xvdb", "rootVolume": true, "ebs": map[string]any{
+			"snapshotID": "snap-0123456789abcdef0", "volumeSize": "100Gi", "volumeType": "gp3",
+			"throughput": float64(250), "iops": float64(3000), "encrypted": true, "deleteOnTermination": true,
+		}},
+	}, spec["blockDeviceMappings"], "the OS volume as Karpenter's Bottlerocket default; the data volume from the snapshot, at the pool's size and speed")
+	labels := np["spec"].(map[string]any)["template"].(map[string]any)["metadata"].(map[string]any)["labels"].(map[string]any)
+	assert.Equal(t, "bottlerocket", labels["lux-gpu-ci.luxfi.com/node-os"])
+
+	// Both volumes flagged as the kubelet's: the CRD refuses it.
+	spec["blockDeviceMappings"].([]any)[0].(map[string]any)["rootVolume"] = true
+	assert.Contains(t, v.Validate(nc).ToAggregate().Error(), "must have only one blockDeviceMappings with rootVolume")
+
+	// An AL2023 pool is as before: one root volume, no snapshot, no node-os label (a new
+	// template label would drift every live node of the pool).
+	np, nc = karpentercrd.Objects(t, config.DefaultPool(), false, nil)
+	devices := nc["spec"].(map[string]any)["blockDeviceMappings"].([]any)
+	require.Len(t, devices, 1)
+	assert.NotContains(t, devices[0].(map[string]any)["ebs"], "snapshotID")
+	assert.Equal(t, []any{map[string]any{"alias": "al2023@v20260714"}}, nc["spec"].(map[string]any)["amiSelectorTerms"])
+	assert.NotContains(t, np["spec"].(map[string]any)["template"].(map[string]any)["metadata"].(map[string]any)["labels"], "lux-gpu-ci.luxfi.com/node-os")
 }

@@ -103,3 +103,11 @@ const RunnerImage = "ghcr.io/actions/actions-runner:latest"
 // GPUNodeAMIAlias pins the EKS-optimized AL2023 release for GPU nodes; Karpenter picks its
 // NVIDIA variant for GPU instance types. "latest" would drift every AMI release.
 const GPUNodeAMIAlias = "al2023@v20260714"
+
+// GPUNodeBottlerocketAlias pins the Bottlerocket release for the GPU nodes of a pool whose
+// images come from a snapshot (config.GPUPool.ImageSnapshotID): Karpenter resolves its
+// aws-k8s-<version>-nvidia variant for GPU types (karpenter-provider-aws v1.14.1,
+// pkg/providers/amifamily/bottlerocket.go). v1.64.0 was released on 2026-08-05, its AMIs
+// and SSM parameters published (bottlerocket-os/bottlerocket#4895); the k8s-1.35 variants
+// exist since v1.53.0 (#4737). Its NVIDIA variants run their own device plugin.
+const GPUNodeBottlerocketAlias = "bottlerocket@v1.64.0"

@@ -38,8 +38,8 @@ func runVersion([]string) error {
 		fmt.Printf(" (%s)", commit)
 	}
 	fmt.Printf(" %s %s/%s\n", runtime.Version(), runtime.GOOS, runtime.GOARCH)
-	fmt.Printf("pins: ARC %s, Karpenter %s, NVIDIA device plugin %s, Kubernetes %s (default), GPU node AMI %s\n",
+	fmt.Printf("pins: ARC %s, Karpenter %s, NVIDIA device plugin %s, Kubernetes %s (default), GPU node AMI %s (%s with imageSnapshotID)\n",
 		versions.ARCControllerChart.Version, versions.KarpenterChart.Version, versions.NvidiaDevicePluginChart.Version,
-		versions.KubernetesDefault, versions.GPUNodeAMIAlias)
+		versions.KubernetesDefault, versions.GPUNodeAMIAlias, versions.GPUNodeBottlerocketAlias)
 	return nil
 }

@@ -11,6 +11,11 @@ const (
 	WorkloadValue = "gpu-ci"
 	// PoolLabel names the pool a node or runner pod belongs to.
 	PoolLabel = "lux-gpu-ci.luxfi.com/pool"
+	// NodeOSLabel, on the nodes of a pool that runs Bottlerocket (its images from a
+	// snapshot), is "bottlerocket". Its NVIDIA variant runs its own device plugin, so the
+	// stack's keeps off nodes with this label; AL2023 pools leave it out (adding a label to a
+	// live NodePool's template would drift its nodes).
+	NodeOSLabel = "lux-gpu-ci.luxfi.com/node-os"
 	// NodePoolLabel is Karpenter's own label naming a node's NodePool
 	// (sigs.k8s.io/karpenter v1.NodePoolLabelKey; a test keeps them equal).
 	NodePoolLabel = "karpenter.sh/nodepool"

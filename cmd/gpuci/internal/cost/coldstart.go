@@ -71,6 +71,11 @@ const (
 	DevicePluginSeconds = 10.0
 	// StartSeconds: kubelet starts a pulled container.
 	StartSeconds = 2.0
+	// FromSnapshotSeconds: an image already on a data volume restored from a snapshot is not
+	// pulled; the blocks its container reads are fetched from S3 on first access (EBS
+	// "volume initialization": https://docs.aws.amazon.com/ebs/latest/userguide/initalize-volume.html),
+	// slower than a warm volume but only for what the job touches. An estimate.
+	FromSnapshotSeconds = 10.0
 	// PrepareJobWaitSeconds is how long the container form's hooks wait for the job pod to
 	// run before they fail the job: the stack sets it (wellknown.PrepareJobTimeoutSeconds);
 	// the hooks' own default would be 600 s (runner-container-hooks v0.8.1,
@@ -84,20 +89,43 @@ type PulledImage struct {
 	GB    float64 `json:"gb"`
 	// Cached: its registry has an image cache rule, so it comes from ECR in the region.
 	Cached bool `json:"cached"`
+	// FromSnapshot: the pool's data volume is restored from a snapshot that holds it
+	// (config.GPUPool.ImageSnapshotID), so a cold node does not pull it.
+	FromSnapshot bool `json:"fromSnapshot,omitempty"`
 }
 
 // PulledImages are what a cold GPU node of the pool pulls for a job, in order: the device
 // plugin's, then the runner form's runner, or the container form's fs-init (the runner
 // image) and the job's image (jobImageGB of it; the smoke job's CUDA image by default).
+//
+// A pool whose images come from a snapshot runs Bottlerocket: its own device plugin (no
+// image), and the runner's and the job's images on the restored data volume.
 func PulledImages(cfg *config.Config, pool config.GPUPool, jobImageGB float64) []PulledImage {
-	images := []PulledImage{{Image: versions.NvidiaDevicePluginImage, GB: DevicePluginImageGB}, {Image: pool.RunnerImage, GB: RunnerImageGB}}
+	fromSnapshot := pool.NodeOS() == config.NodeOSBottlerocket
+	var images []PulledImage
+	if !fromSnapshot {
+		images = append(images, PulledImage{Image: versions.NvidiaDevicePluginImage, GB: DevicePluginImageGB})
+	}
+	images = append(images, PulledImage{Image: pool.RunnerImage, GB: RunnerImageGB, FromSnapshot: fromSnapshot})
 	if pool.JobForm == config.JobFormContainer {
-		images = append(images, PulledImage{Image: SmokeJobImage, GB: jobImageGB})
+		images = append(images, PulledImage{Image: SmokeJobImage, GB: jobImageGB, FromSnapshot: fromSnapshot})
 	}
 	for i := range images {
 		images[i].Cached = cfg.ImageCache.Caches(images[i].Image)
 	}
 	return images
+}
+
+// SnapshotGB is what a snapshot of a data volume holding these images stores: containerd
+// keeps each image's compressed layers and its unpacked files (UnpackedPerPulled).
+func SnapshotGB(images []PulledImage) float64 {
+	gb := 0.0
+	for _, img := range images {
+		if img.FromSnapshot {
+			gb += img.GB * (1 + UnpackedPerPulled)
+		}
+	}
+	return gb
 }
 
 // Step is one part of a cold start.
@@ -142,7 +170,14 @@ func ColdStartOf(pool config.GPUPool, images []PulledImage) ColdStart {
 	waitFrom := len(cs.Steps) // the hooks' wait starts once the job pod exists
 	add("Karpenter: batch, CreateFleet", KarpenterDecideSeconds)
 	add("instance launch → node Ready", LaunchToReadySeconds)
+	if pool.NodeOS() == config.NodeOSBottlerocket {
+		add("Bottlerocket's device plugin registers the GPU", DevicePluginSeconds)
+	}
 	for _, img := range images {
+		if img.FromSnapshot {
+			add(fmt.Sprintf("%s (%.1f GB) on the data volume from %s, read on first access", img.Image, img.GB, pool.ImageSnapshotID), FromSnapshotSeconds)
+			continue
+		}
 		where := "over the internet, through the NAT"
 		if img.Cached {
 			where = "from the ECR cache"

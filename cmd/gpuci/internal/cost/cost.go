@@ -36,8 +36,11 @@ type Prices struct {
 	// ECRStoragePerGBMonth is what the image cache's repositories cost; pulls from ECR within
 	// the region and S3 traffic through a gateway endpoint cost nothing.
 	ECRStoragePerGBMonth float64 `json:"ecrStoragePerGBMonth"`
-	HostedT4PerMinute    float64 `json:"githubHostedT4PerMinute"`
-	SystemRootVolumeGi   float64 `json:"systemRootVolumeGi"`
+	// SnapshotPerGBMonth is EBS snapshot storage (standard tier), for pools whose images
+	// come from a snapshot.
+	SnapshotPerGBMonth float64 `json:"snapshotPerGBMonth"`
+	HostedT4PerMinute  float64 `json:"githubHostedT4PerMinute"`
+	SystemRootVolumeGi float64 `json:"systemRootVolumeGi"`
 }
 
 // DefaultPrices are the table's built-in prices.
@@ -47,7 +50,7 @@ func DefaultPrices() Prices {
 			"EC2 on-demand https://aws.amazon.com/ec2/pricing/on-demand/; spot: averages of 2025-11-30 " +
 			"(https://aws.amazon.com/ec2/spot/pricing/, as collected by https://instances.vantage.sh); " +
 			"NAT gateway and public IPv4 (charged since 2024-02-01) https://aws.amazon.com/vpc/pricing/; " +
-			"EBS gp3 (storage, throughput and IOPS above the baseline) https://aws.amazon.com/ebs/pricing/; " +
+			"EBS gp3 (storage, throughput and IOPS above the baseline) and snapshots (standard tier) https://aws.amazon.com/ebs/pricing/; " +
 			"ECR storage, and free data transfer within a region https://aws.amazon.com/ecr/pricing/; gateway endpoints " +
 			"carry no charge https://docs.aws.amazon.com/vpc/latest/privatelink/gateway-endpoints.html; GitHub-hosted Linux 4-core GPU runner from 2026-01-01 " +
 			"https://docs.github.com/en/billing/reference/actions-runner-pricing. Check them before you rely on them.",
@@ -65,6 +68,7 @@ func DefaultPrices() Prices {
 		GP3ThroughputPerMiBsMonth: 0.04,
 		GP3IOPSPerMonth:           0.005,
 		ECRStoragePerGBMonth:      0.10,
+		SnapshotPerGBMonth:        0.05,
 		HostedT4PerMinute:         0.052,
 		SystemRootVolumeGi:        20,
 	}
@@ -186,6 +190,7 @@ func Estimate(cfg *config.Config, p Prices, u Usage) (Report, error) {
 	if gb := cachedGB(cfg, u); gb > 0 {
 		r.Idle = append(r.Idle, Item{fmt.Sprintf("ECR image cache: %.1f GB of cached images", gb), gb * p.ECRStoragePerGBMonth})
 	}
+	r.Idle = append(r.Idle, snapshots(cfg, u, p)...)
 	for _, it := range r.Idle {
 		r.IdleUSD += it.USD
 	}
@@ -229,6 +234,21 @@ func cachedGB(cfg *config.Config, u Usage) float64 {
 		}
 	}
 	return gb
+}
+
+// snapshots price each image snapshot the pools use, once (a retry twin shares its pool's).
+func snapshots(cfg *config.Config, u Usage, p Prices) []Item {
+	var items []Item
+	seen := map[string]bool{}
+	for _, pool := range cfg.GPUPools {
+		if pool.ImageSnapshotID == "" || seen[pool.ImageSnapshotID] {
+			continue
+		}
+		seen[pool.ImageSnapshotID] = true
+		gb := SnapshotGB(PulledImages(cfg, pool, u.JobImageGB))
+		items = append(items, Item{fmt.Sprintf("EBS snapshot %s: %.1f GB of images, unpacked", pool.ImageSnapshotID, gb), gb * p.SnapshotPerGBMonth})
+	}
+	return items
 }
 
 // estimatePool prices a build on the pool's cheapest instance type: Karpenter launches the
@@ -293,13 +313,16 @@ func estimatePool(cfg *config.Config, pool config.GPUPool, p Prices, u Usage, na
 	return e, nil
 }
 
-// imagePath prices the images a cold node pulls, by the way they come: from the ECR cache
+// imagePath prices the images a cold node needs, by the way they come: on a data volume
+// restored from a snapshot (its storage is an idle cost), from the ECR cache
 // (S3 through the gateway endpoint, free), over the internet through the NAT ($/GB), or
 // through the internet gateway of the lean profile (free: AWS charges no data in).
 func imagePath(images []PulledImage, coldStarts float64, p Prices, nat bool) []Item {
-	var cachedGB, natGB, igwGB float64
+	var snapshotGB, cachedGB, natGB, igwGB float64
 	for _, img := range images {
 		switch {
+		case img.FromSnapshot:
+			snapshotGB += img.GB * coldStarts
 		case img.Cached:
 			cachedGB += img.GB * coldStarts
 		case nat:
@@ -309,6 +332,9 @@ func imagePath(images []PulledImage, coldStarts float64, p Prices, nat bool) []I
 		}
 	}
 	var items []Item
+	if snapshotGB > 0 {
+		items = append(items, Item{fmt.Sprintf("%.1f GB of images on the data volume from its snapshot (no pull)", snapshotGB), 0})
+	}
 	if cachedGB > 0 {
 		items = append(items, Item{fmt.Sprintf("%.1f GB of images from the ECR cache (S3 gateway endpoint)", cachedGB), 0})
 	}

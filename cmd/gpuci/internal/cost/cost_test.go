@@ -305,3 +305,50 @@ func TestCostCountsTheRetryTwinAtTheInterruptionRate(t *testing.T) {
 	_, err = cost.Estimate(testkit.DevConfig(t), p, u)
 	assert.ErrorContains(t, err, "not a share of builds")
 }
+
+// A container-form pool whose images come from a snapshot, by hand: no image crosses any
+// network on a cold start, the snapshot's storage is an idle cost, and the cold start loses
+// its pulls. Steps: ARC 5 s, the runner on a system node and the hooks 2 + 5 s, Karpenter
+// 5 s, launch 75 s, Bottlerocket's own device plugin 10 s, each of the two images read from
+// the restored volume 10 s, container start 2 s: 124 s. Snapshot: (0.5 + 8 GB) × (1 + 2
+// unpacked) = 25.5 GB × $0.05 = $1.275 a month.
+func TestImageSnapshotPool(t *testing.T) {
+	c := testkit.DevConfig(t)
+	pool := &c.GPUPools[2]
+	require.Equal(t, "container", pool.JobForm)
+	pool.ImageSnapshotID = "snap-0123456789abcdef0"
+
+	cs := cost.ColdStartOf(*pool, cost.PulledImages(c, *pool, 8))
+	var steps []string
+	for _, s := range cs.Steps {
+		steps = append(steps, s.What)
+	}
+	assert.Equal(t, []string{
+		"ARC: job → runner pod", "runner on a system node starts, the hooks create the job pod",
+		"Karpenter: batch, CreateFleet", "instance launch → node Ready", "Bottlerocket's device plugin registers the GPU",
+		"ghcr.io/actions/actions-runner:latest (0.5 GB) on the data volume from snap-0123456789abcdef0, read on first access",
+		"nvidia/cuda:12.8.1-devel-ubuntu24.04 (8.0 GB) on the data volume from snap-0123456789abcdef0, read on first access",
+		"container start",
+	}, steps, "no pull, and no device plugin image")
+	near(t, 124, cs.Seconds, "queued → running")
+
+	r, err := cost.Estimate(c, cost.DefaultPrices(), defaultUsage)
+	require.NoError(t, err)
+	var snapshot []cost.Item
+	for _, it := range r.Idle {
+		if strings.HasPrefix(it.What, "EBS snapshot") {
+			snapshot = append(snapshot, it)
+		}
+	}
+	require.Len(t, snapshot, 1, "one snapshot, priced once")
+	assert.Equal(t, "EBS snapshot snap-0123456789abcdef0: 25.5 GB of images, unpacked", snapshot[0].What)
+	near(t, 1.275, snapshot[0].USD, "the snapshot's month")
+	e := poolNamed(t, r, "gpu-spot-container")
+	assert.Equal(t, cost.Item{What: "8.5 GB of images on the data volume from its snapshot (no pull)", USD: 0}, item(t, e, "8.5 GB"))
+	for _, it := range e.PerBuild {
+		assert.NotContains(t, it.What, "ECR cache", "nothing is pulled through the cache")
+		assert.NotContains(t, it.What, "NAT", "nothing crosses the NAT")
+	}
+	pulled := poolNamed(t, r, "gpu-spot")
+	item(t, pulled, "0.5 GB of images from the ECR cache") // the other pools still pull
+}

@@ -228,10 +228,18 @@ func (d Doctor) runnerPending(ctx context.Context, claims *unstructured.Unstruct
 }
 
 func (d Doctor) gpuNotDetected(ctx context.Context, nodes []corev1.Node) Finding {
-	f := Finding{Symptom: "GPU not detected on a GPU node", Fix: "the NVIDIA device plugin must run on the node: it needs the label nvidia.com/gpu.present=true (set by the NodePool) and to tolerate nvidia.com/gpu; check its DaemonSet and pod logs"}
+	f := Finding{Symptom: "GPU not detected on a GPU node", Fix: "on AL2023 nodes the stack's NVIDIA device plugin must run: it needs the label nvidia.com/gpu.present=true (set by the NodePool) and to tolerate nvidia.com/gpu; check its DaemonSet and pod logs. " +
+		"On Bottlerocket nodes (a pool with imageSnapshotID) the OS's own plugin advertises the GPUs: check the node's instance type is a GPU type and its AMI the NVIDIA variant"}
+	pluginNodes := 0 // the nodes the stack's device plugin runs on: not Bottlerocket's
 	for _, n := range nodes {
 		gpus := n.Status.Allocatable[wellknown.GPUResource]
-		f.Evidence = append(f.Evidence, fmt.Sprintf("node %s: %s allocatable %s, label %s=%q", n.Name, wellknown.GPUResource, gpus.String(), wellknown.GPUPresentLabel, n.Labels[wellknown.GPUPresentLabel]))
+		by := "the stack's device plugin"
+		if n.Labels[wellknown.NodeOSLabel] == config.NodeOSBottlerocket {
+			by = "Bottlerocket's own device plugin"
+		} else {
+			pluginNodes++
+		}
+		f.Evidence = append(f.Evidence, fmt.Sprintf("node %s: %s allocatable %s (from %s), label %s=%q", n.Name, wellknown.GPUResource, gpus.String(), by, wellknown.GPUPresentLabel, n.Labels[wellknown.GPUPresentLabel]))
 		if gpus.IsZero() {
 			f.Problem = true
 		}
@@ -245,7 +253,7 @@ func (d Doctor) gpuNotDetected(ctx context.Context, nodes []corev1.Node) Finding
 		f.Evidence = append(f.Evidence, "device plugin DaemonSet: "+err.Error())
 	} else {
 		f.Evidence = append(f.Evidence, fmt.Sprintf("device plugin DaemonSet: %d desired, %d ready", ds.Status.DesiredNumberScheduled, ds.Status.NumberReady))
-		if ds.Status.NumberReady < ds.Status.DesiredNumberScheduled || ds.Status.DesiredNumberScheduled < int32(len(nodes)) {
+		if ds.Status.NumberReady < ds.Status.DesiredNumberScheduled || ds.Status.DesiredNumberScheduled < int32(pluginNodes) {
 			f.Problem = true
 		}
 	}

@@ -108,6 +108,11 @@ func TestDoctorFindsEachSymptom(t *testing.T) {
 		"GPU not detected": {func(c *fakecluster.Cluster) {
 			c.Objects = append(c.Objects, gpuNode(0, time.Minute), fakecluster.Pod("arc-runners", "r", nil, corev1.PodRunning))
 		}, "GPU not detected on a GPU node", "nvidia.com/gpu allocatable 0"},
+		"GPU not detected on Bottlerocket": {func(c *fakecluster.Cluster) {
+			n := gpuNode(0, time.Minute)
+			n.Labels["lux-gpu-ci.luxfi.com/node-os"] = "bottlerocket"
+			c.Objects = append(c.Objects, n, fakecluster.Pod("arc-runners", "r", nil, corev1.PodRunning))
+		}, "GPU not detected on a GPU node", "nvidia.com/gpu allocatable 0 (from Bottlerocket's own device plugin)"},
 		"spot capacity": {func(c *fakecluster.Cluster) {
 			c.Custom = append(c.Custom, nodeClaim("gpu-spot-x2", []any{map[string]any{"type": "Launched", "status": "False", "reason": "InsufficientCapacity", "message": "spot capacity"}}, nil))
 		}, "Spot capacity", "InsufficientCapacity"},
@@ -143,6 +148,27 @@ func TestDoctorFindsEachSymptom(t *testing.T) {
 			assert.Contains(t, out, "→ ", "a problem comes with its fix")
 		})
 	}
+}
+
+// A Bottlerocket node advertises its GPU with the OS's own plugin: the stack's DaemonSet
+// does not run there, and that is no problem.
+func TestDoctorAcceptsBottlerocketNodesWithoutTheDaemonSet(t *testing.T) {
+	c := doctorCluster()
+	n := fakecluster.Node("ip-10-0-2-3", map[string]string{"karpenter.sh/nodepool": "gpu-spot", "node.kubernetes.io/instance-type": "g4dn.xlarge",
+		"nvidia.com/gpu.present": "true", "lux-gpu-ci.luxfi.com/node-os": "bottlerocket"}, true, 1)
+	n.CreationTimestamp = metav1.NewTime(doctorNow.Add(-time.Minute))
+	runner := fakecluster.Pod("arc-runners", "lux-gpu-t4-runner-x2", nil, corev1.PodRunning)
+	runner.Spec.NodeName = n.Name
+	c.Objects = append(c.Objects, n, runner)
+	_, findings, out := examine(t, c)
+	assert.Empty(t, problem(findings), out)
+	assert.Contains(t, out, "node ip-10-0-2-3: nvidia.com/gpu allocatable 1 (from Bottlerocket's own device plugin)")
+	assert.Contains(t, out, "device plugin DaemonSet: 0 desired, 0 ready")
+
+	// The same node on AL2023 with no plugin pod is the symptom.
+	delete(n.Labels, "lux-gpu-ci.luxfi.com/node-os")
+	_, findings, out = examine(t, c)
+	assert.Equal(t, []string{"GPU not detected on a GPU node"}, problem(findings), out)
 }
 
 func TestDoctorFixDeletesTheNodePools(t *testing.T) {
