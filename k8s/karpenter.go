@@ -3,7 +3,6 @@ package k8s
 import (
 	"fmt"
 
-	helmv3 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/helm/v3"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -29,7 +28,7 @@ type Karpenter struct {
 
 	// Release is the controller; GPU pools depend on it so destroy removes them (and
 	// Karpenter terminates their instances) while the controller still runs.
-	Release *helmv3.Release
+	Release *HelmRelease
 }
 
 // KarpenterValues are the karpenter chart values. Replicas is 1: the chart's default of 2

@@ -3,7 +3,6 @@ package k8s
 import (
 	"fmt"
 
-	helmv3 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/helm/v3"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
 	"github.com/luxfi/lux-gpu-ci/versions"
@@ -27,8 +26,8 @@ type release struct {
 // helmTimeoutSeconds bounds install/upgrade/uninstall waits (the provider's default is 300).
 const helmTimeoutSeconds = 600
 
-func newRelease(ctx *pulumi.Context, logical string, r release, opts ...pulumi.ResourceOption) (*helmv3.Release, error) {
-	args := &helmv3.ReleaseArgs{
+func newRelease(ctx *pulumi.Context, logical string, r release, opts ...pulumi.ResourceOption) (*HelmRelease, error) {
+	args := &helmReleaseArgs{
 		Name:      pulumi.String(r.Name),
 		Namespace: pulumi.String(r.Namespace),
 		Chart:     pulumi.String(r.Chart.Chart),
@@ -48,9 +47,9 @@ func newRelease(ctx *pulumi.Context, logical string, r release, opts ...pulumi.R
 		args.Version = pulumi.String(r.Chart.Version)
 	}
 	if r.Chart.Repo != "" {
-		args.RepositoryOpts = &helmv3.RepositoryOptsArgs{Repo: pulumi.String(r.Chart.Repo)}
+		args.RepositoryOpts = pulumi.StringMap{"repo": pulumi.String(r.Chart.Repo)}
 	}
-	rel, err := helmv3.NewRelease(ctx, logical, args, opts...)
+	rel, err := newHelmRelease(ctx, logical, args, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("creating Helm release %s: %w", r.Name, err)
 	}
