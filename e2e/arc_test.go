@@ -164,8 +164,9 @@ func installARCCRDsAsHelmDid(t *testing.T, ctx context.Context, kube dynamic.Int
 	}
 }
 
-// crdReplaced replaces the AutoscalingRunnerSet CRD's resource (`up --replace`, as a provider
-// change would): the live CRD is retained and adopted, so no scale set is deleted.
+// crdReplaced replaces the AutoscalingRunnerSet CRD's resource and the karpenter-crd release
+// (`up --replace`, as a provider change would): the live CRDs are kept and adopted, so no
+// scale set and no NodePool is deleted.
 func crdReplaced(t *testing.T, ctx context.Context, h *harness, kube dynamic.Interface, github *fakeGitHub) {
 	before, err := kube.Resource(runnerSets).Namespace("arc-runners").Get(ctx, "lux-gpu-t4", metav1.GetOptions{})
 	require.NoError(t, err)
@@ -177,12 +178,34 @@ func crdReplaced(t *testing.T, ctx context.Context, h *harness, kube dynamic.Int
 		}
 	}
 	require.NotEmpty(t, urn, "the state holds the AutoscalingRunnerSet CRD")
-	res, err := h.stack.Up(ctx, optup.Replace([]string{urn}), optup.SuppressProgress())
+	// Karpenter's CRDs are the karpenter-crd release's: a replace of the release uninstalls it.
+	var karpenterCRDRelease string
+	for _, r := range resources {
+		if string(r.Type) == "kubernetes:helm.sh/v3:Release" && r.Inputs["name"] == "karpenter-crd" {
+			karpenterCRDRelease = string(r.URN)
+		}
+	}
+	require.NotEmpty(t, karpenterCRDRelease, "the state holds the karpenter-crd release")
+	poolBefore, err := kube.Resource(nodePools).Get(ctx, "gpu-spot", metav1.GetOptions{})
+	require.NoError(t, err)
+	crdBefore, err := kube.Resource(crds).Get(ctx, "nodepools.karpenter.sh", metav1.GetOptions{})
+	require.NoError(t, err)
+
+	res, err := h.stack.Up(ctx, optup.Replace([]string{urn, karpenterCRDRelease}), optup.SuppressProgress())
 	require.NoError(t, err)
 	t.Logf("up --replace: %v", *res.Summary.ResourceChanges)
-	assert.Equal(t, 1, (*res.Summary.ResourceChanges)["replace"], "the CRD's resource is replaced")
+	assert.Equal(t, 2, (*res.Summary.ResourceChanges)["replace"], "the ARC CRD's resource and the karpenter-crd release are replaced")
 	after, err := kube.Resource(runnerSets).Namespace("arc-runners").Get(ctx, "lux-gpu-t4", metav1.GetOptions{})
 	require.NoError(t, err, "the scale set survives its CRD's replacement")
 	assert.Equal(t, before.GetUID(), after.GetUID(), "never deleted")
 	assertScaleSetsServe(t, ctx, kube, github, "0.14.2")
+
+	// The release was uninstalled and installed again: its CRDs were kept (Helm's keep policy)
+	// and adopted, so the NodePool — and on AWS its NodeClaims and their instances — stayed.
+	crdAfter, err := kube.Resource(crds).Get(ctx, "nodepools.karpenter.sh", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, crdBefore.GetUID(), crdAfter.GetUID(), "the NodePool CRD was never deleted")
+	poolAfter, err := kube.Resource(nodePools).Get(ctx, "gpu-spot", metav1.GetOptions{})
+	require.NoError(t, err, "the NodePool survives its CRD release's replacement")
+	assert.Equal(t, poolBefore.GetUID(), poolAfter.GetUID(), "never deleted")
 }

@@ -24,6 +24,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -208,12 +209,21 @@ func assertClusterEmpty(t *testing.T, ctx context.Context, kube dynamic.Interfac
 	for _, ns := range []string{"nvidia-device-plugin", "arc-systems", "arc-runners"} {
 		waitGone(t, ctx, kube.Resource(namespaces), ns)
 	}
-	// Karpenter's CRDs are templates of the karpenter-crd release, so they go with it.
-	for _, crd := range []string{"nodepools.karpenter.sh", "nodeclaims.karpenter.sh", "ec2nodeclasses.karpenter.k8s.aws"} {
-		waitGone(t, ctx, kube.Resource(crds), crd)
+	// Karpenter's CRDs carry Helm's keep policy (k8s.KarpenterCRDValues): the karpenter-crd
+	// release's uninstall leaves them, empty — every NodePool and EC2NodeClass was deleted by
+	// the program while Karpenter still ran. ARC's are the program's own and never deleted.
+	// On AWS both go with the cluster.
+	for _, crd := range karpenterCRDs {
+		c, err := kube.Resource(crds).Get(ctx, crd, metav1.GetOptions{})
+		if assert.NoError(t, err, "%s is kept on destroy", crd) {
+			assert.Equal(t, "keep", c.GetAnnotations()["helm.sh/resource-policy"], crd)
+		}
 	}
-	// ARC's are the program's own and never deleted (on AWS they go with the cluster): left
-	// here, and empty.
+	for _, kind := range []schema.GroupVersionResource{nodePools, ec2NodeClasses, nodeClaims} {
+		left, err := kube.Resource(kind).List(ctx, metav1.ListOptions{})
+		require.NoError(t, err)
+		assert.Empty(t, left.Items, "no %s is left", kind.Resource)
+	}
 	for _, crd := range arcCRDs {
 		_, err := kube.Resource(crds).Get(ctx, crd, metav1.GetOptions{})
 		assert.NoError(t, err, "%s is retained on destroy", crd)
@@ -225,6 +235,9 @@ func assertClusterEmpty(t *testing.T, ctx context.Context, kube dynamic.Interfac
 	require.NoError(t, err)
 	assert.Empty(t, helm.Items, "no Helm release is left in kube-system")
 }
+
+// karpenterCRDs are the karpenter-crd chart's CRDs the stack uses.
+var karpenterCRDs = []string{"nodepools.karpenter.sh", "nodeclaims.karpenter.sh", "ec2nodeclasses.karpenter.k8s.aws"}
 
 // arcCRDs are ARC's four CRDs, which the program declares and retains.
 var arcCRDs = []string{"autoscalingrunnersets.actions.github.com", "autoscalinglisteners.actions.github.com",

@@ -62,6 +62,7 @@ const (
 var (
 	nodePools      = wellknown.NodePools
 	ec2NodeClasses = wellknown.EC2NodeClasses
+	nodeClaims     = wellknown.NodeClaims
 	crds           = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
 	namespaces     = schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
 	secrets        = schema.GroupVersionResource{Version: "v1", Resource: "secrets"}

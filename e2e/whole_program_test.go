@@ -140,7 +140,7 @@ func TestWholeProgram(t *testing.T) {
 
 	step(t, "a tag added and gpu-spot's images from a snapshot: everything updated in place", func(t *testing.T) { tagsAndSnapshotEdited(t, ctx, h, kube) })
 
-	step(t, "up --replace of a CRD: retained and adopted, no scale set deleted", func(t *testing.T) { crdReplaced(t, ctx, h, kube, github) })
+	step(t, "up --replace of ARC's CRD and Karpenter's CRD release: kept and adopted, no scale set or NodePool deleted", func(t *testing.T) { crdReplaced(t, ctx, h, kube, github) })
 
 	step(t, "ARC across a minor version: every scale set back in GitHub, no job killed", func(t *testing.T) { arcMinorUpgrade(t, ctx, h, kube, github, work) })
 

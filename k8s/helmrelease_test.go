@@ -18,6 +18,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/luxfi/lux-gpu-ci/internal/wellknown"
 )
 
 // structFields maps a struct's pulumi tags to the Go type of each field, as source text
@@ -110,4 +112,18 @@ func readFile(t *testing.T, path string) string {
 	b, err := os.ReadFile(path)
 	require.NoError(t, err)
 	return string(b)
+}
+
+// Helm's keep policy, as the pinned Helm reads it: the annotation and value wellknown names,
+// and an uninstall that leaves the objects carrying it (pkg/action/uninstall.go filters them
+// out of what it deletes).
+func TestHelmKeepPolicyIsHelms(t *testing.T) {
+	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "helm.sh/helm/v3").Output()
+	require.NoError(t, err)
+	helm := strings.TrimSpace(string(out))
+	policy := readFile(t, filepath.Join(helm, "pkg", "kube", "resource_policy.go"))
+	assert.Contains(t, policy, `const ResourcePolicyAnno = "`+wellknown.HelmResourcePolicyAnnotation+`"`)
+	assert.Contains(t, policy, `const KeepPolicy = "`+wellknown.HelmKeep+`"`)
+	uninstall := readFile(t, filepath.Join(helm, "pkg", "action", "uninstall.go"))
+	assert.Contains(t, uninstall, "filesToKeep, filesToDelete := filterManifestsToKeep(files)")
 }

@@ -59,6 +59,16 @@ func KarpenterValues(clusterName, region string, queue any) map[string]any {
 	}
 }
 
+// KarpenterCRDValues annotate every CRD of the karpenter-crd chart (its additionalAnnotations
+// value) with Helm's keep policy: uninstalling the release — a replace of it (a new provider,
+// `up --replace`), a rename, a destroy — then leaves the CRDs, and with them every NodePool,
+// EC2NodeClass and NodeClaim, instead of deleting each object of their kinds (and the GPU
+// instances behind the NodeClaims). A new install of the release adopts the CRDs it finds
+// (they still carry its release name). On a destroy they stay, empty, until the cluster goes.
+func KarpenterCRDValues() map[string]any {
+	return map[string]any{"additionalAnnotations": map[string]any{wellknown.HelmResourcePolicyAnnotation: wellknown.HelmKeep}}
+}
+
 // NewKarpenter installs Karpenter's CRDs (their own chart, so they upgrade with Karpenter)
 // and then the controller with SkipCrds.
 func NewKarpenter(ctx *pulumi.Context, name string, args *KarpenterArgs, opts ...pulumi.ResourceOption) (*Karpenter, error) {
@@ -68,8 +78,10 @@ func NewKarpenter(ctx *pulumi.Context, name string, args *KarpenterArgs, opts ..
 	}
 	crds, err := newRelease(ctx, name+"-crd", release{
 		Name: wellknown.KarpenterCRDRelease, Namespace: wellknown.KarpenterNamespace, Chart: args.CRDChart,
-		Values: map[string]any{}, SkipAwait: args.SkipAwait,
-	}, pulumi.Parent(k), pulumi.DependsOn(args.DependsOn))
+		Values: KarpenterCRDValues(), SkipAwait: args.SkipAwait,
+		// A release of a pinned name can only be replaced by deleting it first (a new install
+		// under a name in use fails); the keep policy makes that delete leave the CRDs.
+	}, pulumi.Parent(k), pulumi.DependsOn(args.DependsOn), pulumi.DeleteBeforeReplace(true))
 	if err != nil {
 		return nil, err
 	}

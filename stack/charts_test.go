@@ -92,7 +92,7 @@ func TestKarpenterChartRendersOurValues(t *testing.T) {
 
 // The CRDs the karpenter-crd chart installs are the ones the CRD tests validate against.
 func TestKarpenterCRDChartInstallsTheCRDsWeValidateAgainst(t *testing.T) {
-	objs := renderChart(t, chartDir(t, versions.KarpenterCRDChart), "karpenter-crd", "kube-system", map[string]any{})
+	objs := renderChart(t, chartDir(t, versions.KarpenterCRDChart), "karpenter-crd", "kube-system", k8s.KarpenterCRDValues())
 	for name, embedded := range map[string][]byte{
 		"nodepools.karpenter.sh":           awsapis.NodePoolCRD,
 		"ec2nodeclasses.karpenter.k8s.aws": awsapis.EC2NodeClassCRD,
@@ -102,6 +102,20 @@ func TestKarpenterCRDChartInstallsTheCRDsWeValidateAgainst(t *testing.T) {
 		require.NoError(t, yaml.Unmarshal(embedded, &validated))
 		assert.Equal(t, validated.Spec, installed.Spec, "%s: chart and Go module disagree", name)
 	}
+	// Through the chart's own additionalAnnotations, every CRD it installs carries Helm's keep
+	// policy: an uninstall of the release (a replace, a rename, a destroy) leaves them and the
+	// NodePools, EC2NodeClasses and NodeClaims they hold.
+	crds := 0
+	for _, o := range objs {
+		if o.Kind != "CustomResourceDefinition" {
+			continue
+		}
+		crds++
+		var crd apiextensionsv1.CustomResourceDefinition
+		find(t, objs, "CustomResourceDefinition", o.Name, &crd)
+		assert.Equal(t, "keep", crd.Annotations["helm.sh/resource-policy"], o.Name)
+	}
+	assert.GreaterOrEqual(t, crds, 3, "nodepools, nodeclaims, ec2nodeclasses at least")
 }
 
 func TestDevicePluginChartSchedulesOnGPUNodesOnly(t *testing.T) {

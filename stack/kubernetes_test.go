@@ -487,3 +487,12 @@ func TestReleasesRegisterAsTheSDKDoes(t *testing.T) {
 	assert.Equal(t, map[string]any{"repo": "https://nvidia.github.io/k8s-device-plugin"}, releaseNamed(t, m, "nvidia-device-plugin").Inputs["repositoryOpts"])
 	assert.NotContains(t, releaseNamed(t, m, "karpenter").Inputs, "repositoryOpts", "an OCI chart is named whole in chart")
 }
+
+// The karpenter-crd release keeps its CRDs when it is uninstalled (the chart annotates them
+// with Helm's keep policy) and, under its pinned name, is replaced by deleting it first.
+func TestKarpenterCRDReleaseKeepsItsCRDs(t *testing.T) {
+	m := runDev(t)
+	r := releaseNamed(t, m, "karpenter-crd")
+	assert.Equal(t, map[string]any{"additionalAnnotations": map[string]any{"helm.sh/resource-policy": "keep"}}, r.Inputs["values"])
+	assert.True(t, r.Raw.RegisterRPC.GetDeleteBeforeReplace(), "a new install under a name in use would fail")
+}

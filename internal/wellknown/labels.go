@@ -40,6 +40,14 @@ const (
 // runs.
 const DoNotDisrupt = "karpenter.sh/do-not-disrupt"
 
+// HelmResourcePolicyAnnotation set to HelmKeep, on an object of a Helm release, makes Helm
+// leave the object when it uninstalls the release or an upgrade drops it (helm.sh/helm/v3
+// pkg/kube/resource_policy.go; k8s/helmrelease_test.go compares).
+const (
+	HelmResourcePolicyAnnotation = "helm.sh/resource-policy"
+	HelmKeep                     = "keep"
+)
+
 // DiscoveryTag is the AWS tag (value: the cluster name) on the subnets and the security group
 // that Karpenter's EC2NodeClass selects for GPU nodes.
 const DiscoveryTag = "karpenter.sh/discovery"
