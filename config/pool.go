@@ -137,7 +137,7 @@ const DefaultRootVolumeThroughput = 250
 func DefaultPool() GPUPool {
 	return GPUPool{
 		Name:                   "gpu-spot",
-		InstanceTypes:          []string{"g4dn.xlarge", "g5.xlarge"},
+		InstanceTypes:          []string{"g4dn.xlarge"},
 		CapacityTypes:          []string{"spot"},
 		GPULimit:               1,
 		ConsolidateAfter:       "30s",
@@ -331,6 +331,20 @@ func (pool GPUPool) problems() []fieldProblem {
 	}
 	if d := firstDuplicate(pool.RunnerLabels); d != "" {
 		bad("runnerLabels", fmt.Sprintf("%q is listed twice", d))
+	}
+	// A label that names a GPU model as a word of its own (t4, prod-t4, t4-container) promises
+	// that GPU to the jobs that ask for it: every instance type must have it.
+	for _, l := range pool.RunnerLabels {
+		for _, word := range strings.FieldsFunc(l, func(r rune) bool { return r == '-' || r == '_' || r == '.' }) {
+			if !instancetypes.IsGPUModel(word) {
+				continue
+			}
+			for _, it := range pool.InstanceTypes {
+				if g, ok := instancetypes.Lookup(it); ok && g.GPUModel != word {
+					bad("runnerLabels", fmt.Sprintf("%q promises an NVIDIA %s, but %s has an %s: take %s out of instanceTypes, or use a label that names no GPU", l, strings.ToUpper(word), it, strings.ToUpper(g.GPUModel), it))
+				}
+			}
+		}
 	}
 	if pool.MaxRunners < 1 || pool.MaxRunners > pool.GPULimit {
 		bad("maxRunners", fmt.Sprintf("must be 1–gpuLimit (%d): each runner takes one GPU, got %d", pool.GPULimit, pool.MaxRunners))

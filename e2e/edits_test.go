@@ -103,15 +103,15 @@ func poolRemovedWhileItsJobRuns(t *testing.T, ctx context.Context, h *harness, k
 // only it offers: zones are kept once chosen, so the plan touches the pool's NodePools (its
 // own and its retry twin's) and nothing of the network. The stack file is put back after.
 func instanceTypeOfferedElsewhere(t *testing.T, ctx context.Context, h *harness) {
-	gpuTypes := []string{"t3.medium", "g4dn.xlarge", "g5.xlarge"}
+	gpuTypes := []string{"t3.medium", "g4dn.xlarge"}
 	h.editAccount(t, func(c *fakeaws.Cloud) {
 		c.Offerings = map[string][]string{
-			"us-west-2a": append(slices.Clone(gpuTypes), "g6.xlarge"),
+			"us-west-2a": append(slices.Clone(gpuTypes), "g4dn.2xlarge"),
 			"us-west-2b": gpuTypes, "us-west-2c": gpuTypes, "us-west-2d": gpuTypes,
 		}
 	})
 	h.editStackFile(t, func(cfg map[string]any) {
-		setPoolField(t, cfg, "instanceTypes", []any{"g4dn.xlarge", "g5.xlarge", "g6.xlarge"})
+		setPoolField(t, cfg, "instanceTypes", []any{"g4dn.xlarge", "g4dn.2xlarge"})
 	})
 	pre, err := h.stack.Preview(ctx, optpreview.SuppressProgress())
 	require.NoError(t, err)
@@ -119,7 +119,7 @@ func instanceTypeOfferedElsewhere(t *testing.T, ctx context.Context, h *harness)
 	assert.Equal(t, 2, pre.ChangeSummary[apitype.OpUpdate], "gpu-spot's NodePool and its twin's")
 	assert.Zero(t, pre.ChangeSummary[apitype.OpCreate]+pre.ChangeSummary[apitype.OpDelete]+pre.ChangeSummary[apitype.OpReplace],
 		"no subnet, route or node group moves to the zone that offers the new type")
-	h.editStackFile(t, func(cfg map[string]any) { setPoolField(t, cfg, "instanceTypes", []any{"g4dn.xlarge", "g5.xlarge"}) })
+	h.editStackFile(t, func(cfg map[string]any) { setPoolField(t, cfg, "instanceTypes", []any{"g4dn.xlarge"}) })
 }
 
 // tagsAndSnapshotEdited adds a tag to the running stack and gives gpu-spot an image

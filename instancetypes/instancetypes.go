@@ -41,6 +41,17 @@ var catalogue = func() map[string]GPU {
 	return m
 }()
 
+// IsGPUModel reports whether word is the GPU model of a catalogued type (t4, a10g, l4):
+// a runner label that names one promises it.
+func IsGPUModel(word string) bool {
+	for _, g := range catalogue {
+		if g.GPUModel == word {
+			return true
+		}
+	}
+	return false
+}
+
 // Lookup returns the catalogue entry for an instance type.
 func Lookup(name string) (GPU, bool) {
 	g, ok := catalogue[name]

@@ -117,6 +117,7 @@ func TestWrongPoolConfigs(t *testing.T) {
 		{name: "throughput beyond its IOPS", pool: `{"name": "gpu", "instanceTypes": ["g4dn.xlarge"], "rootVolumeThroughput": 1000}`, wantCfg: "rootVolumeThroughput: 1000 MiB/s needs at least 4000 IOPS"},
 		{name: "IOPS beyond the volume", pool: `{"name": "gpu", "instanceTypes": ["g4dn.xlarge"], "rootVolumeGi": 20, "rootVolumeIOPS": 16000}`, wantCfg: "rootVolumeIOPS: 16000 IOPS needs a volume of at least 32 GiB"},
 		{name: "IOPS below gp3's baseline", pool: `{"name": "gpu", "instanceTypes": ["g4dn.xlarge"], "rootVolumeIOPS": 100}`, wantCfg: "rootVolumeIOPS: must be 3000–16000"},
+		{name: "a t4 label on an A10G type", pool: `{"name": "gpu", "instanceTypes": ["g4dn.xlarge", "g5.xlarge"], "runnerLabels": ["self-hosted", "prod-t4"]}`, wantCfg: `runnerLabels: "prod-t4" promises an NVIDIA T4, but g5.xlarge has an A10G: take g5.xlarge out of instanceTypes`},
 		{name: "image snapshot not a snapshot ID", pool: `{"name": "gpu", "instanceTypes": ["g4dn.xlarge"], "imageSnapshotID": "ami-0123456789abcdef0"}`, wantCfg: `imageSnapshotID: "ami-0123456789abcdef0" is not an EBS snapshot ID`},
 		{name: "misspelt field", pool: `{"name": "gpu", "instanceTypes": ["g4dn.xlarge"], "gpuLimt": 2}`, wantCfg: "unknown field \"gpuLimt\""},
 	}

@@ -141,7 +141,7 @@ func TestRunnerScaleSetValues(t *testing.T) {
 	assert.Equal(t, testRegistry+"/lux-gpu-ci/ghcr/actions/actions-runner:latest", path(runner, "image"), "ARC's default, the current runner release, through the image cache")
 	assert.Equal(t, "Always", path(runner, "imagePullPolicy"), "a node may hold an older :latest")
 	assert.Equal(t, []any{"/home/runner/run.sh"}, path(runner, "command"))
-	// Fits g4dn.xlarge and g5.xlarge (4 vCPU, 16 GiB; 3920m / 14481Mi allocatable on g4dn).
+	// Fits g4dn.xlarge (4 vCPU, 16 GiB; 3920m / 14481Mi allocatable).
 	assert.Equal(t, map[string]any{"cpu": "3", "memory": "12Gi", "nvidia.com/gpu": "1"}, path(runner, "resources", "requests"))
 	assert.Equal(t, map[string]any{"memory": "12Gi", "nvidia.com/gpu": "1"}, path(runner, "resources", "limits"))
 	assert.NotContains(t, tmpl, "creationTimestamp")
@@ -188,7 +188,7 @@ func TestNodePoolAndNodeClassDev(t *testing.T) {
 	assert.Equal(t, map[string]any{"nvidia.com/gpu.present": "true", "workload": "gpu-ci", "lux-gpu-ci.luxfi.com/pool": "gpu-spot"}, path(spec, "template", "metadata", "labels"))
 	assert.ElementsMatch(t, []any{
 		map[string]any{"key": "karpenter.sh/capacity-type", "operator": "In", "values": []any{"spot"}},
-		map[string]any{"key": "node.kubernetes.io/instance-type", "operator": "In", "values": []any{"g4dn.xlarge", "g5.xlarge"}},
+		map[string]any{"key": "node.kubernetes.io/instance-type", "operator": "In", "values": []any{"g4dn.xlarge"}},
 		map[string]any{"key": "kubernetes.io/arch", "operator": "In", "values": []any{"amd64"}},
 		map[string]any{"key": "kubernetes.io/os", "operator": "In", "values": []any{"linux"}},
 	}, path(spec, "template", "spec", "requirements"))

@@ -2,9 +2,12 @@
 // configuration and a price table, compared with GitHub's hosted T4 runner.
 package cost
 
+//go:generate go run ../../../../hack/genprices -o zz_generated_ondemand.go
+
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"slices"
@@ -17,8 +20,9 @@ import (
 const HoursPerMonth = 730
 
 // Prices are USD list prices. The defaults are us-west-2 figures from the public pages
-// DefaultPrices cites, with their dates; replace them with --prices for another region or
-// date, or --live for current AWS prices.
+// DefaultPrices cites, with their dates, and on-demand EC2 prices from Karpenter's generated
+// table (zz_generated_ondemand.go, hack/genprices); replace them with --prices for another
+// region or date, or --live for current AWS prices.
 type Prices struct {
 	Source string `json:"source"`
 	// Hourly prices.
@@ -47,7 +51,8 @@ type Prices struct {
 func DefaultPrices() Prices {
 	return Prices{
 		Source: "us-west-2 list prices: EKS https://aws.amazon.com/eks/pricing/ (standard support); " +
-			"EC2 on-demand https://aws.amazon.com/ec2/pricing/on-demand/; spot: averages of 2025-11-30 " +
+			"EC2 on-demand: " + karpenterOnDemandSource + ", the same list prices as us-west-2 for the g4dn, g5, g6 and t3 types " +
+			"(https://aws.amazon.com/ec2/pricing/on-demand/); spot: averages of 2025-11-30 " +
 			"(https://aws.amazon.com/ec2/spot/pricing/, as collected by https://instances.vantage.sh); " +
 			"NAT gateway and public IPv4 (charged since 2024-02-01) https://aws.amazon.com/vpc/pricing/; " +
 			"EBS gp3 (storage, throughput and IOPS above the baseline) and snapshots (standard tier) https://aws.amazon.com/ebs/pricing/; " +
@@ -57,9 +62,7 @@ func DefaultPrices() Prices {
 		EKSControlPlane: 0.10,
 		NATGateway:      0.045,
 		PublicIPv4:      0.005,
-		OnDemand: map[string]float64{
-			"t3.medium": 0.0416, "g4dn.xlarge": 0.526, "g5.xlarge": 1.006, "g6.xlarge": 0.8048,
-		},
+		OnDemand:        maps.Clone(karpenterOnDemand),
 		Spot: map[string]float64{
 			"g4dn.xlarge": 0.2497, "g5.xlarge": 0.5328, "g6.xlarge": 0.4152,
 		},

@@ -17,6 +17,7 @@ import (
 
 	"github.com/luxfi/lux-gpu-ci/cmd/gpuci/internal/cost"
 	"github.com/luxfi/lux-gpu-ci/config"
+	"github.com/luxfi/lux-gpu-ci/instancetypes"
 	"github.com/luxfi/lux-gpu-ci/internal/testsupport/testkit"
 )
 
@@ -351,4 +352,19 @@ func TestImageSnapshotPool(t *testing.T) {
 	}
 	pulled := poolNamed(t, r, "gpu-spot")
 	item(t, pulled, "0.5 GB of images from the ECR cache") // the other pools still pull
+}
+
+// On-demand prices come from Karpenter's generated table (hack/genprices keeps the copy equal
+// to the pinned module's): every GPU type a pool may use, and any system node type, has one.
+func TestOnDemandPricesAreKarpentersTable(t *testing.T) {
+	p := cost.DefaultPrices()
+	for _, it := range instancetypes.Names() {
+		assert.Positive(t, p.OnDemand[it], "%s has an on-demand price", it)
+	}
+	for it, want := range map[string]float64{"g4dn.xlarge": 0.526, "g5.xlarge": 1.006, "g6.xlarge": 0.8048, "t3.medium": 0.0416, "m5.large": 0.096} {
+		assert.Equal(t, want, p.OnDemand[it], it)
+	}
+	assert.Contains(t, p.Source, "karpenter-provider-aws v1.14.1")
+	p.OnDemand["g4dn.xlarge"] = 9
+	assert.Equal(t, 0.526, cost.DefaultPrices().OnDemand["g4dn.xlarge"], "each caller gets its own copy")
 }

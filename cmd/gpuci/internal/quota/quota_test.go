@@ -14,7 +14,7 @@ func TestNeedsOfTheDevStack(t *testing.T) {
 	assert.Equal(t, []quota.Need{
 		{CapacityType: "spot", QuotaCode: "L-3819A6DF", VCPUs: 8, Pools: []string{"gpu-spot", "gpu-spot-container"}},
 		{CapacityType: "on-demand", QuotaCode: "L-DB2E81BA", VCPUs: 4, Pools: []string{"gpu-spot-on-demand"}},
-	}, needs, "one g4dn.xlarge or g5.xlarge per pool, all busy at once: 8 vCPUs of spot G and VT, and 4 on-demand for gpu-spot's retry twin")
+	}, needs, "one g4dn.xlarge per pool, all busy at once: 8 vCPUs of spot G and VT, and 4 on-demand for gpu-spot's retry twin")
 	assert.Equal(t, "aws service-quotas request-service-quota-increase --service-code ec2 --quota-code L-3819A6DF --desired-value 8 --region us-west-2",
 		needs[0].RequestCommand("us-west-2"))
 }
