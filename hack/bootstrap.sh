@@ -5,24 +5,27 @@
 #   export GITHUB_APP_ID=123 GITHUB_APP_INSTALLATION_ID=456 GITHUB_APP_PRIVATE_KEY_FILE=app.pem
 #   export DOCKERHUB_USERNAME=... DOCKERHUB_TOKEN=... GHCR_USERNAME=... GHCR_TOKEN=...  # the image
 #     cache's credentials (imageCache: docker.io, ghcr.io; ghcr.io's a PAT with read:packages)
-#   make bootstrap STACK=dev          # make preflight STACK=dev: the checks only
+#   make bootstrap                    # the starter stack; STACK=dev for another; make preflight: the checks only
 #
 # Preflight, before anything is changed: the prerequisites, working AWS credentials, the EC2 Spot
 # service-linked role, and the account's G and VT vCPU quotas against what the stack's pools
 # need (spot and on-demand are separate quotas; new accounts usually have 0) — a short quota
-# stops here with the exact request command. Then it logs in to the local file backend unless a
-# backend is configured, creates or selects the stack, sets the config (credentials as
-# secrets), checks the quotas of the configured pools, and runs `pulumi up`. YES=1 skips the
-# confirmation prompt.
+# stops here with the exact request command. Then it logs in to PULUMI_BACKEND_URL (or keeps the
+# backend already logged in to; the local one only with LOCAL_STATE=1), creates or selects the
+# stack, sets the config (credentials as secrets), checks the quotas of the configured pools, and
+# runs `pulumi up`. YES=1 skips the confirmation prompt. Each step prints a progress line with
+# the time since the start.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-stack=${STACK:-dev}
+stack=${STACK:-starter}
 # Where the quota check reads Pulumi.<stack>.yaml: the repository, unless told otherwise (the
 # tests point it at their own test stacks, never at the operator's).
 stack_dir=${STACK_FILE_DIR:-.}
 preflight_only=false
 [[ ${1:-} == --preflight ]] && preflight_only=true
 problems=()
+# step prints a progress line: what starts now, and the time since bootstrap started.
+step() { printf '[bootstrap %dm%02ds] %s\n' $((SECONDS / 60)) $((SECONDS % 60)) "$*"; }
 need() { command -v "$1" >/dev/null 2>&1 || problems+=("$1 is not installed: $2"); }
 stop_if_problems() {
 	if ((${#problems[@]})); then
@@ -32,6 +35,7 @@ stop_if_problems() {
 	fi
 }
 
+step "stack $stack: checking the prerequisites, the Pulumi backend and the AWS credentials"
 need pulumi "https://www.pulumi.com/docs/install/ (CLI >= 3.181)"
 need go "Go 1.26.8+ builds the program"
 need aws "AWS CLI v2: the kubeconfig authenticates with 'aws eks get-token'"
@@ -46,6 +50,15 @@ if ! $preflight_only; then
 		problems+=("GitHub App auth needs GITHUB_APP_INSTALLATION_ID and a readable GITHUB_APP_PRIVATE_KEY_FILE")
 	fi
 fi
+# One state for one stack: bootstrap and deploy.yml (which reads vars.PULUMI_BACKEND_URL) must
+# use the same backend, or the first deploy creates every resource a second time. So
+# PULUMI_BACKEND_URL, or the backend already logged in to; the local file backend only when
+# asked for (LOCAL_STATE=1), for a stack no workflow deploys.
+if command -v pulumi >/dev/null 2>&1 && ! $preflight_only; then
+	if [[ -z ${PULUMI_BACKEND_URL:-} && ${LOCAL_STATE:-} != 1 ]] && ! pulumi whoami >/dev/null 2>&1; then
+		problems+=("no Pulumi backend: export PULUMI_BACKEND_URL=s3://<bucket> (the value of the repository variable PULUMI_BACKEND_URL, which deploy.yml uses), or LOCAL_STATE=1 for a stack only this machine deploys")
+	fi
+fi
 if command -v aws >/dev/null 2>&1; then
 	if identity=$(aws sts get-caller-identity --query Arn --output text 2>/dev/null); then
 		echo "AWS credentials: $identity"
@@ -55,6 +68,7 @@ if command -v aws >/dev/null 2>&1; then
 fi
 stop_if_problems
 
+step "checking the EC2 Spot service-linked role"
 # Karpenter needs the account's EC2 Spot service-linked role to launch spot capacity; the stack
 # creates it if absent (createSpotServiceLinkedRole, on by default) and adopts it otherwise.
 if aws iam get-role --role-name AWSServiceRoleForEC2Spot >/dev/null 2>&1; then
@@ -66,8 +80,12 @@ fi
 # The G and VT vCPU quotas the stack's pools need (gpuci quota), against the account's.
 check_quotas() {
 	local capacity code want pools have needs
+	step "checking the account's G and VT vCPU quotas against Pulumi.$stack.yaml (builds gpuci the first time: a minute)"
 	# Not a process substitution: its failure would go unnoticed and the check pass empty.
-	needs=$(go run ./cmd/gpuci quota --project "$stack_dir" --stack "$stack") || {
+	# GPUCI: a gpuci binary to use (the tests build one once); else it is built from source.
+	local gpuci=(go run ./cmd/gpuci)
+	[[ -n ${GPUCI:-} ]] && gpuci=("$GPUCI")
+	needs=$("${gpuci[@]}" quota --tsv --project "$stack_dir" --stack "$stack") || {
 		problems+=("cannot compute the quotas Pulumi.$stack.yaml needs: go run ./cmd/gpuci quota --stack $stack failed (above)")
 		stop_if_problems
 	}
@@ -97,8 +115,11 @@ if $preflight_only; then
 	exit 0
 fi
 
-if ! pulumi whoami >/dev/null 2>&1; then
-	echo "No Pulumi backend configured: using the local file backend (~/.pulumi)."
+step "logging in to the Pulumi backend, selecting stack $stack, setting its config"
+if [[ -n ${PULUMI_BACKEND_URL:-} ]]; then
+	pulumi login "$PULUMI_BACKEND_URL"
+elif ! pulumi whoami >/dev/null 2>&1; then
+	echo "LOCAL_STATE=1: the local file backend (~/.pulumi); no workflow can deploy this stack."
 	pulumi login --local
 fi
 if [[ -z ${PULUMI_CONFIG_PASSPHRASE:-} && -z ${PULUMI_CONFIG_PASSPHRASE_FILE:-} ]]; then
@@ -134,10 +155,21 @@ if ((${#creds[@]})); then
 fi
 check_quotas
 
+step "pulumi install: the aws, eks and kubernetes provider plugins"
 pulumi install
+step "pulumi up: about 25 minutes (the EKS control plane takes ~15); the first run also builds the program (~14 minutes on 2 cores)"
 yes=()
 [[ ${YES:-} == 1 ]] && yes=(--yes)
 pulumi up --stack "$stack" "${yes[@]}"
 echo
-echo "Done. Point a workflow at the runners with one of:"
+step "done"
+echo "Point a workflow at the runners with one of:"
 pulumi stack output runsOn --stack "$stack" --json
+backend=$(pulumi whoami --verbose 2>/dev/null | sed -n 's/^Backend URL: //p') || backend=""
+echo
+echo "To deploy this stack from GitHub Actions (deploy.yml), give the repository the same state"
+echo "and an AWS role (docs/operations.md, \"Deploying from GitHub Actions\"):"
+echo "  gh variable set PULUMI_BACKEND_URL --body '${backend:-<this backend>}'"
+echo "  gh variable set LUX_GPU_CI_STACK --body '$stack'"
+echo "  gh variable set AWS_DEPLOY_ROLE_ARN --body 'arn:aws:iam::<account>:role/<role trusted for this repository>'"
+echo "  gh secret set PULUMI_CONFIG_PASSPHRASE"

@@ -7,6 +7,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -17,6 +20,7 @@ import (
 
 // make bootstrap names every missing prerequisite before it touches anything.
 func TestBootstrapNamesMissingPrerequisites(t *testing.T) {
+	t.Parallel()
 	cmd := exec.Command("bash", "bootstrap.sh")
 	cmd.Env = []string{"PATH=/nonexistent", "HOME=" + t.TempDir()}
 	out, err := cmd.CombinedOutput()
@@ -29,7 +33,8 @@ func TestBootstrapNamesMissingPrerequisites(t *testing.T) {
 
 // standIns writes stand-ins for the CLIs bootstrap calls into a directory and returns a PATH
 // with it first: `aws` answers from the environment (FAKE_STS=fail, FAKE_SPOT_ROLE=present,
-// FAKE_QUOTA_<code>=<vCPUs>); `pulumi` and `kubectl` only exist. Go is the real one.
+// FAKE_QUOTA_<code>=<vCPUs>); `pulumi` logs its calls, answers whoami and keeps secrets set from
+// standard input; `kubectl` only exists. Go is the real one.
 func standIns(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
@@ -45,8 +50,14 @@ case "$1 $2" in
 esac
 `,
 		// A secret set from standard input lands in $FAKE_PULUMI_SECRETS/<key>.
+		// whoami fails with FAKE_PULUMI_WHOAMI=fail (no backend logged in to).
 		"pulumi": `#!/usr/bin/env bash
 echo "stand-in pulumi $*" >&2
+if [[ $1 == whoami ]]; then
+	[[ ${FAKE_PULUMI_WHOAMI:-} == fail ]] && exit 255
+	[[ ${2:-} == --verbose ]] && echo "Backend URL: s3://lux-gpu-ci-state"
+	exit 0
+fi
 if [[ "$1 $2 $3" == "config set --secret" && $# == 4 && -n ${FAKE_PULUMI_SECRETS:-} ]]; then cat >"$FAKE_PULUMI_SECRETS/$4"; fi
 `,
 		"kubectl": "#!/usr/bin/env bash\nexit 0\n",
@@ -59,11 +70,17 @@ if [[ "$1 $2 $3" == "config set --secret" && $# == 4 && -n ${FAKE_PULUMI_SECRETS
 	return dir + ":" + filepath.Dir(goBin) + ":/usr/bin:/bin"
 }
 
+// bootstrapEnv is the environment every bootstrap run of these tests starts from: the
+// process's, with gpuci built once (GPUCI) rather than by each run.
+func bootstrapEnv() []string {
+	return append(os.Environ(), "GPUCI="+gpuciBin)
+}
+
 // preflight runs `make preflight` for the dev stack with the stand-ins and extra env.
 func preflight(t *testing.T, env ...string) (string, error) {
 	t.Helper()
 	cmd := exec.Command("bash", "bootstrap.sh", "--preflight")
-	cmd.Env = append(os.Environ(), append([]string{"PATH=" + standIns(t), "AWS_REGION=us-west-2", "STACK=dev", "STACK_FILE_DIR=" + testkit.FixtureDir(t)}, env...)...)
+	cmd.Env = append(bootstrapEnv(), append([]string{"PATH=" + standIns(t), "AWS_REGION=us-west-2", "STACK=dev", "STACK_FILE_DIR=" + testkit.FixtureDir(t)}, env...)...)
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }
@@ -72,6 +89,7 @@ func preflight(t *testing.T, env ...string) (string, error) {
 // (8 spot vCPUs, 4 on-demand for the retry twin) and stops with the exact request command
 // when one is short.
 func TestPreflightStopsOnAShortGPUQuota(t *testing.T) {
+	t.Parallel()
 	out, err := preflight(t, "FAKE_QUOTA_L_3819A6DF=0.0", "FAKE_QUOTA_L_DB2E81BA=4.0")
 	require.Error(t, err, out)
 	assert.Contains(t, out, "the spot G and VT vCPU quota (L-3819A6DF) is 0 in us-west-2; pools gpu-spot,gpu-spot-container need 8")
@@ -90,6 +108,7 @@ func TestPreflightStopsOnAShortGPUQuota(t *testing.T) {
 }
 
 func TestPreflightChecksCredentialsAndTheSpotRole(t *testing.T) {
+	t.Parallel()
 	out, err := preflight(t, "FAKE_STS=fail")
 	require.Error(t, err, out)
 	assert.Contains(t, out, "AWS credentials do not work")
@@ -102,9 +121,10 @@ func TestPreflightChecksCredentialsAndTheSpotRole(t *testing.T) {
 
 // The image cache's credentials reach the stack as one secret, in the shape the program reads.
 func TestBootstrapSetsTheRegistryCredentialsAsOneSecret(t *testing.T) {
+	t.Parallel()
 	secrets := t.TempDir()
 	cmd := exec.Command("bash", "bootstrap.sh")
-	cmd.Env = append(os.Environ(), "PATH="+standIns(t), "AWS_REGION=us-west-2", "STACK=dev", "STACK_FILE_DIR="+testkit.FixtureDir(t), "YES=1",
+	cmd.Env = append(bootstrapEnv(), "PATH="+standIns(t), "AWS_REGION=us-west-2", "STACK=dev", "STACK_FILE_DIR="+testkit.FixtureDir(t), "YES=1",
 		"GITHUB_ORG=luxfi", "GITHUB_PAT=ghp_x", "FAKE_QUOTA_L_3819A6DF=8", "FAKE_QUOTA_L_DB2E81BA=4", "FAKE_PULUMI_SECRETS="+secrets,
 		"DOCKERHUB_USERNAME=luxci", "DOCKERHUB_TOKEN=dckr_pat_1", "GHCR_USERNAME=luxbot", "GHCR_TOKEN=ghp_read")
 	out, err := cmd.CombinedOutput()
@@ -124,4 +144,61 @@ func TestBootstrapSetsTheRegistryCredentialsAsOneSecret(t *testing.T) {
 	out, err = again.CombinedOutput()
 	require.Error(t, err)
 	assert.Contains(t, string(out), "GHCR_TOKEN is set: set GHCR_USERNAME too")
+}
+
+// Unless told otherwise, bootstrap creates the starter stack, which needs 4 spot vCPUs and
+// nothing on-demand: the least quota a new account can ask for. (This reads the repository's
+// Pulumi.starter.yaml: its size is the point.)
+func TestBootstrapStartsWithTheStarterStack(t *testing.T) {
+	t.Parallel()
+	preflightDefault := func(env ...string) (string, error) {
+		cmd := exec.Command("make", "-s", "-C", "..", "preflight")
+		base := slices.DeleteFunc(bootstrapEnv(), func(kv string) bool {
+			return strings.HasPrefix(kv, "STACK=") || strings.HasPrefix(kv, "STACK_FILE_DIR=")
+		})
+		cmd.Env = append(base, append([]string{"PATH=" + standIns(t), "AWS_REGION=us-west-2"}, env...)...)
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	out, err := preflightDefault("FAKE_QUOTA_L_3819A6DF=0", "FAKE_QUOTA_L_DB2E81BA=0")
+	require.Error(t, err, out)
+	assert.Contains(t, out, "the spot G and VT vCPU quota (L-3819A6DF) is 0 in us-west-2; pools gpu-spot need 4")
+	assert.Contains(t, out, "--quota-code L-3819A6DF --desired-value 4 --region us-west-2")
+	assert.NotContains(t, out, "L-DB2E81BA", "no on-demand quota needed")
+
+	out, err = preflightDefault("FAKE_QUOTA_L_3819A6DF=4")
+	require.NoError(t, err, out)
+	assert.Contains(t, out, "spot G and VT vCPU quota (L-3819A6DF): 4, pools gpu-spot need 4")
+}
+
+// One stack, one state: bootstrap refuses a backend deploy.yml cannot reach unless told that
+// is the intent, logs in to PULUMI_BACKEND_URL when given, and names the repository
+// variables the workflow needs.
+func TestBootstrapUsesTheWorkflowsBackend(t *testing.T) {
+	t.Parallel()
+	run := func(env ...string) (string, error) {
+		cmd := exec.Command("bash", "bootstrap.sh")
+		cmd.Env = append(bootstrapEnv(), append([]string{"PATH=" + standIns(t), "AWS_REGION=us-west-2", "STACK=dev", "STACK_FILE_DIR=" + testkit.FixtureDir(t), "YES=1",
+			"GITHUB_ORG=luxfi", "GITHUB_PAT=ghp_x", "FAKE_QUOTA_L_3819A6DF=8", "FAKE_QUOTA_L_DB2E81BA=4", "FAKE_PULUMI_SECRETS=" + t.TempDir()}, env...)...)
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	out, err := run("FAKE_PULUMI_WHOAMI=fail")
+	require.Error(t, err, out)
+	assert.Contains(t, out, "no Pulumi backend: export PULUMI_BACKEND_URL=s3://<bucket>")
+	assert.NotContains(t, out, "stand-in pulumi stack", "nothing is changed")
+
+	out, err = run("FAKE_PULUMI_WHOAMI=fail", "LOCAL_STATE=1")
+	require.NoError(t, err, out)
+	assert.Contains(t, out, "stand-in pulumi login --local")
+
+	out, err = run("PULUMI_BACKEND_URL=s3://lux-gpu-ci-state")
+	require.NoError(t, err, out)
+	assert.Contains(t, out, "stand-in pulumi login s3://lux-gpu-ci-state")
+	assert.Contains(t, out, "gh variable set PULUMI_BACKEND_URL --body 's3://lux-gpu-ci-state'")
+	assert.Contains(t, out, "gh variable set LUX_GPU_CI_STACK --body 'dev'")
+	// Progress lines with the time since the start, at each step.
+	for _, step := range []string{"stack dev: checking the prerequisites", "checking the account's G and VT vCPU quotas", "logging in to the Pulumi backend", "pulumi up: about 25 minutes", "done"} {
+		assert.Regexp(t, `(?m)^\[bootstrap \d+m\d\ds\] `+regexp.QuoteMeta(step), out)
+	}
 }

@@ -31,5 +31,5 @@ echo "control plane: $((SECONDS - t))s"
 
 t=$SECONDS
 log "go test -tags e2e ./e2e"
-go test -tags e2e -count=1 -v -timeout 30m ./e2e
+go test -tags e2e -count=1 -ldflags=-w -v -timeout 30m ./e2e
 echo "e2e tests: $((SECONDS - t))s; total: $((SECONDS - start))s"

@@ -4,9 +4,11 @@ package hack_test
 // silent "dev", and `gpuci version` names its pins.
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -16,8 +18,31 @@ import (
 	"github.com/luxfi/lux-gpu-ci/versions"
 )
 
-// gpuci runs `go run ./cmd/gpuci args…` with PATH holding only go and, if selected is not
-// empty, a stand-in pulumi whose selected stack is selected.
+// gpuciBin is gpuci, built once for the package's tests (TestMain).
+var gpuciBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "hack-test")
+	if err == nil {
+		gpuciBin = filepath.Join(dir, "gpuci")
+		build := exec.Command("go", "build", "-o", gpuciBin, "./cmd/gpuci")
+		build.Dir = ".."
+		var out []byte
+		if out, err = build.CombinedOutput(); err != nil {
+			err = fmt.Errorf("%w\n%s", err, out)
+		}
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "building gpuci:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// gpuci runs gpuci args… from the repository root with PATH holding only go and, if selected
+// is not empty, a stand-in pulumi whose selected stack is selected.
 func gpuci(t *testing.T, selected string, args ...string) (string, error) {
 	t.Helper()
 	bin := t.TempDir()
@@ -27,7 +52,7 @@ func gpuci(t *testing.T, selected string, args ...string) (string, error) {
 	}
 	goBin, err := exec.LookPath("go")
 	require.NoError(t, err)
-	cmd := exec.Command("go", append([]string{"run", "./cmd/gpuci"}, args...)...)
+	cmd := exec.Command(gpuciBin, args...)
 	cmd.Dir = ".."
 	cmd.Env = append(os.Environ(), "PATH="+bin+":"+filepath.Dir(goBin)+":/usr/bin:/bin")
 	out, err := cmd.CombinedOutput()
@@ -35,6 +60,7 @@ func gpuci(t *testing.T, selected string, args ...string) (string, error) {
 }
 
 func TestGpuciStackIsTheSelectedOne(t *testing.T) {
+	t.Parallel()
 	fixtures := testkit.FixtureDir(t)
 	out, err := gpuci(t, "", "quota", "--project", fixtures)
 	require.Error(t, err, out)
@@ -46,14 +72,41 @@ func TestGpuciStackIsTheSelectedOne(t *testing.T) {
 
 	out, err = gpuci(t, "prod", "quota", "--project", fixtures, "--stack", "dev")
 	require.NoError(t, err, out)
-	assert.Contains(t, out, "spot\tL-3819A6DF\t8\tgpu-spot,gpu-spot-container", "--stack wins over the selection")
+	assert.Regexp(t, `(?m)^CAPACITY +QUOTA CODE +vCPUs NEEDED +POOLS$`, out, "a table with a header")
+	assert.Regexp(t, `(?m)^spot +L-3819A6DF +8 +gpu-spot, gpu-spot-container$`, out, "--stack wins over the selection")
+	assert.Contains(t, out, "--region us-west-2", "and how to ask for more")
+
+	out, err = gpuci(t, "", "quota", "--project", fixtures, "--stack", "dev", "--tsv")
+	require.NoError(t, err, out)
+	assert.Equal(t, "spot\tL-3819A6DF\t8\tgpu-spot,gpu-spot-container\non-demand\tL-DB2E81BA\t4\tgpu-spot-on-demand\n", out, "what make bootstrap reads")
 	assert.NotContains(t, out, "selected Pulumi stack")
 }
 
 func TestGpuciVersionNamesThePins(t *testing.T) {
+	t.Parallel()
 	out, err := gpuci(t, "", "version")
 	require.NoError(t, err, out)
 	assert.Contains(t, out, "gpuci ")
 	assert.Contains(t, out, "ARC "+versions.ARCControllerChart.Version)
 	assert.Contains(t, out, "Karpenter "+versions.KarpenterChart.Version)
+}
+
+// Every command has --json beside its text for people (its -h lists the flag), and usage
+// lists every command main dispatches.
+func TestEveryGpuciCommandHasJSON(t *testing.T) {
+	t.Parallel()
+	bin := gpuciBin
+	usage, _ := exec.Command(bin, "help").CombinedOutput()
+	var commands []string
+	for _, m := range regexp.MustCompile(`(?m)^  ([a-z]+) {2,}`).FindAllStringSubmatch(string(usage), -1) {
+		commands = append(commands, m[1])
+	}
+	require.ElementsMatch(t, []string{"cost", "verify", "doctor", "quota", "reach", "env", "retry", "version"}, commands, "%s", usage)
+	for _, c := range commands {
+		out, _ := exec.Command(bin, c, "-h").CombinedOutput()
+		assert.Contains(t, string(out), "-json", "gpuci %s has --json", c)
+	}
+	out, err := exec.Command(bin, "version", "--json").Output()
+	require.NoError(t, err)
+	assert.Contains(t, string(out), `"karpenter": "`+versions.KarpenterChart.Version+`"`)
 }

@@ -26,6 +26,7 @@ func deps(t *testing.T, pkg string) []string {
 }
 
 func TestShippedBinariesLinkNoTestSupport(t *testing.T) {
+	t.Parallel()
 	for _, bin := range []string{".", "./cmd/gpuci"} {
 		for _, d := range deps(t, bin) {
 			for _, forbidden := range []string{module + "/internal/testsupport", module + "/hack", module + "/e2e", "github.com/stretchr/testify"} {
@@ -36,6 +37,7 @@ func TestShippedBinariesLinkNoTestSupport(t *testing.T) {
 }
 
 func TestGpuciLinksNoPulumiSDK(t *testing.T) {
+	t.Parallel()
 	for _, d := range deps(t, "./cmd/gpuci") {
 		assert.False(t, strings.HasPrefix(d, "github.com/pulumi/"), "gpuci links %s: keep Pulumi types out of config and the CLI", d)
 	}

@@ -9,6 +9,9 @@
 // reach tells whether the stack's EKS API endpoint admits a client address (deploy.yml asks
 // it for its own runner before `pulumi up`).
 //
+// env prints the region of a stack file for $GITHUB_ENV (deploy.yml and preview.yml take it
+// from there).
+//
 // verify checks a live cluster against the stack: system nodes, Karpenter, each NodePool,
 // the GPU nodes up now, the ARC controller, each runner scale set. It exits 0 only if all hold.
 //
@@ -33,9 +36,12 @@ commands:
   verify   check a live cluster against its stack: gpuci verify --stack dev [--kubeconfig PATH] [--json]
   doctor   troubleshoot a live cluster: symptom, evidence, fix: gpuci doctor --stack dev [--fix] [--json]
   quota    the EC2 G and VT vCPU quotas a stack's pools need: gpuci quota --stack dev [--json]
-  reach    does the stack's EKS API endpoint admit a client address: gpuci reach --stack prod --from IP
+  reach    does the stack's EKS API endpoint admit a client address: gpuci reach --stack prod --from IP [--json]
+  env      what a workflow needs from the stack file, for $GITHUB_ENV: gpuci env --stack prod [--json]
   retry    re-run a run's jobs once if they lost the stack's runners: gpuci retry --stack dev --repo O/R --run-id N [--dry-run] [--json] [--cluster]
-  version  gpuci's version and the versions the stack pins
+  version  gpuci's version and the versions the stack pins [--json]
+
+Every command prints a table or sentences for people, and JSON with --json.
 
 --stack defaults to the Pulumi stack selected in --project (an error if none is).
 gpuci <command> -h lists a command's flags.
@@ -60,6 +66,8 @@ func main() {
 		err = runRetry(os.Args[2:])
 	case "reach":
 		err = runReach(os.Args[2:])
+	case "env":
+		err = runEnv(os.Args[2:])
 	case "version", "--version":
 		err = runVersion(os.Args[2:])
 	case "-h", "--help", "help":

@@ -12,6 +12,7 @@ func runReach(args []string) error {
 	fs := flag.NewFlagSet("reach", flag.ExitOnError)
 	st := addStackFlags(fs, "stack whose Pulumi.<stack>.yaml to read")
 	from := fs.String("from", "", "the client's public IPv4 address")
+	asJSON := fs.Bool("json", false, "print JSON")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -25,6 +26,9 @@ func runReach(args []string) error {
 	}
 	if err := cfg.APIAdmits(addr); err != nil {
 		return err
+	}
+	if *asJSON {
+		return printJSON(map[string]any{"stack": stack, "address": addr.String(), "admitted": true})
 	}
 	fmt.Printf("the EKS API endpoint of %s admits %s\n", stack, addr)
 	return nil

@@ -1,0 +1,88 @@
+package hack_test
+
+// A newcomer's path, as the README's first screen gives it: its three commands, each run as
+// written (the bootstrap against stand-ins for AWS and Pulumi, as bootstrap_test does; the
+// render and the tests by what make runs, since the tests are this run and stack/render_test
+// renders the dev stack), and the README short enough to read.
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/luxfi/lux-gpu-ci/internal/testsupport/testkit"
+)
+
+// readmeCommands are the commands of the README's "Three commands" table, in order.
+func readmeCommands(t *testing.T) []string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(testkit.RepoRoot(t), "README.md"))
+	require.NoError(t, err)
+	text := string(b)
+	assert.Less(t, strings.Count(text, "\n"), 200, "the README stays under 200 lines")
+	start := strings.Index(text, "## Three commands")
+	require.GreaterOrEqual(t, start, 0, "the README has its Three commands section")
+	section := text[start:]
+	if end := strings.Index(section[3:], "\n## "); end >= 0 {
+		section = section[:end+3]
+	}
+	var cmds []string
+	for _, m := range regexp.MustCompile("(?m)^\\| `([^`]+)` \\|").FindAllStringSubmatch(section, -1) {
+		cmds = append(cmds, m[1])
+	}
+	return cmds
+}
+
+func TestNewcomersPath(t *testing.T) {
+	t.Parallel()
+	cmds := readmeCommands(t)
+	require.Equal(t, []string{"make render", "make bootstrap", "make test"}, cmds, "the README's three commands")
+
+	// Each is a make target that runs what the README says: the offline render of the dev
+	// stack, bootstrap of the starter stack, the test command CI runs.
+	dry := func(cmd string) string {
+		c := exec.Command("make", "-n", "-C", "..", strings.TrimPrefix(cmd, "make "))
+		c.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "STACK=") })
+		out, err := c.CombinedOutput()
+		require.NoError(t, err, "%s: %s", cmd, out)
+		return string(out)
+	}
+	assert.Contains(t, dry(cmds[0]), "go run ./hack/render --stack dev --out out/dev")
+	assert.Contains(t, dry(cmds[1]), "STACK=starter hack/bootstrap.sh")
+	assert.Contains(t, dry(cmds[2]), "go test -count=1 -ldflags=-w ./stack ./...")
+	ci, err := os.ReadFile(filepath.Join(testkit.RepoRoot(t), ".ci", "run"))
+	require.NoError(t, err)
+	assert.Regexp(t, `(?m)^make test$`, string(ci), "CI runs the README's test command")
+
+	// The bootstrap, as a newcomer with a GitHub App and a state bucket runs it, to its end.
+	key := filepath.Join(t.TempDir(), "app.pem")
+	require.NoError(t, os.WriteFile(key, []byte("-----BEGIN RSA PRIVATE KEY-----\nstand-in\n-----END RSA PRIVATE KEY-----\n"), 0o600))
+	secrets := t.TempDir()
+	c := exec.Command("make", "-s", "-C", "..", "bootstrap")
+	c.Env = append(slices.DeleteFunc(bootstrapEnv(), func(kv string) bool {
+		return strings.HasPrefix(kv, "STACK=") || strings.HasPrefix(kv, "STACK_FILE_DIR=")
+	}), "PATH="+standIns(t), "AWS_REGION=us-west-2", "GITHUB_ORG=luxfi", "PULUMI_BACKEND_URL=s3://newcomer-state",
+		"GITHUB_APP_ID=123", "GITHUB_APP_INSTALLATION_ID=456", "GITHUB_APP_PRIVATE_KEY_FILE="+key, "YES=1",
+		"FAKE_QUOTA_L_3819A6DF=4", "FAKE_PULUMI_SECRETS="+secrets)
+	out, err := c.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	for _, want := range []string{
+		"stand-in pulumi login s3://newcomer-state",
+		"stand-in pulumi config set aws:region us-west-2",
+		"stand-in pulumi config set githubAppId 123",
+		"stand-in pulumi up --stack starter --yes",
+		"gh variable set LUX_GPU_CI_STACK --body 'starter'",
+	} {
+		assert.Contains(t, string(out), want)
+	}
+	b, err := os.ReadFile(filepath.Join(secrets, "githubAppPrivateKey"))
+	require.NoError(t, err, "the App key went in with --secret")
+	assert.Contains(t, string(b), "stand-in")
+}

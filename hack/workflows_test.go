@@ -1,0 +1,95 @@
+package hack_test
+
+// The repository's workflows take their region from the stack file (gpuci env), never from a
+// literal of their own: a stack in another region deploys from the same workflow.
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"gopkg.in/yaml.v3"
+
+	"github.com/luxfi/lux-gpu-ci/internal/testsupport/testkit"
+)
+
+type workflow struct {
+	Jobs map[string]struct {
+		Steps []struct {
+			Name string            `yaml:"name"`
+			Uses string            `yaml:"uses"`
+			Run  string            `yaml:"run"`
+			With map[string]string `yaml:"with"`
+		} `yaml:"steps"`
+	} `yaml:"jobs"`
+}
+
+func TestWorkflowsTakeTheRegionFromTheStack(t *testing.T) {
+	t.Parallel()
+	files, err := filepath.Glob(filepath.Join(testkit.RepoRoot(t), ".github", "workflows", "*.yml"))
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, len(files), 3)
+	assumed := 0
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		require.NoError(t, err)
+		var w workflow
+		require.NoError(t, yaml.Unmarshal(b, &w), f)
+		for name, job := range w.Jobs {
+			regionSet := false
+			for _, s := range job.Steps {
+				if strings.Contains(s.Run, "gpuci env --stack") && strings.Contains(s.Run, `>> "$GITHUB_ENV"`) {
+					regionSet = true
+				}
+				if strings.HasPrefix(s.Uses, "aws-actions/configure-aws-credentials") {
+					assumed++
+					assert.Equal(t, "${{ env.AWS_REGION }}", s.With["aws-region"], "%s job %s: the region is the stack file's", filepath.Base(f), name)
+					assert.True(t, regionSet, "%s job %s: gpuci env runs before the credentials step", filepath.Base(f), name)
+				}
+			}
+		}
+	}
+	assert.Equal(t, 2, assumed, "deploy.yml and preview.yml assume an AWS role")
+}
+
+func TestGpuciEnvIsTheStackFilesRegion(t *testing.T) {
+	t.Parallel()
+	out, err := gpuci(t, "", "env", "--project", testkit.FixtureDir(t), "--stack", "prod")
+	require.NoError(t, err, out)
+	assert.Equal(t, "AWS_REGION=us-west-2\n", out)
+
+	dir := t.TempDir()
+	b, err := os.ReadFile(filepath.Join(testkit.FixtureDir(t), "Pulumi.prod.yaml"))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "Pulumi.eu.yaml"), []byte(strings.Replace(string(b), "aws:region: us-west-2", "aws:region: eu-west-1", 1)), 0o644))
+	out, err = gpuci(t, "", "env", "--project", dir, "--stack", "eu")
+	require.NoError(t, err, out)
+	assert.Equal(t, "AWS_REGION=eu-west-1\n", out)
+}
+
+// The retry workflow downloads the released gpuci and checks its sum, in seconds, instead of
+// compiling it; release.yml publishes exactly the files it downloads (make dist's names).
+func TestRetryWorkflowDownloadsTheReleasedGpuci(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile(filepath.Join(testkit.RepoRoot(t), "examples", "workflows", "retry-interrupted.yml"))
+	require.NoError(t, err)
+	retry := string(b)
+	assert.NotContains(t, retry, "go install", "no compile on the hosted runner")
+	assert.Contains(t, retry, "gh release download \"$GPUCI_VERSION\" --repo luxfi/lux-gpu-ci --pattern gpuci_linux_amd64 --pattern SHA256SUMS")
+	assert.Contains(t, retry, "sha256sum -c SHA256SUMS --ignore-missing")
+
+	b, err = os.ReadFile(filepath.Join(testkit.RepoRoot(t), ".github", "workflows", "release.yml"))
+	require.NoError(t, err)
+	assert.Contains(t, string(b), `make dist VERSION="$TAG"`)
+	assert.Contains(t, string(b), `gh release create "$TAG" dist/* --verify-tag`)
+	out, err := exec.Command("make", "-s", "-n", "-C", "..", "dist", "VERSION=v0.0.0-test").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	assert.Contains(t, string(out), "-o dist/gpuci_${p%/*}_${p#*/} ./cmd/gpuci")
+	assert.Contains(t, string(out), "linux/amd64")
+	assert.Contains(t, string(out), "sha256sum gpuci_* > SHA256SUMS")
+	assert.Contains(t, string(out), "-X main.releaseVersion=v0.0.0-test")
+}
