@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -109,4 +110,16 @@ func TestEveryGpuciCommandHasJSON(t *testing.T) {
 	out, err := exec.Command(bin, "version", "--json").Output()
 	require.NoError(t, err)
 	assert.Contains(t, string(out), `"karpenter": "`+versions.KarpenterChart.Version+`"`)
+}
+
+// A command that waits on a cluster, AWS or GitHub says what it is doing, with the time, on
+// standard error: standard output stays its answer (its --json included).
+func TestGpuciShowsProgressOnStandardError(t *testing.T) {
+	t.Parallel()
+	cmd := exec.Command(gpuciBin, "verify", "--project", testkit.FixtureDir(t), "--stack", "dev", "--kubeconfig", filepath.Join(t.TempDir(), "missing"), "--json")
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	require.Error(t, cmd.Run(), "no cluster to reach")
+	assert.Regexp(t, `(?m)^\[gpuci +\d+\.\ds\] connecting to the cluster of stack dev$`, stderr.String())
+	assert.Empty(t, stdout.String(), "nothing but the answer on standard output")
 }

@@ -26,6 +26,7 @@ type clusterCommand struct {
 	stack      stackFlags
 	kubeconfig *string
 	asJSON     *bool
+	progress   progress
 }
 
 func newClusterCommand(name string) clusterCommand {
@@ -35,6 +36,7 @@ func newClusterCommand(name string) clusterCommand {
 		stack:      addStackFlags(fs, "stack whose configuration the cluster should match"),
 		kubeconfig: fs.String("kubeconfig", "", "kubeconfig (default: $KUBECONFIG, else the stack's kubeconfig output)"),
 		asJSON:     fs.Bool("json", false, "print JSON"),
+		progress:   newProgress(),
 	}
 }
 
@@ -47,6 +49,7 @@ func (c clusterCommand) open(args []string) (*config.Config, kubernetes.Interfac
 	if err != nil {
 		return nil, nil, nil, nil, err
 	}
+	c.progress.step("connecting to the cluster of stack %s", stack)
 	kube, dyn, cleanup, err := clients(*c.kubeconfig, stack)
 	return cfg, kube, dyn, cleanup, err
 }
@@ -60,7 +63,9 @@ func runVerify(args []string) error {
 	defer cleanup()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	cmd.progress.step("checking the system nodes, Karpenter, the NodePools, the GPU nodes and ARC")
 	checks := verify.Run(ctx, kube, dyn, cfg)
+	cmd.progress.step("done")
 	if *cmd.asJSON {
 		if err := printJSON(checks); err != nil {
 			return err
@@ -85,7 +90,9 @@ func runDoctor(args []string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	d := doctor.Doctor{Kube: kube, Dyn: dyn, Cfg: cfg}
+	cmd.progress.step("examining each symptom of the troubleshooting table")
 	findings := d.Examine(ctx)
+	cmd.progress.step("done")
 	if *cmd.asJSON {
 		if err := printJSON(findings); err != nil {
 			return err

@@ -37,6 +37,9 @@ func runCost(args []string) error {
 		}
 	}
 	if *live {
+		progress := newProgress()
+		progress.step("fetching on-demand prices (AWS Pricing API) and spot prices (EC2) for %s", cfg.Region)
+		defer progress.step("prices fetched")
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		src, err := cost.NewAWSPrices(ctx)

@@ -76,6 +76,8 @@ func runRetry(args []string) error {
 			r.Cluster = in
 		}
 	}
+	progress := newProgress()
+	progress.step("reading run %d of %s/%s, its failed jobs and their evidence", *runID, owner, name)
 	d, err := r.Decide(ctx, *runID)
 	if err != nil {
 		return err
@@ -93,6 +95,7 @@ func runRetry(args []string) error {
 	if *dryRun || !d.Rerun {
 		return nil
 	}
+	progress.step("re-running the failed jobs of run %d", *runID)
 	return r.Apply(ctx, d)
 }
 
