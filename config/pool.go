@@ -115,8 +115,10 @@ const (
 )
 
 // FollowsRunnerReleases reports whether the pool runs the current runner release rather than
-// a pinned image.
-func (p GPUPool) FollowsRunnerReleases() bool { return p.RunnerImage == versions.RunnerImage }
+// a pinned image: the stock :latest, or the CUDA runner's moving tag (versions.CUDARunnerFollowTag).
+func (p GPUPool) FollowsRunnerReleases() bool {
+	return p.RunnerImage == versions.RunnerImage || strings.HasSuffix(p.RunnerImage, ":"+versions.CUDARunnerFollowTag)
+}
 
 // gp3's baseline, included in its price (EBS user guide, "General Purpose SSD volumes").
 const (

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -15,6 +16,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/luxfi/lux-gpu-ci/internal/testsupport/testkit"
+	"github.com/luxfi/lux-gpu-ci/versions"
 )
 
 type workflow struct {
@@ -92,4 +94,37 @@ func TestRetryWorkflowDownloadsTheReleasedGpuci(t *testing.T) {
 	assert.Contains(t, string(out), "linux/amd64")
 	assert.Contains(t, string(out), "sha256sum gpuci_* > SHA256SUMS")
 	assert.Contains(t, string(out), "-X main.releaseVersion=v0.0.0-test")
+}
+
+// The CUDA runner image, its workflow, the smoke workflow and the stack agree: it is built
+// FROM the runner the stack follows, with the CUDA the smoke workflow uses, and published
+// under the moving tag a pool follows (versions.CUDARunnerFollowTag); the smoke workflow
+// still works on the stock runner (it installs nvcc and g++ when they are missing).
+func TestCUDARunnerImageAgreesWithTheStack(t *testing.T) {
+	t.Parallel()
+	read := func(parts ...string) string {
+		b, err := os.ReadFile(filepath.Join(append([]string{testkit.RepoRoot(t)}, parts...)...))
+		require.NoError(t, err)
+		return string(b)
+	}
+	dockerfile := read("images", "cuda-runner", "Dockerfile")
+	runnerRepo, _, _ := strings.Cut(versions.RunnerImage, ":")
+	assert.Contains(t, dockerfile, "\nFROM "+runnerRepo+":${RUNNER_VERSION}\n", "built on the runner the stack follows")
+	cudaAPT := regexp.MustCompile(`(?m)^ARG CUDA_VERSION=(\S+)$`).FindStringSubmatch(dockerfile)
+	require.NotNil(t, cudaAPT, "the Dockerfile pins its CUDA")
+	assert.Contains(t, dockerfile, "g++", "nvcc needs a host compiler")
+
+	var image struct {
+		Env map[string]string `yaml:"env"`
+	}
+	require.NoError(t, yaml.Unmarshal([]byte(read(".github", "workflows", "cuda-runner-image.yml")), &image))
+	assert.Equal(t, cudaAPT[1], image.Env["CUDA_APT"], "the workflow builds the Dockerfile's CUDA")
+	assert.Equal(t, "cuda"+image.Env["CUDA_TAG"], versions.CUDARunnerFollowTag, "it publishes the tag pools follow")
+	assert.Equal(t, strings.ReplaceAll(image.Env["CUDA_TAG"], ".", "-"), image.Env["CUDA_APT"])
+
+	smoke := read("examples", "workflows", "cuda.yml")
+	assert.Contains(t, smoke, `CUDA_VERSION: "`+cudaAPT[1]+`"`, "the smoke workflow's runner job installs the same CUDA")
+	assert.Contains(t, smoke, "nvidia/cuda:"+image.Env["CUDA_TAG"]+".", "and its container job runs it")
+	assert.Contains(t, smoke, "command -v nvcc >/dev/null && command -v g++ >/dev/null", "it skips the install on the CUDA runner")
+	assert.Regexp(t, `apt-get install [^\n]* g\+\+ `, smoke, "and installs g++ with nvcc on the stock runner")
 }

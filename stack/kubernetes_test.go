@@ -496,3 +496,20 @@ func TestKarpenterCRDReleaseKeepsItsCRDs(t *testing.T) {
 	assert.Equal(t, map[string]any{"additionalAnnotations": map[string]any{"helm.sh/resource-policy": "keep"}}, r.Inputs["values"])
 	assert.True(t, r.Raw.RegisterRPC.GetDeleteBeforeReplace(), "a new install under a name in use would fail")
 }
+
+// The CUDA runner's moving tag follows the runner releases as the stock :latest does: pulled
+// on every start. Its versioned tag is a pin: the node's copy is good.
+func TestCUDARunnerTagIsFollowed(t *testing.T) {
+	for image, want := range map[string]corev1.PullPolicy{
+		"ghcr.io/luxfi/lux-cuda-runner:cuda12.8":         corev1.PullAlways,
+		"ghcr.io/luxfi/lux-cuda-runner:2.334.0-cuda12.8": corev1.PullIfNotPresent,
+		"ghcr.io/actions/actions-runner:latest":          corev1.PullAlways,
+	} {
+		pool := config.DefaultPool()
+		pool.RunnerImage = image
+		tmpl, err := k8s.RunnerTemplate(pool, nil)
+		require.NoError(t, err)
+		require.NotEmpty(t, tmpl.Spec.Containers)
+		assert.Equal(t, want, tmpl.Spec.Containers[0].ImagePullPolicy, image)
+	}
+}

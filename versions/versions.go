@@ -100,6 +100,12 @@ func ChartNames() []string {
 // toolkit: jobs bring theirs; the driver comes from the node's AL2023 NVIDIA AMI.
 const RunnerImage = "ghcr.io/actions/actions-runner:latest"
 
+// CUDARunnerFollowTag is the moving tag .github/workflows/cuda-runner-image.yml publishes for
+// each new runner release (images/cuda-runner: the runner with the CUDA toolkit and g++). A
+// pool whose runnerImage carries it follows the runner releases as the stock :latest does
+// (pulled on every start); its CUDA is the smoke workflow's.
+const CUDARunnerFollowTag = "cuda12.8"
+
 // GPUNodeAMIAlias pins the EKS-optimized AL2023 release for GPU nodes; Karpenter picks its
 // NVIDIA variant for GPU instance types. "latest" would drift every AMI release.
 const GPUNodeAMIAlias = "al2023@v20260714"
