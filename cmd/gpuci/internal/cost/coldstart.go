@@ -74,7 +74,8 @@ const (
 	// FromSnapshotSeconds: an image already on a data volume restored from a snapshot is not
 	// pulled; the blocks its container reads are fetched from S3 on first access (EBS
 	// "volume initialization": https://docs.aws.amazon.com/ebs/latest/userguide/initalize-volume.html),
-	// slower than a warm volume but only for what the job touches. An estimate.
+	// slower than a warm volume but only for what the job touches. An estimate; a followed
+	// :latest runner released since the snapshot also pulls its new layers, not modelled.
 	FromSnapshotSeconds = 10.0
 	// PrepareJobWaitSeconds is how long the container form's hooks wait for the job pod to
 	// run before they fail the job: the stack sets it (wellknown.PrepareJobTimeoutSeconds);
