@@ -29,6 +29,7 @@ func (c Cluster) Clients() (kubernetes.Interface, dynamic.Interface) {
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
 		wellknown.NodePools:             "NodePoolList",
 		wellknown.NodeClaims:            "NodeClaimList",
+		wellknown.EC2NodeClasses:        "EC2NodeClassList",
 		wellknown.AutoscalingRunnerSets: "AutoscalingRunnerSetList",
 	}, c.Custom...)
 	return kube, dyn

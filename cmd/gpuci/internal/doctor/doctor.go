@@ -194,7 +194,7 @@ func (d Doctor) spotInterruptions(ctx context.Context) Finding {
 }
 
 func (d Doctor) runnerPending(ctx context.Context, claims *unstructured.UnstructuredList) Finding {
-	f := Finding{Symptom: "Runner pod Pending with no node", Fix: "read the Karpenter log and NodeClaim conditions below: usually no capacity for the instance types, the pool's gpuLimit reached, or a missing spot service-linked role (createSpotServiceLinkedRole)"}
+	f := Finding{Symptom: "Runner pod Pending with no node", Fix: "read the Karpenter log and the NodeClaim and EC2NodeClass conditions below: usually no capacity for the instance types, the pool's gpuLimit reached, a missing spot service-linked role (createSpotServiceLinkedRole), or an EC2NodeClass that is not Ready (its AMI not found; with imageSnapshotID, a snapshot larger than rootVolumeGi, in another region, or under a key Karpenter cannot use)"}
 	pods, err := d.Kube.CoreV1().Pods(wellknown.RunnersNamespace).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		f.Evidence = append(f.Evidence, err.Error())
@@ -212,6 +212,14 @@ func (d Doctor) runnerPending(ctx context.Context, claims *unstructured.Unstruct
 	}
 	for _, c := range claims.Items {
 		f.Evidence = append(f.Evidence, "NodeClaim "+c.GetName()+": "+live.Conditions(&c))
+	}
+	// A NodeClass that is not Ready launches nothing, and so leaves no NodeClaim to read.
+	if classes, err := d.Dyn.Resource(wellknown.EC2NodeClasses).List(ctx, metav1.ListOptions{}); err == nil {
+		for _, c := range classes.Items {
+			if status, _ := live.Condition(&c, "Ready"); status != "True" {
+				f.Evidence = append(f.Evidence, "EC2NodeClass "+c.GetName()+" not Ready: "+live.Conditions(&c))
+			}
+		}
 	}
 	events, _ := d.Kube.CoreV1().Events(wellknown.RunnersNamespace).List(ctx, metav1.ListOptions{FieldSelector: "type=Warning"})
 	if events != nil {

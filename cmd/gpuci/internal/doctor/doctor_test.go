@@ -105,6 +105,11 @@ func TestDoctorFindsEachSymptom(t *testing.T) {
 			c.Objects = append(c.Objects, fakecluster.Pod("arc-runners", "lux-gpu-t4-runner-abc", nil, corev1.PodPending))
 			c.Custom = append(c.Custom, nodeClaim("gpu-spot-x1", []any{map[string]any{"type": "Launched", "status": "False", "reason": "LaunchFailed", "message": "no subnets found"}}, nil))
 		}, "Runner pod Pending with no node", "NodeClaim gpu-spot-x1: Launched=False LaunchFailed no subnets found"},
+		"runner pending: a snapshot larger than the volume": {func(c *fakecluster.Cluster) {
+			c.Objects = append(c.Objects, fakecluster.Pod("arc-runners", "lux-gpu-t4-runner-def", nil, corev1.PodPending))
+			c.Custom = append(c.Custom, fakecluster.Custom(schema.GroupVersionKind{Group: "karpenter.k8s.aws", Version: "v1", Kind: "EC2NodeClass"}, "", "gpu-spot",
+				map[string]any{"status": map[string]any{"conditions": []any{map[string]any{"type": "Ready", "status": "False", "reason": "ValidationFailed", "message": "Volume of size 50GB is smaller than snapshot 'snap-0123456789abcdef0', expect size >= 60GB"}}}}))
+		}, "Runner pod Pending with no node", "EC2NodeClass gpu-spot not Ready: Ready=False ValidationFailed Volume of size 50GB is smaller than snapshot"},
 		"GPU not detected": {func(c *fakecluster.Cluster) {
 			c.Objects = append(c.Objects, gpuNode(0, time.Minute), fakecluster.Pod("arc-runners", "r", nil, corev1.PodRunning))
 		}, "GPU not detected on a GPU node", "nvidia.com/gpu allocatable 0"},
