@@ -160,3 +160,32 @@ func (p *parser) parseImageCache(cluster string) ImageCache {
 	}
 	return c
 }
+
+// CacheAddresses maps an upstream registry's host (docker.io, ghcr.io, …) to the ECR
+// pull-through cache repository serving its images ("<account>.dkr.ecr.<region>.amazonaws.com/<prefix>"),
+// as the stack exports them (output imageCache).
+type CacheAddresses map[string]string
+
+// Pull is the reference a node pulls for image: through the cache where its registry has a
+// rule, else image itself. Names are normalized as Docker does ("nvidia/cuda:12" is
+// docker.io/nvidia/cuda:12, "ubuntu" is docker.io/library/ubuntu), which is also the path
+// ECR's Docker Hub rule expects.
+func (c CacheAddresses) Pull(image string) string {
+	host, rest, ok := ImageRegistry(image)
+	if cache, cached := c[host]; ok && cached {
+		return cache + "/" + rest
+	}
+	return image
+}
+
+// Qualified is Pull with the registry always spelled out, as containerd's ctr needs it (it
+// does not add docker.io/ as the kubelet does).
+func (c CacheAddresses) Qualified(image string) string {
+	if pulled := c.Pull(image); pulled != image {
+		return pulled
+	}
+	if host, rest, ok := ImageRegistry(image); ok {
+		return host + "/" + rest
+	}
+	return image
+}

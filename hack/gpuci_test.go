@@ -102,7 +102,7 @@ func TestEveryGpuciCommandHasJSON(t *testing.T) {
 	for _, m := range regexp.MustCompile(`(?m)^  ([a-z]+) {2,}`).FindAllStringSubmatch(string(usage), -1) {
 		commands = append(commands, m[1])
 	}
-	require.ElementsMatch(t, []string{"cost", "verify", "doctor", "quota", "reach", "env", "retry", "version"}, commands, "%s", usage)
+	require.ElementsMatch(t, []string{"cost", "verify", "doctor", "quota", "reach", "env", "images", "retry", "version"}, commands, "%s", usage)
 	for _, c := range commands {
 		out, _ := exec.Command(bin, c, "-h").CombinedOutput()
 		assert.Contains(t, string(out), "-json", "gpuci %s has --json", c)
@@ -122,4 +122,27 @@ func TestGpuciShowsProgressOnStandardError(t *testing.T) {
 	require.Error(t, cmd.Run(), "no cluster to reach")
 	assert.Regexp(t, `(?m)^\[gpuci +\d+\.\ds\] connecting to the cluster of stack dev$`, stderr.String())
 	assert.Empty(t, stdout.String(), "nothing but the answer on standard output")
+}
+
+// gpuci images lists what a pool's snapshot must hold, named as the pool's pods name them:
+// through the stack's image cache where it caches the registry, else fully qualified (ctr
+// does not add docker.io/ as the kubelet does).
+func TestGpuciImagesNamesThemAsThePodsDo(t *testing.T) {
+	t.Parallel()
+	fixtures := testkit.FixtureDir(t)
+	const ecr = "123456789012.dkr.ecr.us-west-2.amazonaws.com"
+	cache := `{"ghcr.io": "` + ecr + `/lux-gpu-ci/ghcr", "docker.io": "` + ecr + `/lux-gpu-ci/docker-hub"}`
+	out, err := gpuci(t, "", "images", "--project", fixtures, "--stack", "dev", "--pool", "gpu-spot-container",
+		"--job-image", "nvidia/cuda:12.8.1-devel-ubuntu24.04,ubuntu:24.04", "--cache", cache)
+	require.NoError(t, err, out)
+	assert.Equal(t, ecr+"/lux-gpu-ci/ghcr/actions/actions-runner:latest,"+ecr+"/lux-gpu-ci/docker-hub/nvidia/cuda:12.8.1-devel-ubuntu24.04,"+
+		ecr+"/lux-gpu-ci/docker-hub/library/ubuntu:24.04\n", out)
+
+	out, err = gpuci(t, "", "images", "--project", fixtures, "--stack", "dev", "--pool", "gpu-spot", "--job-image", "nvidia/cuda:12.8.1-devel-ubuntu24.04", "--cache", "{}")
+	require.NoError(t, err, out)
+	assert.Equal(t, "ghcr.io/actions/actions-runner:latest,docker.io/nvidia/cuda:12.8.1-devel-ubuntu24.04\n", out, "no cache: fully qualified")
+
+	out, err = gpuci(t, "", "images", "--project", fixtures, "--stack", "dev", "--pool", "gpu", "--cache", "{}")
+	require.Error(t, err)
+	assert.Contains(t, out, `--pool "gpu" is not one of stack dev's pools [gpu-spot gpu-spot-on-demand gpu-spot-container]`)
 }

@@ -38,6 +38,7 @@ commands:
   quota    the EC2 G and VT vCPU quotas a stack's pools need: gpuci quota --stack dev [--json]
   reach    does the stack's EKS API endpoint admit a client address: gpuci reach --stack prod --from IP [--json]
   env      what a workflow needs from the stack file, for $GITHUB_ENV: gpuci env --stack prod [--json]
+  images   the images a pool's nodes start a job from, as its pods name them (an image snapshot's list): gpuci images --stack dev --pool gpu-spot [--job-image IMG,…] [--json]
   retry    re-run a run's jobs once if they lost the stack's runners: gpuci retry --stack dev --repo O/R --run-id N [--dry-run] [--json] [--cluster]
   version  gpuci's version and the versions the stack pins [--json]
 
@@ -68,6 +69,8 @@ func main() {
 		err = runReach(os.Args[2:])
 	case "env":
 		err = runEnv(os.Args[2:])
+	case "images":
+		err = runImages(os.Args[2:])
 	case "version", "--version":
 		err = runVersion(os.Args[2:])
 	case "-h", "--help", "help":
