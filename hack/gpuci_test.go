@@ -4,11 +4,13 @@ package hack_test
 // silent "dev", and `gpuci version` names its pins.
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -145,4 +147,37 @@ func TestGpuciImagesNamesThemAsThePodsDo(t *testing.T) {
 	out, err = gpuci(t, "", "images", "--project", fixtures, "--stack", "dev", "--pool", "gpu", "--cache", "{}")
 	require.Error(t, err)
 	assert.Contains(t, out, `--pool "gpu" is not one of stack dev's pools [gpu-spot gpu-spot-on-demand gpu-spot-container]`)
+}
+
+// The stack's outputs come through the Pulumi CLI as JSON: the image cache's addresses for
+// gpuci images, the kubeconfig (a string) for the cluster commands.
+func TestGpuciReadsTheStacksOutputs(t *testing.T) {
+	t.Parallel()
+	bin := t.TempDir()
+	const ecr = "123456789012.dkr.ecr.us-west-2.amazonaws.com"
+	kubeconfig := "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\ncontexts: [{name: c, context: {cluster: c, user: u}}]\ncurrent-context: c\nusers: [{name: u, user: {token: t}}]\n"
+	kubeJSON, err := json.Marshal(kubeconfig)
+	require.NoError(t, err)
+	script := "#!/bin/sh\ncase \"$*\" in\n" +
+		"'stack output imageCache --json --show-secrets --stack dev') echo '{\"docker.io\": \"" + ecr + "/lux-gpu-ci/docker-hub\"}' ;;\n" +
+		"'stack output kubeconfig --json --show-secrets --stack dev') cat <<'EOF'\n" + string(kubeJSON) + "\nEOF\n;;\n" +
+		"*) exit 1 ;;\nesac\n"
+	require.NoError(t, os.WriteFile(filepath.Join(bin, "pulumi"), []byte(script), 0o755))
+	run := func(args ...string) (string, string, error) {
+		cmd := exec.Command(gpuciBin, args...)
+		cmd.Dir = ".."
+		cmd.Env = append(slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "KUBECONFIG=") }), "PATH="+bin+":/usr/bin:/bin")
+		var stdout, stderr strings.Builder
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		return stdout.String(), stderr.String(), err
+	}
+	out, stderr, err := run("images", "--project", testkit.FixtureDir(t), "--stack", "dev", "--pool", "gpu-spot-container", "--job-image", "nvidia/cuda:12.8.1-devel-ubuntu24.04")
+	require.NoError(t, err, stderr)
+	assert.Equal(t, "ghcr.io/actions/actions-runner:latest,"+ecr+"/lux-gpu-ci/docker-hub/nvidia/cuda:12.8.1-devel-ubuntu24.04\n", out, "ghcr.io not cached here: fully qualified")
+
+	out, stderr, err = run("verify", "--project", testkit.FixtureDir(t), "--stack", "dev")
+	require.Error(t, err, "nothing listens on 127.0.0.1:1")
+	assert.Contains(t, out, "127.0.0.1:1", "the kubeconfig output was read and used: its server is the one refused")
+	assert.Contains(t, stderr, "some checks failed")
 }

@@ -9,7 +9,6 @@ import (
 	"go/parser"
 	"go/token"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strconv"
@@ -19,6 +18,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/luxfi/lux-gpu-ci/internal/gomodule"
 	"github.com/luxfi/lux-gpu-ci/internal/wellknown"
 )
 
@@ -69,9 +69,9 @@ func exprString(e ast.Expr) string {
 
 func sdkDir(t *testing.T) string {
 	t.Helper()
-	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/pulumi/pulumi-kubernetes/sdk/v4").Output()
+	sdk, err := gomodule.Find("github.com/pulumi/pulumi-kubernetes/sdk/v4")
 	require.NoError(t, err, "the pinned pulumi-kubernetes SDK is in the module cache (go mod download)")
-	return filepath.Join(strings.TrimSpace(string(out)), "go", "kubernetes", "helm", "v3")
+	return filepath.Join(sdk.Dir, "go", "kubernetes", "helm", "v3")
 }
 
 // Every input HelmRelease sends is the SDK's, under the same name and of the same type.
@@ -118,9 +118,9 @@ func readFile(t *testing.T, path string) string {
 // and an uninstall that leaves the objects carrying it (pkg/action/uninstall.go filters them
 // out of what it deletes).
 func TestHelmKeepPolicyIsHelms(t *testing.T) {
-	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "helm.sh/helm/v3").Output()
+	mod, err := gomodule.Find("helm.sh/helm/v3")
 	require.NoError(t, err)
-	helm := strings.TrimSpace(string(out))
+	helm := mod.Dir
 	policy := readFile(t, filepath.Join(helm, "pkg", "kube", "resource_policy.go"))
 	assert.Contains(t, policy, `const ResourcePolicyAnno = "`+wellknown.HelmResourcePolicyAnnotation+`"`)
 	assert.Contains(t, policy, `const KeepPolicy = "`+wellknown.HelmKeep+`"`)

@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/luxfi/lux-gpu-ci/config"
-	"github.com/luxfi/lux-gpu-ci/internal/chartrender"
+	"github.com/luxfi/lux-gpu-ci/internal/gomodule"
 	"github.com/luxfi/lux-gpu-ci/internal/testsupport/testkit"
 	"github.com/luxfi/lux-gpu-ci/k8s"
 )
@@ -360,8 +360,9 @@ func TestARCCRDsFollowTheControllerChart(t *testing.T) {
 	assert.Equal(t, "array", labels(m), "0.14's scale-set labels are in the schema, so the API server keeps them")
 
 	// ARC v0.27.6's charts (0.6.1), as local directories: the two move together.
-	arc, err := chartrender.ModuleDir("github.com/actions/actions-runner-controller@v0.27.6")
+	arcModule, err := gomodule.Find("github.com/actions/actions-runner-controller@v0.27.6")
 	require.NoError(t, err)
+	arc := arcModule.Dir // the two charts move together
 	old := runDev(t, "helmCharts", `{"gha-runner-scale-set-controller": {"chart": "`+filepath.Join(arc, "charts", "gha-runner-scale-set-controller")+`"}, "gha-runner-scale-set": {"chart": "`+filepath.Join(arc, "charts", "gha-runner-scale-set")+`"}}`)
 	oldCRDs := old.all("kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition")
 	require.Len(t, oldCRDs, len(crds))
@@ -467,9 +468,9 @@ func TestARCUpgradeAcrossAMinorReinstallsTheScaleSets(t *testing.T) {
 		assert.EqualValues(t, 600, releaseNamed(t, m, "arc").Inputs["timeout"], "the controller's own wait is unchanged")
 	})
 	t.Run("ARC 0.6", func(t *testing.T) {
-		arc, err := chartrender.ModuleDir("github.com/actions/actions-runner-controller@v0.27.6")
+		arc, err := gomodule.Find("github.com/actions/actions-runner-controller@v0.27.6")
 		require.NoError(t, err)
-		check(t, runDev(t, "helmCharts", `{"gha-runner-scale-set-controller": {"chart": "`+filepath.Join(arc, "charts", "gha-runner-scale-set-controller")+`"}, "gha-runner-scale-set": {"chart": "`+filepath.Join(arc, "charts", "gha-runner-scale-set")+`"}}`), "0.6")
+		check(t, runDev(t, "helmCharts", `{"gha-runner-scale-set-controller": {"chart": "`+filepath.Join(arc.Dir, "charts", "gha-runner-scale-set-controller")+`"}, "gha-runner-scale-set": {"chart": "`+filepath.Join(arc.Dir, "charts", "gha-runner-scale-set")+`"}}`), "0.6")
 	})
 }
 

@@ -3,10 +3,10 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"strings"
 	"time"
 
@@ -149,16 +149,20 @@ func kubeconfigPath(flagValue, stack string) (string, func(), error) {
 	if env := os.Getenv("KUBECONFIG"); env != "" {
 		return env, func() {}, nil
 	}
-	out, err := exec.Command("pulumi", "stack", "output", "kubeconfig", "--show-secrets", "--stack", stack).Output()
+	raw, err := stackOutput(stack, "kubeconfig")
 	if err != nil {
-		return "", nil, fmt.Errorf("no --kubeconfig or $KUBECONFIG, and `pulumi stack output kubeconfig --stack %s` failed: %w", stack, err)
+		return "", nil, fmt.Errorf("no --kubeconfig or $KUBECONFIG, and %w", err)
+	}
+	var kubeconfig string
+	if err := json.Unmarshal(raw, &kubeconfig); err != nil {
+		return "", nil, fmt.Errorf("the stack's kubeconfig output is not a string: %w", err)
 	}
 	f, err := os.CreateTemp("", "gpuci-kubeconfig-")
 	if err != nil {
 		return "", nil, err
 	}
 	cleanup := func() { os.Remove(f.Name()) }
-	if _, err := f.Write(out); err != nil {
+	if _, err := f.WriteString(kubeconfig); err != nil {
 		cleanup()
 		return "", nil, err
 	}

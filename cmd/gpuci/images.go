@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"os/exec"
 	"strings"
 
 	"github.com/luxfi/lux-gpu-ci/config"
@@ -41,8 +40,8 @@ func runImages(args []string) error {
 	}
 	raw := []byte(*cacheJSON)
 	if *cacheJSON == "" {
-		if raw, err = exec.Command("pulumi", "stack", "output", "imageCache", "--json", "--stack", stack).Output(); err != nil {
-			return fmt.Errorf("`pulumi stack output imageCache --json --stack %s` failed (%w): pass --cache '{}' for a stack without the cache, or its output", stack, err)
+		if raw, err = stackOutput(stack, "imageCache"); err != nil {
+			return fmt.Errorf("%w: pass --cache '{}' for a stack without the cache, or its output", err)
 		}
 	}
 	var cache config.CacheAddresses

@@ -49,3 +49,13 @@ func (s stackFlags) load() (string, *config.Config, error) {
 	cfg, err := config.ParseStackFileOffline(file)
 	return name, cfg, err
 }
+
+// stackOutput reads one of a stack's outputs as JSON (a secret one in the clear: the caller
+// keeps it out of logs), through the Pulumi CLI.
+func stackOutput(stack, name string) ([]byte, error) {
+	out, err := exec.Command("pulumi", "stack", "output", name, "--json", "--show-secrets", "--stack", stack).Output()
+	if err != nil {
+		return nil, fmt.Errorf("`pulumi stack output %s --stack %s` failed: %w", name, stack, err)
+	}
+	return out, nil
+}

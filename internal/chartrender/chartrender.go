@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 
@@ -19,6 +18,7 @@ import (
 	"helm.sh/helm/v3/pkg/releaseutil"
 	"sigs.k8s.io/yaml"
 
+	"github.com/luxfi/lux-gpu-ci/internal/gomodule"
 	"github.com/luxfi/lux-gpu-ci/versions"
 )
 
@@ -34,37 +34,16 @@ type Object struct {
 	YAML                  string
 }
 
-// ModuleDir returns a Go module's directory in the module cache, downloading it through the
-// module proxy if needed. mod is "path" (the version go.mod requires) or "path@version".
-func ModuleDir(mod string) (string, error) {
-	args := []string{"list", "-m", "-json", mod}
-	if strings.Contains(mod, "@") {
-		args = []string{"mod", "download", "-json", mod}
-	}
-	out, err := exec.Command("go", args...).Output()
-	if err != nil {
-		return "", fmt.Errorf("go %s: %w", strings.Join(args, " "), err)
-	}
-	var info struct{ Dir, Error string }
-	if err := json.Unmarshal(out, &info); err != nil {
-		return "", fmt.Errorf("go %s: %w", strings.Join(args, " "), err)
-	}
-	if info.Error != "" || info.Dir == "" {
-		return "", fmt.Errorf("module %s is not available: %s", mod, info.Error)
-	}
-	return info.Dir, nil
-}
-
 // Locate returns a local directory holding the chart: from its Go module when it has one,
 // a local directory as is, otherwise pulled from its OCI registry into cacheDir (this needs
 // network).
 func Locate(c versions.Chart, cacheDir string) (string, error) {
 	if c.Module != "" {
-		dir, err := ModuleDir(c.Module)
+		mod, err := gomodule.Find(c.Module)
 		if err != nil {
 			return "", fmt.Errorf("chart %s %s: %w", c.Chart, c.Version, err)
 		}
-		return filepath.Join(dir, c.Path), nil
+		return filepath.Join(mod.Dir, c.Path), nil
 	}
 	if fi, err := os.Stat(c.Chart); err == nil && fi.IsDir() {
 		return c.Chart, nil
