@@ -82,6 +82,9 @@ func overrides(t *testing.T, work string) map[string]any {
 	}
 }
 
+// e2eConsolidateAfter is every pool's consolidateAfter in the e2e.
+const e2eConsolidateAfter = "5s"
+
 // e2eProfile is the AWS profile the e2e deploys with.
 const e2eProfile = "lux-gpu-ci-e2e"
 
@@ -196,6 +199,13 @@ func newHarness(t *testing.T, ctx context.Context, e env, work string) *harness 
 	h.editStackFile(t, func(cfg map[string]any) {
 		for k, v := range overrides(t, work) {
 			cfg[k] = v
+		}
+		// The real Karpenter runs: an empty node goes 5 s after its last job, not 30 s,
+		// so the journey's waits stay short (the rule is Karpenter's either way).
+		pools, _ := cfg[config.Project+":"+config.KeyGPUPools].([]any)
+		require.NotEmpty(t, pools)
+		for _, p := range pools {
+			p.(map[string]any)["consolidateAfter"] = e2eConsolidateAfter
 		}
 	}, filepath.Join(repoRoot(t), "Pulumi."+stackName+".yaml"))
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/mod/modfile"
 
 	"github.com/luxfi/lux-gpu-ci/internal/testsupport/fakeaws"
 )
@@ -40,4 +41,33 @@ func TestE2EPluginPinsAgree(t *testing.T) {
 	tools, err := os.ReadFile("../hack/e2e-tools.sh")
 	require.NoError(t, err)
 	assert.Contains(t, string(tools), "K8S_PLUGIN_VERSION="+strings.TrimPrefix(mods[2], "v"), "the kubernetes plugin the e2e builds")
+}
+
+// The Karpenter that make e2e runs (hack/karpenter, a module of its own) is the one go.mod
+// pins: the provider and core modules at the program's versions, and the same two with each
+// other (the provider module's own go.mod requires its core).
+func TestE2EKarpenterPinsAgree(t *testing.T) {
+	program, err := modfile.Parse("go.mod", must(os.ReadFile("../go.mod")), nil)
+	require.NoError(t, err)
+	tool, err := modfile.Parse("go.mod", must(os.ReadFile("../hack/karpenter/go.mod")), nil)
+	require.NoError(t, err)
+	versions := func(f *modfile.File) map[string]string {
+		out := map[string]string{}
+		for _, r := range f.Require {
+			out[r.Mod.Path] = r.Mod.Version
+		}
+		return out
+	}
+	want, got := versions(program), versions(tool)
+	for _, m := range []string{"github.com/aws/karpenter-provider-aws", "sigs.k8s.io/karpenter"} {
+		require.NotEmpty(t, want[m], "go.mod requires %s", m)
+		assert.Equal(t, want[m], got[m], "%s in hack/karpenter/go.mod", m)
+	}
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
 }

@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/luxfi/lux-gpu-ci/config"
@@ -87,6 +88,21 @@ func TestWholeProgram(t *testing.T) {
 		verifyHealthyCluster(t, ctx, filepath.Join(e.clusterDir, "kubeconfig"), restCfg, kube)
 	})
 
+	// From here on nodes exist and pods run: the system node group's nodes, and the real
+	// Karpenter over a fake AWS seeded with what the program created.
+	core, err := kubernetes.NewForConfig(restCfg)
+	require.NoError(t, err)
+	kubelet := newKubeletStandIn(core, kube)
+	go kubelet.Run(ctx)
+	_, resources := h.state(t, ctx)
+	systemNodes := startSystemNodes(t, ctx, kubelet, resources)
+	karp := startKarpenter(t, ctx, core, filepath.Join(e.clusterDir, "kubeconfig"), work, resources)
+
+	var consolidated func(t *testing.T)
+	step(t, "a GPU job through the real scheduler and the real Karpenter", func(t *testing.T) {
+		consolidated = gpuJobJourney(t, ctx, core, kube, karp, systemNodes)
+	})
+
 	step(t, "a system-node drain cannot evict a running container-form job", func(t *testing.T) { assertJobsSurviveADrain(t, ctx, restCfg) })
 
 	step(t, "preview after up: no changes", func(t *testing.T) {
@@ -125,6 +141,8 @@ func TestWholeProgram(t *testing.T) {
 		h.editStackFile(t, func(cfg map[string]any) { setPoolField(t, cfg, "capacityTypes", []any{"spot"}) })
 	})
 
+	step(t, "the GPU job done, Karpenter consolidated its empty node and terminated the instance", func(t *testing.T) { consolidated(t) })
+
 	// Day 2: what would move the zones of a running stack moves nothing, or is refused.
 	step(t, "zones are kept: an earlier zone gains the GPUs and a type only it offers; only the NodePools change", func(t *testing.T) { instanceTypeOfferedElsewhere(t, ctx, h) })
 	step(t, "zones are kept: raising azCount is refused, naming the key", func(t *testing.T) {
@@ -152,6 +170,7 @@ func TestWholeProgram(t *testing.T) {
 		_, left := h.state(t, ctx)
 		assert.Empty(t, left, "destroy leaves nothing in the state")
 		assertClusterEmpty(t, ctx, kube)
+		assertAccountEmpty(t, karp)
 		assert.Empty(t, github.Registered(), "destroy removes the scale sets from GitHub (ARC's cleanup ran before its controller went)\n%s", github.Log())
 	})
 

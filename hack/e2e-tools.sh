@@ -7,6 +7,9 @@
 #   kube-apiserver            k8s.io/kubernetes v$KUBE_VERSION (wrapper module over staging)
 #   kube-controller-manager   same wrapper: its garbage collector and namespace controller
 #                             finish foreground deletes, without which destroy hangs
+#   kube-scheduler            same wrapper: places every pod, the GPU jobs' included
+#   karpenter                 hack/karpenter: Karpenter's controllers at go.mod's pins over
+#                             upstream's in-memory AWS (pkg/fake)
 #   pulumi                    github.com/pulumi/pulumi/pkg/v3 v$PULUMI_VERSION
 #   pulumi-resource-kubernetes  the served pulumi-kubernetes/provider/v4 pseudo-version,
 #                             installed as plugin version $K8S_PLUGIN_VERSION
@@ -37,12 +40,17 @@ PULUMI_HOME_DIR=$CACHE/pulumi-home
 # The eks plugin's directory is keyed by its lockfile, so a changed pin reinstalls it.
 EKS_LOCK=$(cd "$(dirname "$0")" && pwd)/eks-plugin/package-lock.json
 EKS_DIR=$TOOLS/pulumi-eks-$(sha256sum "$EKS_LOCK" | cut -c1-12)
+# So is Karpenter's, by its sources: an edit of hack/karpenter rebuilds it.
+KARPENTER_SRC=$(cd "$(dirname "$0")" && pwd)/karpenter
+KARPENTER_DIR=$TOOLS/karpenter-$(cat "$KARPENTER_SRC"/go.mod "$KARPENTER_SRC"/go.sum "$KARPENTER_SRC"/*.go | sha256sum | cut -c1-12)
 
 if [[ ${1:-} == --env ]]; then
 	cat <<EOF
 export PATH="$KUBE_DIR:$PULUMI_DIR:\$PATH"
 export E2E_KUBE_APISERVER="$KUBE_DIR/kube-apiserver"
 export E2E_KUBE_CONTROLLER_MANAGER="$KUBE_DIR/kube-controller-manager"
+export E2E_KUBE_SCHEDULER="$KUBE_DIR/kube-scheduler"
+export E2E_KARPENTER="$KARPENTER_DIR/karpenter"
 export E2E_PULUMI="$PULUMI_DIR/pulumi"
 export E2E_PULUMI_HOME="$PULUMI_HOME_DIR"
 export E2E_ETCD="$(command -v etcd || echo /usr/bin/etcd)"
@@ -100,8 +108,8 @@ eks_install() {
 }
 
 kube_build() {
-	if [[ -x $KUBE_DIR/kube-apiserver && -x $KUBE_DIR/kube-controller-manager ]]; then return; fi
-	log "building kube-apiserver and kube-controller-manager v$KUBE_VERSION (~10 min cold)"
+	if [[ -x $KUBE_DIR/kube-apiserver && -x $KUBE_DIR/kube-controller-manager && -x $KUBE_DIR/kube-scheduler ]]; then return; fi
+	log "building kube-apiserver, kube-controller-manager and kube-scheduler v$KUBE_VERSION (~12 min cold)"
 	local gomod replaces
 	gomod=$(go mod download -json "k8s.io/kubernetes@v$KUBE_VERSION" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')
 	# k8s.io/kubernetes replaces its staging modules with ./staging paths that its module zip
@@ -117,6 +125,7 @@ package tools
 import (
 	_ "k8s.io/kubernetes/cmd/kube-apiserver"
 	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
+	_ "k8s.io/kubernetes/cmd/kube-scheduler"
 )
 EOF
 	(
@@ -129,6 +138,7 @@ EOF
 		mkdir -p "$KUBE_DIR.out"
 		go build -ldflags "$ld" -o "$KUBE_DIR.out/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver
 		go build -ldflags "$ld" -o "$KUBE_DIR.out/kube-controller-manager" k8s.io/kubernetes/cmd/kube-controller-manager
+		go build -ldflags "$ld" -o "$KUBE_DIR.out/kube-scheduler" k8s.io/kubernetes/cmd/kube-scheduler
 	)
 	rm -rf "$KUBE_DIR" && mv "$KUBE_DIR.out" "$KUBE_DIR" && rm -rf "$KUBE_DIR.build"
 }
@@ -197,6 +207,18 @@ plugin_install() {
 		"$PULUMI_DIR/pulumi" plugin install resource kubernetes "$K8S_PLUGIN_VERSION" --file "$PROVIDER_DIR/pulumi-resource-kubernetes" >&2
 }
 
+# Karpenter's controllers, at the versions hack/karpenter/go.mod pins (e2e/pins_test.go holds
+# them to the program's go.mod), over upstream's in-memory AWS APIs.
+karpenter_build() {
+	if [[ -x $KARPENTER_DIR/karpenter ]]; then return; fi
+	local version
+	version=$(sed -n 's#^\s*github.com/aws/karpenter-provider-aws \(v[^ ]*\)$#\1#p' "$KARPENTER_SRC/go.mod")
+	log "building Karpenter $version's controllers over pkg/fake (hack/karpenter, ~5 min cold)"
+	mkdir -p "$KARPENTER_DIR.out"
+	(cd "$KARPENTER_SRC" && go build -ldflags "-s -w -X sigs.k8s.io/karpenter/pkg/operator.Version=$version" -o "$KARPENTER_DIR.out/karpenter" .)
+	rm -rf "$KARPENTER_DIR" && mv "$KARPENTER_DIR.out" "$KARPENTER_DIR"
+}
+
 mkdir -p "$TOOLS"
 timed etcd_install
 timed kube_build
@@ -204,4 +226,5 @@ timed pulumi_build
 timed provider_build
 timed plugin_install
 timed eks_install
+timed karpenter_build
 echo "$TOOLS"

@@ -1,0 +1,262 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/common/apitype"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	karpv1 "sigs.k8s.io/karpenter/pkg/apis/v1"
+
+	"github.com/luxfi/lux-gpu-ci/internal/wellknown"
+)
+
+// startSystemNodes registers the nodes the managed node group runs (its desired size, its
+// labels, in its first subnet's zone) with the kubelet stand-in.
+func startSystemNodes(t *testing.T, ctx context.Context, kubelet *kubeletStandIn, resources []apitype.ResourceV3) []string {
+	zoneOf := map[string]string{}
+	for _, r := range resources {
+		if r.Type == "aws:ec2/subnet:Subnet" {
+			zoneOf[r.ID.String()] = fmt.Sprint(r.Outputs["availabilityZone"])
+		}
+	}
+	var names []string
+	for _, r := range resources {
+		if r.Type != "aws:eks/nodeGroup:NodeGroup" {
+			continue
+		}
+		scaling, _ := r.Outputs["scalingConfig"].(map[string]any)
+		desired, _ := scaling["desiredSize"].(float64)
+		require.Positive(t, desired, "the system node group runs nodes")
+		subnets, _ := r.Outputs["subnetIds"].([]any)
+		require.NotEmpty(t, subnets)
+		labels := map[string]string{}
+		if m, ok := r.Outputs["labels"].(map[string]any); ok {
+			for k, v := range m {
+				labels[k] = fmt.Sprint(v)
+			}
+		}
+		for i := range int(desired) {
+			name := fmt.Sprintf("ip-10-0-0-%d.us-west-2.compute.internal", 10+i)
+			require.NoError(t, kubelet.AddSystemNode(ctx, name, zoneOf[fmt.Sprint(subnets[i%len(subnets)])], labels, nil))
+			names = append(names, name)
+		}
+	}
+	require.NotEmpty(t, names, "the state holds the system node group")
+	return names
+}
+
+// runnerPod is the pod ARC's EphemeralRunner controller creates for a job: the scale set's
+// runner template, as the stack's release rendered it into the AutoscalingRunnerSet.
+func runnerPod(t *testing.T, ctx context.Context, kube dynamic.Interface, scaleSet, name string) *corev1.Pod {
+	ars, err := kube.Resource(runnerSets).Namespace(wellknown.RunnersNamespace).Get(ctx, scaleSet, metav1.GetOptions{})
+	require.NoError(t, err)
+	tmpl, found, err := unstructured.NestedMap(ars.Object, "spec", "template")
+	require.NoError(t, err)
+	require.True(t, found, "the AutoscalingRunnerSet has a runner template")
+	var pt corev1.PodTemplateSpec
+	require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(tmpl, &pt))
+	pod := &corev1.Pod{ObjectMeta: pt.ObjectMeta, Spec: pt.Spec}
+	pod.Name, pod.Namespace = name, wellknown.RunnersNamespace
+	pod.Spec.RestartPolicy = corev1.RestartPolicyNever
+	return pod
+}
+
+// gpuJobJourney is a runner-form job's way through the real scheduler and the real Karpenter,
+// on the pool gpu-spot (gpuLimit 1, one T4 per node): launched, placed, limited, kept while
+// it works. It ends the job and returns the check that the node was then consolidated.
+func gpuJobJourney(t *testing.T, ctx context.Context, core kubernetes.Interface, kube dynamic.Interface, k *karpenter, systemNodes []string) (consolidated func(t *testing.T)) {
+	const pool, scaleSet = "gpu-spot", "lux-gpu-t4"
+	pods := core.CoreV1().Pods(wellknown.RunnersNamespace)
+	defer func() {
+		if t.Failed() {
+			dumpScheduling(t, ctx, core)
+		}
+	}()
+	np, err := kube.Resource(nodePools).Get(ctx, pool, metav1.GetOptions{})
+	require.NoError(t, err)
+	var nodePool karpv1.NodePool
+	require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(np.Object, &nodePool))
+	allowed := map[string][]string{}
+	for _, r := range nodePool.Spec.Template.Spec.Requirements {
+		allowed[r.Key] = r.Values
+	}
+	require.NotEmpty(t, allowed[corev1.LabelInstanceTypeStable])
+
+	var claim karpv1.NodeClaim
+	var node string
+	start := time.Now()
+	step(t, "a queued job makes Karpenter launch one node of the pool's types and capacity, in a recorded zone", func(t *testing.T) {
+		_, err := pods.Create(ctx, runnerPod(t, ctx, kube, scaleSet, scaleSet+"-e2e-job-1"), metav1.CreateOptions{})
+		require.NoError(t, err)
+		require.Eventually(t, func() bool {
+			claims := poolClaims(t, ctx, kube, pool)
+			if len(claims) == 1 && claims[0].Status.ProviderID != "" {
+				claim = claims[0]
+				return true
+			}
+			return false
+		}, time.Minute, 250*time.Millisecond, "one NodeClaim with an instance for %s", pool)
+		t.Logf("NodeClaim %s: %s %s in %s, %s after the job was queued", claim.Name, claim.Labels[corev1.LabelInstanceTypeStable],
+			claim.Labels[karpv1.CapacityTypeLabelKey], claim.Labels[corev1.LabelTopologyZone], time.Since(start).Round(time.Second))
+		assert.Contains(t, allowed[corev1.LabelInstanceTypeStable], claim.Labels[corev1.LabelInstanceTypeStable])
+		assert.Contains(t, allowed[karpv1.CapacityTypeLabelKey], claim.Labels[karpv1.CapacityTypeLabelKey])
+		assert.Contains(t, k.zones, claim.Labels[corev1.LabelTopologyZone], "a zone the stack's subnets are in")
+		acct, err := k.account()
+		require.NoError(t, err)
+		require.Len(t, acct.Instances, 1, "exactly one instance in the account")
+		in := acct.Instances[0]
+		assert.True(t, strings.HasSuffix(claim.Status.ProviderID, "/"+in.ID), "the NodeClaim is that instance")
+		assert.Equal(t, []string{claim.Labels[corev1.LabelInstanceTypeStable], claim.Labels[karpv1.CapacityTypeLabelKey], claim.Labels[corev1.LabelTopologyZone]},
+			[]string{in.Type, in.CapacityType, in.Zone})
+		node = nodeNameFor(&claim)
+	})
+
+	step(t, "the device plugin lands on the GPU node and on no system node", func(t *testing.T) {
+		require.Eventually(t, func() bool {
+			return len(podsOn(t, ctx, core, wellknown.DevicePluginNamespace, node, corev1.PodRunning)) == 1
+		}, time.Minute, 250*time.Millisecond, "a device plugin pod runs on %s", node)
+		for _, n := range systemNodes {
+			assert.Empty(t, podsOn(t, ctx, core, wellknown.DevicePluginNamespace, n, ""), "no device plugin pod on system node %s", n)
+		}
+	})
+
+	step(t, "the job's pod is scheduled there by the scheduler and holds the GPU", func(t *testing.T) {
+		require.Eventually(t, func() bool {
+			p, err := pods.Get(ctx, scaleSet+"-e2e-job-1", metav1.GetOptions{})
+			return err == nil && p.Spec.NodeName == node && p.Status.Phase == corev1.PodRunning
+		}, time.Minute, 250*time.Millisecond, "the runner pod runs on %s", node)
+		n, err := core.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		require.NoError(t, err)
+		gpus := n.Status.Allocatable[wellknown.GPUResource]
+		assert.Equal(t, int64(1), gpus.Value(), "the node offers one GPU")
+		assert.NotContains(t, n.Spec.Taints, karpv1.UnregisteredNoExecuteTaint, "Karpenter registered the node")
+		t.Logf("queued → running: %s", time.Since(start).Round(time.Second))
+	})
+
+	step(t, "with gpuLimit reached, a second job waits and no second node is launched", func(t *testing.T) {
+		_, err := pods.Create(ctx, runnerPod(t, ctx, kube, scaleSet, scaleSet+"-e2e-job-2"), metav1.CreateOptions{})
+		require.NoError(t, err)
+		// Karpenter says why it launches nothing: the pool's limit.
+		require.Eventually(t, func() bool {
+			events, err := core.CoreV1().Events(wellknown.RunnersNamespace).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + scaleSet + "-e2e-job-2"})
+			if err != nil {
+				return false
+			}
+			for _, e := range events.Items {
+				if strings.Contains(e.Message, "limits") && strings.Contains(e.Message, pool) {
+					return true
+				}
+			}
+			return false
+		}, time.Minute, 500*time.Millisecond, "Karpenter names %s's limit for the second job", pool)
+		assert.Len(t, poolClaims(t, ctx, kube, pool), 1, "still one NodeClaim")
+		acct, err := k.account()
+		require.NoError(t, err)
+		assert.Len(t, acct.Instances, 1, "still one instance")
+		p, err := pods.Get(ctx, scaleSet+"-e2e-job-2", metav1.GetOptions{})
+		require.NoError(t, err)
+		assert.Empty(t, p.Spec.NodeName, "the second job waits")
+		require.NoError(t, pods.Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}))
+	})
+
+	step(t, "Karpenter will not disrupt the node while its job runs", func(t *testing.T) {
+		// Karpenter marks the node consolidatable once consolidateAfter has passed since its
+		// last pod change, and its disruption loop weighs candidates every 10 s
+		// (disruption/controller.go pollingPeriod, v1.14.1). The runner's
+		// karpenter.sh/do-not-disrupt annotation must keep it. (Its DisruptionBlocked event
+		// cannot be the evidence: Karpenter dedupes those per node, and the second job's
+		// nomination already published one.)
+		require.Eventually(t, func() bool {
+			c := poolClaims(t, ctx, kube, pool)
+			return len(c) == 1 && c[0].StatusConditions().IsTrue(karpv1.ConditionTypeConsolidatable)
+		}, time.Minute, 250*time.Millisecond, "Karpenter considers the node for consolidation")
+		time.Sleep(11 * time.Second)
+		p, err := pods.Get(ctx, scaleSet+"-e2e-job-1", metav1.GetOptions{})
+		require.NoError(t, err)
+		assert.Nil(t, p.DeletionTimestamp, "the running job was not evicted")
+		c := poolClaims(t, ctx, kube, pool)
+		require.Len(t, c, 1, "the node stays while its job runs")
+		assert.Nil(t, c[0].DeletionTimestamp, "the node is not being disrupted")
+	})
+
+	// The job ends. Karpenter takes ~30 s to consolidate the empty node (consolidateAfter,
+	// its 10 s disruption poll, its 15 s emptiness validation); the caller checks that it
+	// did while the day-2 phases that follow run, which touch no node.
+	require.NoError(t, pods.Delete(ctx, scaleSet+"-e2e-job-1", metav1.DeleteOptions{}))
+	done := time.Now()
+	return func(t *testing.T) {
+		require.Eventually(t, func() bool {
+			acct, err := k.account()
+			return err == nil && len(acct.Instances) == 0 && len(poolClaims(t, ctx, kube, pool)) == 0
+		}, 2*time.Minute, 500*time.Millisecond, "the empty node is consolidated and its instance terminated")
+		_, err := core.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		assert.True(t, err != nil, "the Node is gone")
+		t.Logf("job done → instance terminated within %s (consolidateAfter %s)", time.Since(done).Round(time.Second), e2eConsolidateAfter)
+	}
+}
+
+func poolClaims(t *testing.T, ctx context.Context, kube dynamic.Interface, pool string) []karpv1.NodeClaim {
+	list, err := kube.Resource(nodeClaims).List(ctx, metav1.ListOptions{LabelSelector: karpv1.NodePoolLabelKey + "=" + pool})
+	require.NoError(t, err)
+	var out []karpv1.NodeClaim
+	for _, u := range list.Items {
+		var nc karpv1.NodeClaim
+		require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &nc))
+		out = append(out, nc)
+	}
+	return out
+}
+
+// podsOn lists a namespace's pods bound to a node (in a phase, when given).
+func podsOn(t *testing.T, ctx context.Context, core kubernetes.Interface, namespace, node string, phase corev1.PodPhase) []string {
+	list, err := core.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
+	require.NoError(t, err)
+	var out []string
+	for _, p := range list.Items {
+		if phase == "" || p.Status.Phase == phase {
+			out = append(out, p.Name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// dumpScheduling logs what decides where pods go — nodes (labels, taints, allocatable),
+// DaemonSets, pods that are not running, recent events — when a journey step fails.
+func dumpScheduling(t *testing.T, ctx context.Context, core kubernetes.Interface) {
+	if nodes, err := core.CoreV1().Nodes().List(ctx, metav1.ListOptions{}); err == nil {
+		for _, n := range nodes.Items {
+			t.Logf("node %s labels=%v taints=%v allocatable=%v", n.Name, n.Labels, n.Spec.Taints, n.Status.Allocatable)
+		}
+	}
+	if dss, err := core.AppsV1().DaemonSets("").List(ctx, metav1.ListOptions{}); err == nil {
+		for _, d := range dss.Items {
+			t.Logf("daemonset %s/%s desired=%d scheduled=%d affinity=%v tolerations=%v", d.Namespace, d.Name, d.Status.DesiredNumberScheduled,
+				d.Status.CurrentNumberScheduled, d.Spec.Template.Spec.Affinity, d.Spec.Template.Spec.Tolerations)
+		}
+	}
+	if pods, err := core.CoreV1().Pods("").List(ctx, metav1.ListOptions{}); err == nil {
+		for _, p := range pods.Items {
+			t.Logf("pod %s/%s node=%q phase=%s", p.Namespace, p.Name, p.Spec.NodeName, p.Status.Phase)
+		}
+	}
+	if events, err := core.CoreV1().Events("").List(ctx, metav1.ListOptions{}); err == nil {
+		for _, e := range events.Items[max(0, len(events.Items)-30):] {
+			t.Logf("event %s %s/%s: %s %s", e.Source.Component, e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Reason, e.Message)
+		}
+	}
+}

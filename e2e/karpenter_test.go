@@ -1,0 +1,201 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/common/apitype"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/luxfi/lux-gpu-ci/internal/testsupport/fakeaws"
+	"github.com/luxfi/lux-gpu-ci/internal/wellknown"
+)
+
+// karpenter is the real Karpenter (hack/karpenter: v1.14.1's controllers over upstream's
+// in-memory AWS) running as a process against the e2e's API server, configured as the stack's
+// own Helm release configures the pod it would run, and seeded with what the program created
+// in the fake AWS account.
+type karpenter struct {
+	control string
+	logPath string
+	zones   []string
+}
+
+// karpenterSeed is hack/karpenter's seed (its type `seed`), from the stack's state.
+type karpenterSeed struct {
+	Region         string           `json:"region"`
+	Account        string           `json:"account"`
+	Subnets        []map[string]any `json:"subnets"`
+	SecurityGroups []map[string]any `json:"securityGroups"`
+	Roles          []string         `json:"roles"`
+	Queues         []string         `json:"queues"`
+	Clusters       []map[string]any `json:"clusters"`
+}
+
+// seedFromState is the part of the fake account Karpenter reads: the subnets and security
+// group that carry the discovery tag, the IAM roles, the SQS queues — as the program made them.
+func seedFromState(t *testing.T, resources []apitype.ResourceV3) (karpenterSeed, []string) {
+	s := karpenterSeed{Region: "us-west-2", Account: fakeaws.Account}
+	var zones []string
+	for _, r := range resources {
+		out := r.Outputs
+		switch string(r.Type) {
+		case "aws:ec2/subnet:Subnet":
+			tags, _ := out["tags"].(map[string]any)
+			if _, ok := tags[wellknown.DiscoveryTag]; !ok {
+				continue
+			}
+			s.Subnets = append(s.Subnets, map[string]any{"id": r.ID, "zone": out["availabilityZone"], "zoneID": out["availabilityZoneId"], "vpc": out["vpcId"], "tags": tags})
+			zones = append(zones, fmt.Sprint(out["availabilityZone"]))
+		case "aws:ec2/tag:Tag":
+			if out["key"] == wellknown.DiscoveryTag {
+				s.SecurityGroups = append(s.SecurityGroups, map[string]any{"id": out["resourceId"], "name": "eks-cluster-sg", "tags": map[string]any{wellknown.DiscoveryTag: out["value"]}})
+			}
+		case "aws:iam/role:Role":
+			s.Roles = append(s.Roles, fmt.Sprint(out["name"]))
+		case "aws:sqs/queue:Queue":
+			s.Queues = append(s.Queues, fmt.Sprint(out["name"]))
+		case "aws:eks/cluster:Cluster":
+			// EKS reports the service CIDR it chose; the program leaves EKS's default.
+			s.Clusters = append(s.Clusters, map[string]any{"name": out["name"], "endpoint": out["endpoint"], "version": out["version"], "serviceIPv4CIDR": "172.20.0.0/16"})
+		}
+	}
+	require.NotEmpty(t, s.Subnets, "the state holds discovery-tagged subnets")
+	require.NotEmpty(t, s.SecurityGroups, "the state tags a security group for discovery")
+	require.NotEmpty(t, s.Queues, "the state holds the interruption queue")
+	require.Len(t, s.Clusters, 1, "the state holds the EKS cluster")
+	return s, zones
+}
+
+// startKarpenter runs Karpenter until the test ends. Its settings are the literal environment
+// of the karpenter Deployment the stack's Helm release made (CLUSTER_NAME, INTERRUPTION_QUEUE,
+// CLUSTER_ENDPOINT, batch windows, feature gates …); only what a pod gets from its node differs
+// (ports on loopback, the kubeconfig, no leader election for a single process).
+func startKarpenter(t *testing.T, ctx context.Context, core kubernetes.Interface, kubeconfig, work string, resources []apitype.ResourceV3) *karpenter {
+	bin := mustEnv(t, "E2E_KARPENTER")
+	seed, zones := seedFromState(t, resources)
+	seedPath := filepath.Join(work, "karpenter-seed.json")
+	writeJSON(t, seedPath, seed)
+
+	dep, err := core.AppsV1().Deployments(wellknown.KarpenterNamespace).Get(ctx, wellknown.KarpenterRelease, metav1.GetOptions{})
+	require.NoError(t, err, "the stack's Karpenter release made its Deployment")
+	var env []string
+	for _, c := range dep.Spec.Template.Spec.Containers {
+		if c.Name != "controller" {
+			continue
+		}
+		for _, e := range c.Env {
+			if e.ValueFrom == nil {
+				env = append(env, e.Name+"="+e.Value)
+			}
+		}
+	}
+	require.NotEmpty(t, env, "the karpenter Deployment's controller container has its settings")
+
+	k := &karpenter{control: freeLoopback(t), logPath: filepath.Join(work, "karpenter.log"), zones: zones}
+	logFile, err := os.Create(k.logPath)
+	require.NoError(t, err)
+	cmd := exec.Command(bin)
+	cmd.Env = append(append(os.Environ(), env...),
+		"KUBECONFIG="+kubeconfig,
+		"METRICS_PORT="+port(freeLoopback(t)), "HEALTH_PROBE_PORT="+port(freeLoopback(t)),
+		"DISABLE_LEADER_ELECTION=true",
+		"LUX_KARPENTER_SEED="+seedPath, "LUX_KARPENTER_CONTROL="+k.control,
+	)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // it dies with the test, however the test ends
+	require.NoError(t, cmd.Start())
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-exited
+		_ = logFile.Close()
+		if t.Failed() {
+			t.Logf("karpenter's log (last lines):\n%s", tail(k.logPath, 40))
+		}
+	})
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, err := k.account(); err == nil {
+			return k
+		}
+		select {
+		case err := <-exited:
+			t.Fatalf("karpenter exited: %v\n%s", err, tail(k.logPath, 40))
+		case <-time.After(200 * time.Millisecond):
+		}
+		require.True(t, time.Now().Before(deadline), "karpenter did not start in 30 s:\n%s", tail(k.logPath, 40))
+	}
+}
+
+// karpenterAccount is hack/karpenter's Account: the fake EC2 and IAM as Karpenter left them.
+type karpenterAccount struct {
+	Instances []struct {
+		ID           string `json:"id"`
+		Type         string `json:"type"`
+		Zone         string `json:"zone"`
+		CapacityType string `json:"capacityType"`
+		State        string `json:"state"`
+	} `json:"instances"`
+	LaunchTemplates  []string `json:"launchTemplates"`
+	InstanceProfiles []string `json:"instanceProfiles"`
+	QueuedMessages   int      `json:"queuedMessages"`
+}
+
+func (k *karpenter) account() (karpenterAccount, error) {
+	var a karpenterAccount
+	resp, err := http.Get("http://" + k.control + "/account")
+	if err != nil {
+		return a, err
+	}
+	defer resp.Body.Close()
+	return a, json.NewDecoder(resp.Body).Decode(&a)
+}
+
+// interrupt puts EC2's spot interruption warning for the instance on the queue.
+func (k *karpenter) interrupt(t *testing.T, instanceID string) {
+	resp, err := http.Post("http://"+k.control+"/interrupt?instance="+instanceID, "", nil)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+}
+
+func freeLoopback(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func port(addr string) string { return addr[strings.LastIndex(addr, ":")+1:] }
+
+func tail(path string, n int) string {
+	raw, _ := os.ReadFile(path)
+	lines := strings.Split(strings.TrimRight(string(raw), "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
+
+// assertAccountEmpty: what Karpenter made in AWS went with the stack.
+func assertAccountEmpty(t *testing.T, k *karpenter) {
+	acct, err := k.account()
+	require.NoError(t, err)
+	assert.Empty(t, acct.Instances, "no instance left")
+	assert.Empty(t, acct.LaunchTemplates, "no launch template left")
+	assert.Empty(t, acct.InstanceProfiles, "no instance profile left")
+}

@@ -1,0 +1,266 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	karpv1 "sigs.k8s.io/karpenter/pkg/apis/v1"
+
+	"github.com/luxfi/lux-gpu-ci/internal/wellknown"
+)
+
+// kubeletStandIn is what the kubelets of the stack's nodes would do, as far as the control
+// plane can see it. There is no container runtime; everything else about a pod (where it is
+// placed, whether it may stay, when it goes) is the real scheduler's, the real Karpenter's and
+// the real DaemonSet controller's.
+//
+//   - A system node: one Node per node the managed node group runs, registered at once, with a
+//     t3.medium's capacity and the node group's labels and taints.
+//   - A GPU node: once Karpenter has launched an instance for a NodeClaim (its providerID is
+//     set), a Node registers for it as the kubelet does from the user data Karpenter writes:
+//     the NodeClaim's labels, its taints and startup taints, Karpenter's
+//     karpenter.sh/unregistered taint, and the instance type's capacity — except the GPUs,
+//     which a kubelet reports only once the NVIDIA device plugin runs on the node and
+//     registers them (k8s-device-plugin's ListAndWatch). So no GPU job schedules on a node
+//     the device plugin does not reach.
+//   - A pod bound to one of these nodes is marked Running; a pod asked to go (deletion
+//     timestamp set) is removed, as the kubelet does once its containers stop.
+type kubeletStandIn struct {
+	core kubernetes.Interface
+	kube dynamic.Interface
+
+	mu     sync.Mutex
+	system []*corev1.Node
+}
+
+// systemNodeCapacity is what a t3.medium registers in EKS (AL2023, the VPC CNI's 17 pods):
+// 2 vCPUs less kube-reserved 70m; 3.76 GiB of memory less kube-reserved 442 MiB
+// (255 MiB + 11 MiB × 17 pods) and the 100 MiB eviction threshold (amazon-eks-ami's
+// nodeadm kubelet config).
+var systemNodeCapacity = struct{ capacity, allocatable corev1.ResourceList }{
+	capacity: corev1.ResourceList{
+		corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourceMemory: resource.MustParse("3943360Ki"),
+		corev1.ResourcePods: resource.MustParse("17"), corev1.ResourceEphemeralStorage: resource.MustParse("20Gi"),
+	},
+	allocatable: corev1.ResourceList{
+		corev1.ResourceCPU: resource.MustParse("1930m"), corev1.ResourceMemory: resource.MustParse("3388352Ki"),
+		corev1.ResourcePods: resource.MustParse("17"), corev1.ResourceEphemeralStorage: resource.MustParse("18Gi"),
+	},
+}
+
+func newKubeletStandIn(core kubernetes.Interface, kube dynamic.Interface) *kubeletStandIn {
+	return &kubeletStandIn{core: core, kube: kube}
+}
+
+// AddSystemNode registers a node of the managed node group.
+func (k *kubeletStandIn) AddSystemNode(ctx context.Context, name, zone string, labels map[string]string, taints []corev1.Taint) error {
+	l := map[string]string{
+		corev1.LabelHostname: name, corev1.LabelOSStable: "linux", corev1.LabelArchStable: "amd64",
+		corev1.LabelInstanceTypeStable: "t3.medium", corev1.LabelTopologyZone: zone,
+	}
+	for key, v := range labels {
+		l[key] = v
+	}
+	node := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: l},
+		Spec:       corev1.NodeSpec{Taints: taints, ProviderID: "aws:///" + zone + "/i-" + name},
+	}
+	created, err := k.core.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
+	if err != nil {
+		return err
+	}
+	if err := k.ready(ctx, created, systemNodeCapacity.capacity, systemNodeCapacity.allocatable); err != nil {
+		return err
+	}
+	k.mu.Lock()
+	k.system = append(k.system, created)
+	k.mu.Unlock()
+	return nil
+}
+
+// Run reconciles until ctx ends.
+func (k *kubeletStandIn) Run(ctx context.Context) {
+	var renewed time.Time
+	for ctx.Err() == nil {
+		k.registerGPUNodes(ctx)
+		k.runPods(ctx)
+		if time.Since(renewed) > 5*time.Second {
+			k.heartbeat(ctx)
+			renewed = time.Now()
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(300 * time.Millisecond):
+		}
+	}
+}
+
+func (k *kubeletStandIn) registerGPUNodes(ctx context.Context) {
+	list, err := k.kube.Resource(nodeClaims).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return
+	}
+	nodes, err := k.core.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return
+	}
+	byProvider := map[string]*corev1.Node{}
+	for i := range nodes.Items {
+		byProvider[nodes.Items[i].Spec.ProviderID] = &nodes.Items[i]
+	}
+	for _, u := range list.Items {
+		var nc karpv1.NodeClaim
+		if runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &nc) != nil || nc.Status.ProviderID == "" || nc.DeletionTimestamp != nil {
+			continue
+		}
+		node, ok := byProvider[nc.Status.ProviderID]
+		if !ok {
+			_ = k.register(ctx, &nc)
+			continue
+		}
+		// The device plugin runs there: the kubelet now reports the GPUs.
+		want := nc.Status.Capacity[wellknown.GPUResource]
+		if have := node.Status.Allocatable[wellknown.GPUResource]; !want.IsZero() && have.IsZero() && k.devicePluginRunsOn(ctx, node.Name) {
+			capacity, allocatable := node.Status.Capacity.DeepCopy(), node.Status.Allocatable.DeepCopy()
+			capacity[wellknown.GPUResource], allocatable[wellknown.GPUResource] = want, want
+			_ = k.ready(ctx, node, capacity, allocatable)
+		}
+	}
+}
+
+// register is the kubelet's first start on an instance Karpenter launched.
+func (k *kubeletStandIn) register(ctx context.Context, nc *karpv1.NodeClaim) error {
+	name := nodeNameFor(nc)
+	labels := map[string]string{corev1.LabelHostname: name}
+	for key, v := range nc.Labels {
+		labels[key] = v
+	}
+	taints := append(append([]corev1.Taint{}, nc.Spec.Taints...), nc.Spec.StartupTaints...)
+	taints = append(taints, karpv1.UnregisteredNoExecuteTaint)
+	node := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
+		Spec:       corev1.NodeSpec{ProviderID: nc.Status.ProviderID, Taints: taints},
+	}
+	created, err := k.core.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
+	if err != nil {
+		return err
+	}
+	capacity, allocatable := nc.Status.Capacity.DeepCopy(), nc.Status.Allocatable.DeepCopy()
+	delete(capacity, wellknown.GPUResource)
+	delete(allocatable, wellknown.GPUResource)
+	return k.ready(ctx, created, capacity, allocatable)
+}
+
+// nodeNameFor names a GPU node after its instance, as EKS names nodes after the instance's
+// private DNS name.
+func nodeNameFor(nc *karpv1.NodeClaim) string {
+	id := nc.Status.ProviderID
+	for i := len(id) - 1; i >= 0; i-- {
+		if id[i] == '/' {
+			return "ip-" + id[i+1:]
+		}
+	}
+	return "ip-" + nc.Name
+}
+
+func (k *kubeletStandIn) ready(ctx context.Context, node *corev1.Node, capacity, allocatable corev1.ResourceList) error {
+	now := metav1.Now()
+	node.Status.Capacity, node.Status.Allocatable = capacity, allocatable
+	node.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",
+		LastHeartbeatTime: now, LastTransitionTime: now}}
+	node.Status.NodeInfo = corev1.NodeSystemInfo{KubeletVersion: "v1.35.0", OperatingSystem: "linux", Architecture: "amd64", ContainerRuntimeVersion: "containerd://2.1.0"}
+	_, err := k.core.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{})
+	return err
+}
+
+// heartbeat renews each node's Lease, as the kubelet does every 10 s (a quarter of the
+// 40 s lease): kube-controller-manager's node lifecycle controller lifts the not-ready taint
+// of a node whose kubelet beats and reports Ready, and taints (then evicts) one whose beat stops.
+func (k *kubeletStandIn) heartbeat(ctx context.Context) {
+	nodes, err := k.core.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return
+	}
+	leases := k.core.CoordinationV1().Leases(corev1.NamespaceNodeLease)
+	for _, n := range nodes.Items {
+		now := metav1.NewMicroTime(time.Now())
+		lease, err := leases.Get(ctx, n.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			_, err = leases.Create(ctx, &coordinationv1.Lease{
+				ObjectMeta: metav1.ObjectMeta{Name: n.Name, OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: n.Name, UID: n.UID}}},
+				Spec:       coordinationv1.LeaseSpec{HolderIdentity: &n.Name, LeaseDurationSeconds: new(int32(40)), RenewTime: &now},
+			}, metav1.CreateOptions{})
+		} else if err == nil {
+			lease.Spec.RenewTime = &now
+			_, err = leases.Update(ctx, lease, metav1.UpdateOptions{})
+		}
+		if err != nil && !apierrors.IsConflict(err) && !apierrors.IsAlreadyExists(err) {
+			fmt.Printf("kubelet stand-in: lease of %s: %v\n", n.Name, err)
+		}
+	}
+}
+
+func (k *kubeletStandIn) devicePluginRunsOn(ctx context.Context, node string) bool {
+	pods, err := k.core.CoreV1().Pods(wellknown.DevicePluginNamespace).List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
+	if err != nil {
+		return false
+	}
+	for _, p := range pods.Items {
+		if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// runPods starts the pods bound to these nodes and finishes the ones asked to go.
+func (k *kubeletStandIn) runPods(ctx context.Context) {
+	nodes, err := k.core.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return
+	}
+	known := map[string]bool{}
+	for _, n := range nodes.Items {
+		known[n.Name] = true
+	}
+	pods, err := k.core.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName!="})
+	if err != nil {
+		return
+	}
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		if !known[p.Spec.NodeName] {
+			continue
+		}
+		switch {
+		case p.DeletionTimestamp != nil:
+			err = k.core.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)})
+		case p.Status.Phase == corev1.PodPending:
+			now := metav1.Now()
+			p.Status.Phase, p.Status.StartTime, p.Status.PodIP = corev1.PodRunning, &now, "10.0.9.9"
+			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: now},
+				{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: now}}
+			p.Status.ContainerStatuses = nil
+			for _, c := range p.Spec.Containers {
+				p.Status.ContainerStatuses = append(p.Status.ContainerStatuses, corev1.ContainerStatus{Name: c.Name, Image: c.Image, Ready: true,
+					State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}}})
+			}
+			_, err = k.core.CoreV1().Pods(p.Namespace).UpdateStatus(ctx, p, metav1.UpdateOptions{})
+		}
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			fmt.Printf("kubelet stand-in: pod %s/%s: %v\n", p.Namespace, p.Name, err)
+		}
+	}
+}
