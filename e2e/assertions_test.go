@@ -246,54 +246,41 @@ var arcCRDs = []string{"autoscalingrunnersets.actions.github.com", "autoscalingl
 // verifyHealthyCluster writes what a healthy cluster would show — a Ready system node,
 // Running Karpenter and ARC pods, a Ready NodePool — through the API (status subresources;
 // no kubelet or controllers run here), then runs the gpuci verify command against it.
-func verifyHealthyCluster(t *testing.T, ctx context.Context, kubeconfig string, restCfg *rest.Config, kube dynamic.Interface) {
+func verifyHealthyCluster(t *testing.T, ctx context.Context, gpuci, kubeconfig string, restCfg *rest.Config, kube dynamic.Interface) {
 	t.Helper()
 	core, err := kubernetes.NewForConfig(restCfg)
 	require.NoError(t, err)
-	n, err := core.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "system-1", Labels: map[string]string{
-		wellknown.SystemNodeLabel: wellknown.SystemNodeValue, corev1.LabelInstanceTypeStable: "t3.medium",
-	}}}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady", LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()}}
-	_, err = core.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{})
-	require.NoError(t, err)
-	defer func() { _ = core.CoreV1().Nodes().Delete(context.Background(), "system-1", metav1.DeleteOptions{}) }()
-
-	for _, p := range []struct{ ns, name, label, value string }{
-		{"kube-system", "karpenter-e2e", "app.kubernetes.io/name", "karpenter"},
-		{"arc-systems", "arc-gha-rs-controller-e2e", "app.kubernetes.io/part-of", "gha-rs-controller"},
+	// Everything verify reads is live: the controllers' pods, which kube-controller-manager
+	// made from the releases' Deployments and the scheduler placed on a system node, and the
+	// NodePools, whose status the real Karpenter writes.
+	for _, p := range []struct{ ns, selector string }{
+		{wellknown.KarpenterNamespace, wellknown.KarpenterPods},
+		{wellknown.ARCNamespace, wellknown.ARCControllerPods},
 	} {
-		pod, err := core.CoreV1().Pods(p.ns).Create(ctx, &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: p.name, Labels: map[string]string{p.label: p.value}},
-			Spec:       corev1.PodSpec{NodeName: "system-1", Containers: []corev1.Container{{Name: "c", Image: "example.invalid/none"}}},
-		}, metav1.CreateOptions{})
-		require.NoError(t, err)
-		pod.Status.Phase = corev1.PodRunning
-		_, err = core.CoreV1().Pods(p.ns).UpdateStatus(ctx, pod, metav1.UpdateOptions{})
-		require.NoError(t, err)
-		defer func(ns, name string) {
-			_ = core.CoreV1().Pods(ns).Delete(context.Background(), name, *metav1.NewDeleteOptions(0))
-		}(p.ns, p.name)
+		require.Eventually(t, func() bool {
+			pods, err := core.CoreV1().Pods(p.ns).List(ctx, metav1.ListOptions{LabelSelector: p.selector})
+			return err == nil && len(pods.Items) > 0 && pods.Items[0].Status.Phase == corev1.PodRunning
+		}, time.Minute, 250*time.Millisecond, "a %s pod runs in %s", p.selector, p.ns)
 	}
-
 	for _, pool := range []string{"gpu-spot", "gpu-spot-on-demand", "gpu-spot-container"} {
-		np, err := kube.Resource(nodePools).Get(ctx, pool, metav1.GetOptions{})
-		require.NoError(t, err)
-		require.NoError(t, unstructured.SetNestedSlice(np.Object, []any{map[string]any{
-			"type": "Ready", "status": "True", "reason": "Ready", "message": "", "lastTransitionTime": time.Now().UTC().Format(time.RFC3339),
-		}}, "status", "conditions"))
-		_, err = kube.Resource(nodePools).UpdateStatus(ctx, np, metav1.UpdateOptions{})
-		require.NoError(t, err)
+		require.Eventually(t, func() bool {
+			np, err := kube.Resource(nodePools).Get(ctx, pool, metav1.GetOptions{})
+			if err != nil {
+				return false
+			}
+			conditions, _, _ := unstructured.NestedSlice(np.Object, "status", "conditions")
+			for _, c := range conditions {
+				if m, _ := c.(map[string]any); m["type"] == "Ready" && m["status"] == "True" {
+					return true
+				}
+			}
+			return false
+		}, time.Minute, 250*time.Millisecond, "Karpenter reports NodePool %s Ready", pool)
 	}
 
-	// The operator's command itself, as a team runs it: built from cmd/gpuci, reading the
-	// repository's stack file and this API server's kubeconfig.
-	bin := filepath.Join(t.TempDir(), "gpuci")
-	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/gpuci")
-	build.Dir = repoRoot(t)
-	out, err := build.CombinedOutput()
-	require.NoError(t, err, "go build ./cmd/gpuci: %s", out)
-	cmd := exec.CommandContext(ctx, bin, "verify", "--project", repoRoot(t), "--stack", stackName, "--kubeconfig", kubeconfig, "--json")
+	// The operator's command itself, as a team runs it, reading the repository's stack file
+	// and this API server's kubeconfig.
+	cmd := exec.CommandContext(ctx, gpuci, "verify", "--project", repoRoot(t), "--stack", stackName, "--kubeconfig", kubeconfig, "--json")
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	runErr := cmd.Run()
@@ -309,4 +296,14 @@ func verifyHealthyCluster(t *testing.T, ctx context.Context, kubeconfig string, 
 		assert.True(t, c.OK, "%s — %s", c.Name, c.Evidence)
 	}
 	require.NoError(t, runErr, "gpuci verify exits 0 only when every check holds")
+}
+
+// buildGpuci builds the operator's command from cmd/gpuci into dir, as a team installs it.
+func buildGpuci(t *testing.T, ctx context.Context, dir string) string {
+	bin := filepath.Join(dir, "gpuci")
+	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/gpuci")
+	build.Dir = repoRoot(t)
+	out, err := build.CombinedOutput()
+	require.NoError(t, err, "go build ./cmd/gpuci: %s", out)
+	return bin
 }

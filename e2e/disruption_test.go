@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -12,34 +13,38 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 
 	"github.com/luxfi/lux-gpu-ci/internal/wellknown"
 	"github.com/luxfi/lux-gpu-ci/k8s"
 )
 
-// assertJobsSurviveADrain stands in for a managed node group update draining a system node
-// while a container-form runner holds a job there: a runner pod as ARC would create it (the
-// pool's label), Running and Ready on a system node; the API server's eviction API, which a
-// drain uses, and the real disruption controller (kube-controller-manager) with the stack's
-// PodDisruptionBudget. The eviction is refused; a direct delete (ARC ending the job) is not.
-func assertJobsSurviveADrain(t *testing.T, ctx context.Context, restCfg *rest.Config) {
-	core, err := kubernetes.NewForConfig(restCfg)
-	require.NoError(t, err)
+// containerFormRunner is the container-form pool's runner pod, from its scale set's template,
+// placed by the scheduler: on a system node, where that form's runners sit (the job pod gets
+// the GPU node), and running there.
+func containerFormRunner(t tb, ctx context.Context, core kubernetes.Interface, kube dynamic.Interface, systemNodes []string, name string) *corev1.Pod {
 	pods := core.CoreV1().Pods(wellknown.RunnersNamespace)
-	runner, err := pods.Create(ctx, &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "lux-gpu-t4-container-e2e-runner-x", Labels: map[string]string{wellknown.PoolLabel: "gpu-spot-container"}},
-		Spec:       corev1.PodSpec{NodeName: "system-1", Containers: []corev1.Container{{Name: "runner", Image: "runner"}}},
-	}, metav1.CreateOptions{})
+	runner, err := pods.Create(ctx, runnerPod(t, ctx, kube, "lux-gpu-t4-container", name), metav1.CreateOptions{})
 	require.NoError(t, err)
-	defer func() {
-		_ = pods.Delete(context.Background(), runner.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)})
-	}()
-	runner.Status = corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}
-	_, err = pods.UpdateStatus(ctx, runner, metav1.UpdateOptions{})
-	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		runner, err = pods.Get(ctx, runner.Name, metav1.GetOptions{})
+		return err == nil && runner.Status.Phase == corev1.PodRunning
+	}, time.Minute, 250*time.Millisecond, "the container-form runner is scheduled and runs")
+	assert.Contains(t, systemNodes, runner.Spec.NodeName, "a container-form runner sits on a system node")
+	return runner
+}
+
+// assertJobsSurviveADrain stands in for a managed node group update draining a system node
+// while a container-form runner holds a job there: the runner pod as ARC would create it, on
+// its system node; the API server's eviction API, which a drain uses, and the real disruption
+// controller (kube-controller-manager) with the stack's PodDisruptionBudget. The eviction is
+// refused; a direct delete (ARC ending the job) is not.
+func assertJobsSurviveADrain(t *testing.T, ctx context.Context, core kubernetes.Interface, runner *corev1.Pod) {
+	pods := core.CoreV1().Pods(wellknown.RunnersNamespace)
+	require.Equal(t, "gpu-spot-container", runner.Labels[wellknown.PoolLabel], "the runner carries its pool's label")
 
 	// The disruption controller counts the running job.
 	pdbs := core.PolicyV1().PodDisruptionBudgets(wellknown.RunnersNamespace)
@@ -48,9 +53,54 @@ func assertJobsSurviveADrain(t *testing.T, ctx context.Context, restCfg *rest.Co
 		return err == nil && pdb.Status.ObservedGeneration >= pdb.Generation && pdb.Status.CurrentHealthy == 1 && pdb.Status.ExpectedPods == 1
 	}, time.Minute, 500*time.Millisecond, "the disruption controller sees the runner under the stack's budget")
 
-	err = pods.EvictV1(ctx, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: runner.Name, Namespace: wellknown.RunnersNamespace}})
+	err := pods.EvictV1(ctx, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: runner.Name, Namespace: wellknown.RunnersNamespace}})
 	require.Error(t, err, "a drain must not evict a runner that holds a job")
 	assert.True(t, apierrors.IsTooManyRequests(err), "refused by the disruption budget: %v", err)
 	_, err = pods.Get(ctx, runner.Name, metav1.GetOptions{})
 	assert.NoError(t, err, "the runner is still there")
 }
+
+// assertSystemNodesFit: every pod the stack runs outside the GPU nodes was placed by the
+// scheduler on a system node — the controllers (from their releases' Deployments) and a
+// container-form runner — and what they request fits a t3.medium's allocatable. It logs the
+// headroom; EKS's own pods (CoreDNS, kube-proxy, the VPC CNI, the pod identity agent) are not
+// in this API server and need their share of it.
+func assertSystemNodesFit(t *testing.T, ctx context.Context, core kubernetes.Interface, systemNodes []string) {
+	for _, ns := range []string{wellknown.KarpenterNamespace, wellknown.ARCNamespace, wellknown.DevicePluginNamespace} {
+		pods, err := core.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		require.NoError(t, err)
+		for _, p := range pods.Items {
+			assert.NotEmpty(t, p.Spec.NodeName, "%s/%s is scheduled", ns, p.Name)
+		}
+	}
+	for _, name := range systemNodes {
+		node, err := core.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		require.NoError(t, err)
+		pods, err := core.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + name})
+		require.NoError(t, err)
+		cpu, memory := resourceSum(), resourceSum()
+		var names []string
+		for _, p := range pods.Items {
+			if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+				continue
+			}
+			names = append(names, p.Namespace+"/"+p.Name)
+			for _, c := range p.Spec.Containers {
+				cpu.Add(c.Resources.Requests[corev1.ResourceCPU])
+				memory.Add(c.Resources.Requests[corev1.ResourceMemory])
+			}
+		}
+		slices.Sort(names)
+		allocCPU, allocMemory := node.Status.Allocatable[corev1.ResourceCPU], node.Status.Allocatable[corev1.ResourceMemory]
+		t.Logf("system node %s runs %v: requests cpu %s of %s, memory %dMi of %dMi; headroom cpu %dm, memory %dMi",
+			name, names, cpu.String(), allocCPU.String(), memory.Value()>>20, allocMemory.Value()>>20,
+			allocCPU.MilliValue()-cpu.MilliValue(), (allocMemory.Value()-memory.Value())>>20)
+		assert.LessOrEqual(t, cpu.MilliValue(), allocCPU.MilliValue(), "cpu requests fit %s", name)
+		assert.LessOrEqual(t, memory.Value(), allocMemory.Value(), "memory requests fit %s", name)
+		for _, want := range []string{wellknown.KarpenterNamespace + "/karpenter", wellknown.ARCNamespace + "/arc-gha-rs-controller", wellknown.RunnersNamespace + "/lux-gpu-t4-container"} {
+			assert.True(t, slices.ContainsFunc(names, func(n string) bool { return len(n) > len(want) && n[:len(want)] == want }), "%s… runs on %s", want, name)
+		}
+	}
+}
+
+func resourceSum() *resource.Quantity { return resource.NewQuantity(0, resource.DecimalSI) }

@@ -238,7 +238,7 @@ func newHarness(t *testing.T, ctx context.Context, e env, work string) *harness 
 	return h
 }
 
-func repoRoot(t *testing.T) string {
+func repoRoot(t tb) string {
 	dir, err := filepath.Abs("..")
 	require.NoError(t, err)
 	return dir

@@ -61,7 +61,7 @@ func startSystemNodes(t *testing.T, ctx context.Context, kubelet *kubeletStandIn
 
 // runnerPod is the pod ARC's EphemeralRunner controller creates for a job: the scale set's
 // runner template, as the stack's release rendered it into the AutoscalingRunnerSet.
-func runnerPod(t *testing.T, ctx context.Context, kube dynamic.Interface, scaleSet, name string) *corev1.Pod {
+func runnerPod(t tb, ctx context.Context, kube dynamic.Interface, scaleSet, name string) *corev1.Pod {
 	ars, err := kube.Resource(runnerSets).Namespace(wellknown.RunnersNamespace).Get(ctx, scaleSet, metav1.GetOptions{})
 	require.NoError(t, err)
 	tmpl, found, err := unstructured.NestedMap(ars.Object, "spec", "template")
@@ -77,8 +77,9 @@ func runnerPod(t *testing.T, ctx context.Context, kube dynamic.Interface, scaleS
 
 // gpuJobJourney is a runner-form job's way through the real scheduler and the real Karpenter,
 // on the pool gpu-spot (gpuLimit 1, one T4 per node): launched, placed, limited, kept while
-// it works. It ends the job and returns the check that the node was then consolidated.
-func gpuJobJourney(t *testing.T, ctx context.Context, core kubernetes.Interface, kube dynamic.Interface, k *karpenter, systemNodes []string) (consolidated func(t *testing.T)) {
+// it works. It returns the journey's end, to run in the background: the busy node kept past
+// consolidateAfter, then, the job done, consolidated.
+func gpuJobJourney(t *testing.T, ctx context.Context, core kubernetes.Interface, kube dynamic.Interface, k *karpenter, systemNodes []string) (end func(t tb)) {
 	const pool, scaleSet = "gpu-spot", "lux-gpu-t4"
 	pods := core.CoreV1().Pods(wellknown.RunnersNamespace)
 	defer func() {
@@ -97,7 +98,7 @@ func gpuJobJourney(t *testing.T, ctx context.Context, core kubernetes.Interface,
 	require.NotEmpty(t, allowed[corev1.LabelInstanceTypeStable])
 
 	var claim karpv1.NodeClaim
-	var node string
+	var node, instance string
 	start := time.Now()
 	step(t, "a queued job makes Karpenter launch one node of the pool's types and capacity, in a recorded zone", func(t *testing.T) {
 		_, err := pods.Create(ctx, runnerPod(t, ctx, kube, scaleSet, scaleSet+"-e2e-job-1"), metav1.CreateOptions{})
@@ -122,7 +123,7 @@ func gpuJobJourney(t *testing.T, ctx context.Context, core kubernetes.Interface,
 		assert.True(t, strings.HasSuffix(claim.Status.ProviderID, "/"+in.ID), "the NodeClaim is that instance")
 		assert.Equal(t, []string{claim.Labels[corev1.LabelInstanceTypeStable], claim.Labels[karpv1.CapacityTypeLabelKey], claim.Labels[corev1.LabelTopologyZone]},
 			[]string{in.Type, in.CapacityType, in.Zone})
-		node = nodeNameFor(&claim)
+		node, instance = nodeNameFor(&claim), in.ID
 	})
 
 	step(t, "the device plugin lands on the GPU node and on no system node", func(t *testing.T) {
@@ -173,7 +174,7 @@ func gpuJobJourney(t *testing.T, ctx context.Context, core kubernetes.Interface,
 		require.NoError(t, pods.Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}))
 	})
 
-	step(t, "Karpenter will not disrupt the node while its job runs", func(t *testing.T) {
+	return func(t tb) {
 		// Karpenter marks the node consolidatable once consolidateAfter has passed since its
 		// last pod change, and its disruption loop weighs candidates every 10 s
 		// (disruption/controller.go pollingPeriod, v1.14.1). The runner's
@@ -191,25 +192,31 @@ func gpuJobJourney(t *testing.T, ctx context.Context, core kubernetes.Interface,
 		c := poolClaims(t, ctx, kube, pool)
 		require.Len(t, c, 1, "the node stays while its job runs")
 		assert.Nil(t, c[0].DeletionTimestamp, "the node is not being disrupted")
-	})
+		t.Logf("the busy node was kept past consolidateAfter and a disruption poll")
 
-	// The job ends. Karpenter takes ~30 s to consolidate the empty node (consolidateAfter,
-	// its 10 s disruption poll, its 15 s emptiness validation); the caller checks that it
-	// did while the day-2 phases that follow run, which touch no node.
-	require.NoError(t, pods.Delete(ctx, scaleSet+"-e2e-job-1", metav1.DeleteOptions{}))
-	done := time.Now()
-	return func(t *testing.T) {
+		// The job ends: the empty node goes (consolidateAfter, the next disruption poll,
+		// Karpenter's 15 s emptiness validation, termination).
+		require.NoError(t, pods.Delete(ctx, p.Name, metav1.DeleteOptions{}))
+		done := time.Now()
 		require.Eventually(t, func() bool {
 			acct, err := k.account()
-			return err == nil && len(acct.Instances) == 0 && len(poolClaims(t, ctx, kube, pool)) == 0
+			if err != nil || len(poolClaims(t, ctx, kube, pool)) > 0 {
+				return false
+			}
+			for _, in := range acct.Instances {
+				if in.ID == instance {
+					return false
+				}
+			}
+			return true
 		}, 2*time.Minute, 500*time.Millisecond, "the empty node is consolidated and its instance terminated")
-		_, err := core.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		_, err = core.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
 		assert.True(t, err != nil, "the Node is gone")
-		t.Logf("job done → instance terminated within %s (consolidateAfter %s)", time.Since(done).Round(time.Second), e2eConsolidateAfter)
+		t.Logf("job done → instance terminated: %s (consolidateAfter %s)", time.Since(done).Round(time.Second), e2eConsolidateAfter)
 	}
 }
 
-func poolClaims(t *testing.T, ctx context.Context, kube dynamic.Interface, pool string) []karpv1.NodeClaim {
+func poolClaims(t tb, ctx context.Context, kube dynamic.Interface, pool string) []karpv1.NodeClaim {
 	list, err := kube.Resource(nodeClaims).List(ctx, metav1.ListOptions{LabelSelector: karpv1.NodePoolLabelKey + "=" + pool})
 	require.NoError(t, err)
 	var out []karpv1.NodeClaim
@@ -222,7 +229,7 @@ func poolClaims(t *testing.T, ctx context.Context, kube dynamic.Interface, pool 
 }
 
 // podsOn lists a namespace's pods bound to a node (in a phase, when given).
-func podsOn(t *testing.T, ctx context.Context, core kubernetes.Interface, namespace, node string, phase corev1.PodPhase) []string {
+func podsOn(t tb, ctx context.Context, core kubernetes.Interface, namespace, node string, phase corev1.PodPhase) []string {
 	list, err := core.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
 	require.NoError(t, err)
 	var out []string
@@ -237,7 +244,7 @@ func podsOn(t *testing.T, ctx context.Context, core kubernetes.Interface, namesp
 
 // dumpScheduling logs what decides where pods go — nodes (labels, taints, allocatable),
 // DaemonSets, pods that are not running, recent events — when a journey step fails.
-func dumpScheduling(t *testing.T, ctx context.Context, core kubernetes.Interface) {
+func dumpScheduling(t tb, ctx context.Context, core kubernetes.Interface) {
 	if nodes, err := core.CoreV1().Nodes().List(ctx, metav1.ListOptions{}); err == nil {
 		for _, n := range nodes.Items {
 			t.Logf("node %s labels=%v taints=%v allocatable=%v", n.Name, n.Labels, n.Spec.Taints, n.Status.Allocatable)

@@ -169,7 +169,7 @@ func (k *karpenter) account() (karpenterAccount, error) {
 }
 
 // interrupt puts EC2's spot interruption warning for the instance on the queue.
-func (k *karpenter) interrupt(t *testing.T, instanceID string) {
+func (k *karpenter) interrupt(t tb, instanceID string) {
 	resp, err := http.Post("http://"+k.control+"/interrupt?instance="+instanceID, "", nil)
 	require.NoError(t, err)
 	defer resp.Body.Close()
@@ -198,4 +198,16 @@ func assertAccountEmpty(t *testing.T, k *karpenter) {
 	assert.Empty(t, acct.Instances, "no instance left")
 	assert.Empty(t, acct.LaunchTemplates, "no launch template left")
 	assert.Empty(t, acct.InstanceProfiles, "no instance profile left")
+}
+
+// logLines are Karpenter's log lines that mention s.
+func (k *karpenter) logLines(s string) string {
+	raw, _ := os.ReadFile(k.logPath)
+	var out []string
+	for _, l := range strings.Split(string(raw), "\n") {
+		if strings.Contains(l, s) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }

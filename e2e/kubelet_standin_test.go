@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 	karpv1 "sigs.k8s.io/karpenter/pkg/apis/v1"
 
 	"github.com/luxfi/lux-gpu-ci/internal/wellknown"
@@ -102,7 +103,7 @@ func (k *kubeletStandIn) Run(ctx context.Context) {
 		}
 		select {
 		case <-ctx.Done():
-		case <-time.After(300 * time.Millisecond):
+		case <-time.After(500 * time.Millisecond):
 		}
 	}
 }
@@ -122,7 +123,10 @@ func (k *kubeletStandIn) registerGPUNodes(ctx context.Context) {
 	}
 	for _, u := range list.Items {
 		var nc karpv1.NodeClaim
-		if runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &nc) != nil || nc.Status.ProviderID == "" || nc.DeletionTimestamp != nil {
+		// Karpenter writes the instance's ID and its capacity once it is launched; a kubelet
+		// starts only then (it reads its capacity from the machine, here from the NodeClaim).
+		if runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &nc) != nil || nc.Status.ProviderID == "" ||
+			nc.Status.Allocatable.Pods().IsZero() || nc.DeletionTimestamp != nil {
 			continue
 		}
 		node, ok := byProvider[nc.Status.ProviderID]
@@ -130,11 +134,16 @@ func (k *kubeletStandIn) registerGPUNodes(ctx context.Context) {
 			_ = k.register(ctx, &nc)
 			continue
 		}
-		// The device plugin runs there: the kubelet now reports the GPUs.
+		// The kubelet's status: the machine's capacity (written again if a first write lost a
+		// race with a controller), and the GPUs once the device plugin runs there.
 		want := nc.Status.Capacity[wellknown.GPUResource]
-		if have := node.Status.Allocatable[wellknown.GPUResource]; !want.IsZero() && have.IsZero() && k.devicePluginRunsOn(ctx, node.Name) {
-			capacity, allocatable := node.Status.Capacity.DeepCopy(), node.Status.Allocatable.DeepCopy()
-			capacity[wellknown.GPUResource], allocatable[wellknown.GPUResource] = want, want
+		have := node.Status.Allocatable[wellknown.GPUResource]
+		gpus := !want.IsZero() && have.IsZero() && k.devicePluginRunsOn(ctx, node.Name)
+		if node.Status.Allocatable.Pods().IsZero() || gpus {
+			capacity, allocatable := machineCapacity(&nc)
+			if gpus || !have.IsZero() {
+				capacity[wellknown.GPUResource], allocatable[wellknown.GPUResource] = want, want
+			}
 			_ = k.ready(ctx, node, capacity, allocatable)
 		}
 	}
@@ -157,10 +166,17 @@ func (k *kubeletStandIn) register(ctx context.Context, nc *karpv1.NodeClaim) err
 	if err != nil {
 		return err
 	}
-	capacity, allocatable := nc.Status.Capacity.DeepCopy(), nc.Status.Allocatable.DeepCopy()
+	capacity, allocatable := machineCapacity(nc)
+	return k.ready(ctx, created, capacity, allocatable)
+}
+
+// machineCapacity is what a kubelet reports before any device plugin registers: the
+// instance type's capacity as Karpenter computed it, without the GPUs.
+func machineCapacity(nc *karpv1.NodeClaim) (capacity, allocatable corev1.ResourceList) {
+	capacity, allocatable = nc.Status.Capacity.DeepCopy(), nc.Status.Allocatable.DeepCopy()
 	delete(capacity, wellknown.GPUResource)
 	delete(allocatable, wellknown.GPUResource)
-	return k.ready(ctx, created, capacity, allocatable)
+	return capacity, allocatable
 }
 
 // nodeNameFor names a GPU node after its instance, as EKS names nodes after the instance's
@@ -176,13 +192,20 @@ func nodeNameFor(nc *karpv1.NodeClaim) string {
 }
 
 func (k *kubeletStandIn) ready(ctx context.Context, node *corev1.Node, capacity, allocatable corev1.ResourceList) error {
-	now := metav1.Now()
-	node.Status.Capacity, node.Status.Allocatable = capacity, allocatable
-	node.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",
-		LastHeartbeatTime: now, LastTransitionTime: now}}
-	node.Status.NodeInfo = corev1.NodeSystemInfo{KubeletVersion: "v1.35.0", OperatingSystem: "linux", Architecture: "amd64", ContainerRuntimeVersion: "containerd://2.1.0"}
-	_, err := k.core.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{})
-	return err
+	nodes := k.core.CoreV1().Nodes()
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		n, err := nodes.Get(ctx, node.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		now := metav1.Now()
+		n.Status.Capacity, n.Status.Allocatable = capacity, allocatable
+		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",
+			LastHeartbeatTime: now, LastTransitionTime: now}}
+		n.Status.NodeInfo = corev1.NodeSystemInfo{KubeletVersion: "v1.35.0", OperatingSystem: "linux", Architecture: "amd64", ContainerRuntimeVersion: "containerd://2.1.0"}
+		_, err = nodes.UpdateStatus(ctx, n, metav1.UpdateOptions{})
+		return err
+	})
 }
 
 // heartbeat renews each node's Lease, as the kubelet does every 10 s (a quarter of the

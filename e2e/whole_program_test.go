@@ -14,6 +14,7 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/auto/optup"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
@@ -84,10 +85,6 @@ func TestWholeProgram(t *testing.T) {
 		t.Run("images come through the cache, inside AWS", func(t *testing.T) { assertImagePath(t, ctx, up.Outputs, resources, kube) })
 	})
 
-	step(t, "gpuci verify against the API server", func(t *testing.T) {
-		verifyHealthyCluster(t, ctx, filepath.Join(e.clusterDir, "kubeconfig"), restCfg, kube)
-	})
-
 	// From here on nodes exist and pods run: the system node group's nodes, and the real
 	// Karpenter over a fake AWS seeded with what the program created.
 	core, err := kubernetes.NewForConfig(restCfg)
@@ -97,13 +94,32 @@ func TestWholeProgram(t *testing.T) {
 	_, resources := h.state(t, ctx)
 	systemNodes := startSystemNodes(t, ctx, kubelet, resources)
 	karp := startKarpenter(t, ctx, core, filepath.Join(e.clusterDir, "kubeconfig"), work, resources)
+	gpuci := buildGpuci(t, ctx, work)
 
-	var consolidated func(t *testing.T)
-	step(t, "a GPU job through the real scheduler and the real Karpenter", func(t *testing.T) {
-		consolidated = gpuJobJourney(t, ctx, core, kube, karp, systemNodes)
+	step(t, "gpuci verify against the API server", func(t *testing.T) {
+		verifyHealthyCluster(t, ctx, gpuci, filepath.Join(e.clusterDir, "kubeconfig"), restCfg, kube)
 	})
 
-	step(t, "a system-node drain cannot evict a running container-form job", func(t *testing.T) { assertJobsSurviveADrain(t, ctx, restCfg) })
+	var runner *corev1.Pod
+	step(t, "a container-form runner is placed on a system node, and every system pod fits the t3.medium", func(t *testing.T) {
+		runner = containerFormRunner(t, ctx, core, kube, systemNodes, "lux-gpu-t4-container-e2e-runner-x")
+		assertSystemNodesFit(t, ctx, core, systemNodes)
+	})
+	step(t, "a system-node drain cannot evict a running container-form job", func(t *testing.T) {
+		assertJobsSurviveADrain(t, ctx, core, runner)
+		require.NoError(t, core.CoreV1().Pods(runner.Namespace).Delete(ctx, runner.Name, metav1.DeleteOptions{}), "ARC ends the job")
+	})
+
+	var journeyEnd func(t tb)
+	step(t, "a GPU job through the real scheduler and the real Karpenter", func(t *testing.T) {
+		journeyEnd = gpuJobJourney(t, ctx, core, kube, karp, systemNodes)
+	})
+
+	// What waits on Karpenter's timers runs while the next phases (which touch no node) run.
+	ending := runInBackground(journeyEnd)
+	interrupted := runInBackground(func(t tb) {
+		spotInterruption(t, ctx, core, kube, karp, gpuci, filepath.Join(e.clusterDir, "kubeconfig"), systemNodes)
+	})
 
 	step(t, "preview after up: no changes", func(t *testing.T) {
 		_, err := h.stack.Preview(ctx, optpreview.ExpectNoChanges(), optpreview.SuppressProgress())
@@ -129,7 +145,8 @@ func TestWholeProgram(t *testing.T) {
 	step(t, "bad config: refused before anything is sent", func(t *testing.T) {
 		np, err := kube.Resource(nodePools).Get(ctx, "gpu-spot", metav1.GetOptions{})
 		require.NoError(t, err)
-		before := np.GetResourceVersion()
+		// Its generation counts changes of its spec (Karpenter writes its status all along).
+		before := np.GetGeneration()
 		h.editStackFile(t, func(cfg map[string]any) { setPoolField(t, cfg, "capacityTypes", []any{"preemptible"}) })
 		_, err = h.stack.Up(ctx, optup.SuppressProgress())
 		require.Error(t, err)
@@ -137,11 +154,9 @@ func TestWholeProgram(t *testing.T) {
 		assert.Contains(t, err.Error(), `"preemptible" is not spot or on-demand`)
 		np, err = kube.Resource(nodePools).Get(ctx, "gpu-spot", metav1.GetOptions{})
 		require.NoError(t, err)
-		assert.Equal(t, before, np.GetResourceVersion(), "the NodePool was not touched")
+		assert.Equal(t, before, np.GetGeneration(), "the NodePool was not touched")
 		h.editStackFile(t, func(cfg map[string]any) { setPoolField(t, cfg, "capacityTypes", []any{"spot"}) })
 	})
-
-	step(t, "the GPU job done, Karpenter consolidated its empty node and terminated the instance", func(t *testing.T) { consolidated(t) })
 
 	// Day 2: what would move the zones of a running stack moves nothing, or is refused.
 	step(t, "zones are kept: an earlier zone gains the GPUs and a type only it offers; only the NodePools change", func(t *testing.T) { instanceTypeOfferedElsewhere(t, ctx, h) })
@@ -156,6 +171,9 @@ func TestWholeProgram(t *testing.T) {
 		require.NoError(t, err, "nothing was changed")
 	})
 
+	step(t, "meanwhile, the GPU job's node: kept while it ran, consolidated once it ended, its instance terminated", ending.Wait)
+	step(t, "meanwhile, a container-form job's spot node interrupted: Karpenter records it and takes the node; gpuci doctor names the job from the real events", interrupted.Wait)
+
 	step(t, "a tag added and gpu-spot's images from a snapshot: everything updated in place", func(t *testing.T) { tagsAndSnapshotEdited(t, ctx, h, kube) })
 
 	step(t, "up --replace of ARC's CRD and Karpenter's CRD release: kept and adopted, no scale set or NodePool deleted", func(t *testing.T) { crdReplaced(t, ctx, h, kube, github) })
@@ -165,8 +183,10 @@ func TestWholeProgram(t *testing.T) {
 	step(t, "a pool added, then removed while its runner holds a job", func(t *testing.T) { poolRemovedWhileItsJobRuns(t, ctx, h, kube, github) })
 
 	step(t, "destroy", func(t *testing.T) {
-		_, err := h.stack.Destroy(ctx, optdestroy.SuppressProgress())
+		times := newStepTimes()
+		_, err := h.stack.Destroy(ctx, optdestroy.SuppressProgress(), optdestroy.EventStreams(times.ch))
 		require.NoError(t, err)
+		times.Log(t, 8)
 		_, left := h.state(t, ctx)
 		assert.Empty(t, left, "destroy leaves nothing in the state")
 		assertClusterEmpty(t, ctx, kube)

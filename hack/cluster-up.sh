@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Starts a throwaway Kubernetes control plane on 127.0.0.1 for the e2e tests: etcd,
 # kube-apiserver, kube-controller-manager (its garbage collector and namespace controller
-# finish the foreground deletes `pulumi destroy` issues; its DaemonSet controller places the
-# device plugin; its node lifecycle controller lifts a new node's not-ready taint once its
-# kubelet beats) and kube-scheduler. No kubelet: the e2e registers the nodes and runs the
-# pods with a stand-in (e2e/kubelet_standin_test.go), and deployments are never rolled out,
-# which is why e2e installs Helm releases with helmSkipAwait.
+# finish the foreground deletes `pulumi destroy` issues; its Deployment, ReplicaSet and
+# DaemonSet controllers make the controllers' and the device plugin's pods; its node
+# lifecycle controller lifts a new node's not-ready taint once its kubelet beats) and
+# kube-scheduler. No kubelet: the e2e registers the nodes and runs the pods with a stand-in
+# (e2e/kubelet_standin_test.go), from the first up on; Helm releases install with
+# helmSkipAwait, since no node exists during that up.
 #
 # Usage: hack/cluster-up.sh DIR    writes DIR/kubeconfig, DIR/pids; prints the kubeconfig path
 # Needs the tools of hack/e2e-tools.sh (eval "$(hack/e2e-tools.sh --env)").
@@ -85,7 +86,7 @@ done
 
 "$E2E_KUBE_CONTROLLER_MANAGER" --kubeconfig=kubeconfig \
 	--authentication-kubeconfig=kubeconfig --authorization-kubeconfig=kubeconfig \
-	--controllers=namespace,garbagecollector,serviceaccount,serviceaccount-token,disruption,daemonset,nodelifecycle \
+	--controllers=namespace,garbagecollector,serviceaccount,serviceaccount-token,disruption,daemonset,nodelifecycle,deployment,replicaset \
 	--service-account-private-key-file=sa.key --root-ca-file=ca.crt \
 	--bind-address=127.0.0.1 --secure-port=0 --leader-elect=false >kube-controller-manager.log 2>&1 &
 echo $! >>pids

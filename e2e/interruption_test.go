@@ -1,0 +1,142 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os/exec"
+	"strings"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	karpv1 "sigs.k8s.io/karpenter/pkg/apis/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/luxfi/lux-gpu-ci/internal/wellknown"
+)
+
+// containerJobPod is the pod the runner container hooks (v0.8.1) create for a container-form
+// job: the pool's hook template from its ConfigMap, as the runner mounts it, with the
+// template's "$job" container as the job container (the workflow's container: names its
+// image), named and labelled for its runner as the hooks name and label it.
+func containerJobPod(t tb, ctx context.Context, core kubernetes.Interface, scaleSet, runner string) *corev1.Pod {
+	cm, err := core.CoreV1().ConfigMaps(wellknown.RunnersNamespace).Get(ctx, scaleSet+"-job-pod", metav1.GetOptions{})
+	require.NoError(t, err, "the pool's hook template")
+	var tmpl corev1.PodTemplateSpec
+	require.NoError(t, yaml.Unmarshal([]byte(cm.Data["job-pod.yaml"]), &tmpl))
+	pod := &corev1.Pod{ObjectMeta: tmpl.ObjectMeta, Spec: tmpl.Spec}
+	pod.Name, pod.Namespace = runner[:min(len(runner), 63-len("-workflow"))]+"-workflow", wellknown.RunnersNamespace
+	if pod.Labels == nil {
+		pod.Labels = map[string]string{}
+	}
+	pod.Labels["runner-pod"] = runner
+	pod.Spec.RestartPolicy = corev1.RestartPolicyNever
+	var job bool
+	for i, c := range pod.Spec.Containers {
+		if c.Name == "$job" {
+			pod.Spec.Containers[i].Name, pod.Spec.Containers[i].Image, job = "job", "nvidia/cuda:12.8.1-devel-ubuntu24.04", true
+		}
+	}
+	require.True(t, job, "the hook template has the $job container")
+	return pod
+}
+
+// spotInterruption: a container-form job runs — its runner on a system node, its job pod on a
+// spot GPU node Karpenter launched for it — when AWS announces that the instance will be
+// reclaimed (EC2's interruption warning, in EventBridge's shape, on the stack's queue).
+// Karpenter's own interruption controller reads it, records SpotInterrupted on the Node and
+// takes the node away; gpuci doctor, reading only the events the real controllers emitted
+// (Karpenter's, and the scheduler's Scheduled), names the job pod and so its runner. No event
+// in this test is written by hand. (It runs on the container pool while gpu-spot's empty node
+// is being consolidated.)
+func spotInterruption(t tb, ctx context.Context, core kubernetes.Interface, kube dynamic.Interface, k *karpenter, gpuci, kubeconfig string, systemNodes []string) {
+	const pool, scaleSet = "gpu-spot-container", "lux-gpu-t4-container"
+	pods := core.CoreV1().Pods(wellknown.RunnersNamespace)
+	defer func() {
+		if t.Failed() {
+			dumpScheduling(t, ctx, core)
+			t.Logf("karpenter on the job pod:\n%s", k.logLines(scaleSet+"-e2e-runner-y"))
+		}
+	}()
+	runner := containerFormRunner(t, ctx, core, kube, systemNodes, scaleSet+"-e2e-runner-y")
+	job, err := pods.Create(ctx, containerJobPod(t, ctx, core, scaleSet, runner.Name), metav1.CreateOptions{})
+	require.NoError(t, err)
+	name := job.Name
+	var placed *corev1.Pod
+	require.Eventually(t, func() bool {
+		placed, err = pods.Get(ctx, name, metav1.GetOptions{})
+		return err == nil && placed.Spec.NodeName != "" && placed.Status.Phase == corev1.PodRunning
+	}, time.Minute, 250*time.Millisecond, "the job pod runs on a new spot node of %s", pool)
+	node := placed.Spec.NodeName
+	claims := poolClaims(t, ctx, kube, pool)
+	require.Len(t, claims, 1, "Karpenter launched one node for the job pod")
+	assert.Equal(t, karpv1.CapacityTypeSpot, claims[0].Labels[karpv1.CapacityTypeLabelKey])
+	assert.NotContains(t, systemNodes, node, "the job pod holds a GPU node, not a system node")
+	instance := claims[0].Status.ProviderID[strings.LastIndex(claims[0].Status.ProviderID, "/")+1:]
+
+	k.interrupt(t, instance)
+	require.Eventually(t, func() bool {
+		events, err := core.CoreV1().Events(metav1.NamespaceAll).List(ctx, metav1.ListOptions{FieldSelector: "reason=SpotInterrupted"})
+		if err != nil {
+			return false
+		}
+		for _, e := range events.Items {
+			if e.InvolvedObject.Kind == "Node" && e.InvolvedObject.Name == node {
+				return true
+			}
+		}
+		return false
+	}, time.Minute, 250*time.Millisecond, "Karpenter records SpotInterrupted on %s", node)
+	require.Eventually(t, func() bool {
+		c := poolClaims(t, ctx, kube, pool)
+		return len(c) == 0 || c[0].DeletionTimestamp != nil
+	}, time.Minute, 250*time.Millisecond, "Karpenter takes the interrupted node away")
+
+	cmd := exec.CommandContext(ctx, gpuci, "doctor", "--project", repoRoot(t), "--stack", stackName, "--kubeconfig", kubeconfig, "--json")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	_ = cmd.Run() // doctor exits non-zero when it finds a problem, as here
+	var findings []struct {
+		Symptom  string   `json:"symptom"`
+		Problem  bool     `json:"problem"`
+		Evidence []string `json:"evidence"`
+	}
+	require.NoError(t, json.Unmarshal(stdout.Bytes(), &findings), "gpuci doctor --json: %s%s", stdout.String(), stderr.String())
+	var found bool
+	for _, f := range findings {
+		if f.Symptom != "Jobs failed by spot interruptions" {
+			continue
+		}
+		found = true
+		assert.True(t, f.Problem, "doctor reports the interruption")
+		evidence := strings.Join(f.Evidence, "\n")
+		t.Logf("gpuci doctor: %s:\n%s", f.Symptom, evidence)
+		assert.Contains(t, evidence, "node "+node, "the interrupted node")
+		assert.Contains(t, evidence, name, "the job pod it ended, named for its runner "+runner.Name)
+	}
+	require.True(t, found, "gpuci doctor examines spot interruptions:\n%s", stdout.String())
+
+	// EC2 reclaims the instance two minutes after its warning, and the job's pod goes with it;
+	// the runner fails the job and ARC ends it.
+	require.NoError(t, pods.Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}))
+	require.NoError(t, pods.Delete(ctx, runner.Name, metav1.DeleteOptions{}))
+	require.Eventually(t, func() bool {
+		acct, err := k.account()
+		if err != nil || len(poolClaims(t, ctx, kube, pool)) > 0 {
+			return false
+		}
+		for _, in := range acct.Instances {
+			if in.ID == instance {
+				return false
+			}
+		}
+		return true
+	}, time.Minute, 500*time.Millisecond, "the interrupted node and its instance are gone")
+}
