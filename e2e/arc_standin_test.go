@@ -135,7 +135,7 @@ func runARCStandIn(ctx context.Context, kube dynamic.Interface, github *fakeGitH
 	a := arcStandIn{kube: kube, github: github}
 	for ctx.Err() == nil {
 		a.reconcile(ctx)
-		time.Sleep(200 * time.Millisecond) // ARC reacts to watch events; 5 passes a second is as quick for these tests and keeps the API server unloaded
+		time.Sleep(400 * time.Millisecond) // ARC reacts to watch events; this is as quick as these tests need and keeps the API server unloaded
 	}
 }
 

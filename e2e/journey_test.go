@@ -85,6 +85,7 @@ func gpuJobJourney(t *testing.T, ctx context.Context, core kubernetes.Interface,
 	defer func() {
 		if t.Failed() {
 			dumpScheduling(t, ctx, core)
+			t.Logf("karpenter on the jobs:\n%s", k.logLines(scaleSet+"-e2e-job-"))
 		}
 	}()
 	np, err := kube.Resource(nodePools).Get(ctx, pool, metav1.GetOptions{})

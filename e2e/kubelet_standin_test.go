@@ -103,7 +103,7 @@ func (k *kubeletStandIn) Run(ctx context.Context) {
 		}
 		select {
 		case <-ctx.Done():
-		case <-time.After(500 * time.Millisecond):
+		case <-time.After(time.Second):
 		}
 	}
 }
