@@ -79,7 +79,7 @@ func spotInterruption(t tb, ctx context.Context, core kubernetes.Interface, kube
 	require.Len(t, claims, 1, "Karpenter launched one node for the job pod")
 	assert.Equal(t, karpv1.CapacityTypeSpot, claims[0].Labels[karpv1.CapacityTypeLabelKey])
 	assert.NotContains(t, systemNodes, node, "the job pod holds a GPU node, not a system node")
-	instance := claims[0].Status.ProviderID[strings.LastIndex(claims[0].Status.ProviderID, "/")+1:]
+	instance := instanceID(&claims[0])
 
 	k.interrupt(t, instance)
 	require.Eventually(t, func() bool {
@@ -127,16 +127,5 @@ func spotInterruption(t tb, ctx context.Context, core kubernetes.Interface, kube
 	// the runner fails the job and ARC ends it.
 	require.NoError(t, pods.Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}))
 	require.NoError(t, pods.Delete(ctx, runner.Name, metav1.DeleteOptions{}))
-	require.Eventually(t, func() bool {
-		acct, err := k.account()
-		if err != nil || len(poolClaims(t, ctx, kube, pool)) > 0 {
-			return false
-		}
-		for _, in := range acct.Instances {
-			if in.ID == instance {
-				return false
-			}
-		}
-		return true
-	}, time.Minute, 500*time.Millisecond, "the interrupted node and its instance are gone")
+	k.awaitGone(t, ctx, kube, pool, instance, time.Minute, "the interrupted node and its instance are gone")
 }

@@ -199,18 +199,7 @@ func gpuJobJourney(t *testing.T, ctx context.Context, core kubernetes.Interface,
 		// Karpenter's 15 s emptiness validation, termination).
 		require.NoError(t, pods.Delete(ctx, p.Name, metav1.DeleteOptions{}))
 		done := time.Now()
-		require.Eventually(t, func() bool {
-			acct, err := k.account()
-			if err != nil || len(poolClaims(t, ctx, kube, pool)) > 0 {
-				return false
-			}
-			for _, in := range acct.Instances {
-				if in.ID == instance {
-					return false
-				}
-			}
-			return true
-		}, 2*time.Minute, 500*time.Millisecond, "the empty node is consolidated and its instance terminated")
+		k.awaitGone(t, ctx, kube, pool, instance, 2*time.Minute, "the empty node is consolidated and its instance terminated")
 		_, err = core.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
 		assert.True(t, err != nil, "the Node is gone")
 		t.Logf("job done → instance terminated: %s (consolidateAfter %s)", time.Since(done).Round(time.Second), e2eConsolidateAfter)

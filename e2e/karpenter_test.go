@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/luxfi/lux-gpu-ci/internal/testsupport/fakeaws"
@@ -210,4 +211,21 @@ func (k *karpenter) logLines(s string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// awaitGone waits until Karpenter has removed the pool's NodeClaims and the instance is
+// terminated in the fake account.
+func (k *karpenter) awaitGone(t tb, ctx context.Context, kube dynamic.Interface, pool, instance string, timeout time.Duration, msg string) {
+	require.Eventually(t, func() bool {
+		acct, err := k.account()
+		if err != nil || len(poolClaims(t, ctx, kube, pool)) > 0 {
+			return false
+		}
+		for _, in := range acct.Instances {
+			if in.ID == instance {
+				return false
+			}
+		}
+		return true
+	}, timeout, 500*time.Millisecond, msg)
 }

@@ -5,7 +5,7 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"sync"
+	"strings"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -41,9 +41,6 @@ import (
 type kubeletStandIn struct {
 	core kubernetes.Interface
 	kube dynamic.Interface
-
-	mu     sync.Mutex
-	system []*corev1.Node
 }
 
 // systemNodeCapacity is what a t3.medium registers in EKS (AL2023, the VPC CNI's 17 pods):
@@ -82,13 +79,7 @@ func (k *kubeletStandIn) AddSystemNode(ctx context.Context, name, zone string, l
 	if err != nil {
 		return err
 	}
-	if err := k.ready(ctx, created, systemNodeCapacity.capacity, systemNodeCapacity.allocatable); err != nil {
-		return err
-	}
-	k.mu.Lock()
-	k.system = append(k.system, created)
-	k.mu.Unlock()
-	return nil
+	return k.ready(ctx, created, systemNodeCapacity.capacity, systemNodeCapacity.allocatable)
 }
 
 // Run reconciles until ctx ends.
@@ -182,13 +173,13 @@ func machineCapacity(nc *karpv1.NodeClaim) (capacity, allocatable corev1.Resourc
 // nodeNameFor names a GPU node after its instance, as EKS names nodes after the instance's
 // private DNS name.
 func nodeNameFor(nc *karpv1.NodeClaim) string {
-	id := nc.Status.ProviderID
-	for i := len(id) - 1; i >= 0; i-- {
-		if id[i] == '/' {
-			return "ip-" + id[i+1:]
-		}
-	}
-	return "ip-" + nc.Name
+	return "ip-" + instanceID(nc)
+}
+
+// instanceID is the EC2 instance of a launched NodeClaim (its provider ID is
+// aws:///<zone>/<instance>).
+func instanceID(nc *karpv1.NodeClaim) string {
+	return nc.Status.ProviderID[strings.LastIndex(nc.Status.ProviderID, "/")+1:]
 }
 
 func (k *kubeletStandIn) ready(ctx context.Context, node *corev1.Node, capacity, allocatable corev1.ResourceList) error {
