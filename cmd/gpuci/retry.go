@@ -14,8 +14,8 @@ import (
 	"github.com/luxfi/lux-gpu-ci/config"
 )
 
-// runRetry re-runs a completed workflow run's failed jobs once when every one of them lost
-// one of the stack's runners (see cmd/gpuci/internal/retry). The token is GITHUB_TOKEN (a workflow's
+// runRetry re-runs, once each, the failed jobs of a completed workflow run that lost one of
+// the stack's runners (see cmd/gpuci/internal/retry). The token is GITHUB_TOKEN (a workflow's
 // own, with actions: write); GITHUB_API_URL points at GitHub Enterprise Server when set.
 func runRetry(args []string) error {
 	fs := flag.NewFlagSet("retry", flag.ExitOnError)
@@ -88,14 +88,14 @@ func runRetry(args []string) error {
 		}
 	} else {
 		for _, j := range d.Failed {
-			fmt.Printf("job %d %q on %s: interrupted=%t (%s)\n", j.ID, j.Name, j.Runner, j.Interrupted, j.Evidence)
+			fmt.Printf("job %d %q (attempt %d) on %s: interrupted=%t (%s)\n", j.ID, j.Name, j.Attempt, j.Runner, j.Interrupted, j.Evidence)
 		}
 		fmt.Printf("run %d attempt %d: %s\n", d.RunID, d.Attempt, d.Reason)
 	}
-	if *dryRun || !d.Rerun {
+	if *dryRun || d.Method == "" {
 		return nil
 	}
-	progress.step("re-running the failed jobs of run %d", *runID)
+	progress.step("re-running %v of run %d (%s)", d.Rerun, *runID, d.Method)
 	return r.Apply(ctx, d)
 }
 

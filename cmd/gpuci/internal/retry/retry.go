@@ -1,7 +1,14 @@
-// Package retry decides whether a completed workflow run failed because one of this stack's
-// runners was lost (a spot interruption, a node gone) and, if so, re-runs its failed jobs
-// once. It talks to GitHub through go-github; the decision is a value the caller can print
-// (--dry-run, --json) before anything is changed.
+// Package retry decides which failed jobs of a completed workflow run failed because one of
+// this stack's runners was lost (a spot interruption, a node gone) and re-runs exactly those,
+// each once. It talks to GitHub through go-github; the decision is a value the caller can
+// print (--dry-run, --json) before anything is changed.
+//
+// GitHub re-runs one set of jobs per attempt and refuses another re-run while an attempt runs
+// (403). So when every failed job was interrupted, one rerun-failed-jobs re-runs them all;
+// when some failed by themselves, one interrupted job is re-run (GitHub's per-job re-run,
+// which takes its dependents along), and the next interrupted one when that attempt
+// completes and the caller runs again on its completed event. A job is re-run at most once: a
+// job with an execution before its latest has been re-run already, by us or by hand.
 package retry
 
 import (
@@ -26,11 +33,15 @@ var LostRunner = []string{
 // ErrInProgress is returned when the run is not completed: GitHub refuses a re-run then.
 var ErrInProgress = errors.New("the run is still in progress")
 
-// Job is one failed job and what was concluded about it.
+// Job is one failed job (its latest execution) and what was concluded about it.
 type Job struct {
 	ID     int64  `json:"id"`
 	Name   string `json:"name"`
 	Runner string `json:"runner"`
+	// Attempt is the run attempt of this execution of the job.
+	Attempt int64 `json:"attempt"`
+	// Executions counts the job's executions in the run: more than one, it was re-run before.
+	Executions int `json:"executions"`
 	// Interrupted: its runner was one of ours and was lost to a spot interruption while the
 	// job ran (the cluster's evidence, or GitHub's where the cluster cannot tell).
 	Interrupted bool `json:"interrupted"`
@@ -41,15 +52,30 @@ type Job struct {
 	started, completed time.Time
 }
 
+// retryable: interrupted on the job's only execution so far.
+func (j Job) retryable() bool { return j.Interrupted && j.Executions == 1 }
+
+// How a decision re-runs.
+const (
+	// RerunFailedJobs re-runs every failed job of the run (and their dependents) in one attempt.
+	RerunFailedJobs = "rerun-failed-jobs"
+	// RerunJob re-runs one job (and its dependents): the jobs that failed by themselves stay failed.
+	RerunJob = "rerun-job"
+)
+
 // Decision is what Decide found and what Apply will do.
 type Decision struct {
 	Repo    string `json:"repo"`
 	RunID   int64  `json:"runId"`
 	Attempt int    `json:"attempt"`
 	Failed  []Job  `json:"failedJobs"`
-	// Rerun: re-run the run's failed jobs (every failed job was interrupted).
-	Rerun  bool   `json:"rerun"`
-	Reason string `json:"reason"`
+	// Method is how Apply re-runs (RerunFailedJobs or RerunJob); "" re-runs nothing.
+	Method string `json:"method,omitempty"`
+	// Rerun are the IDs of the jobs Apply re-runs now.
+	Rerun []int64 `json:"rerun,omitempty"`
+	// Next are interrupted jobs left for when the re-run attempt completes.
+	Next   []int64 `json:"next,omitempty"`
+	Reason string  `json:"reason"`
 }
 
 // Retrier reads runs and re-runs them in one repository.
@@ -84,7 +110,8 @@ func (r Retrier) ours(runner string) bool {
 	return false
 }
 
-// Decide reads the run, its jobs of the latest attempt and their annotations.
+// Decide reads the run and every execution of its jobs, and decides which failed jobs to
+// re-run.
 func (r Retrier) Decide(ctx context.Context, runID int64) (Decision, error) {
 	d := Decision{Repo: r.Owner + "/" + r.Repo, RunID: runID}
 	run, _, err := r.Client.Actions.GetWorkflowRunByID(ctx, r.Owner, r.Repo, runID)
@@ -93,7 +120,8 @@ func (r Retrier) Decide(ctx context.Context, runID int64) (Decision, error) {
 	}
 	d.Attempt = run.GetRunAttempt()
 	if run.GetStatus() != "completed" && d.Attempt > 1 {
-		// Re-run already, by us or by hand: nothing to do, and no error (idempotent).
+		// Re-run already, by us or by hand: nothing to do, and no error (idempotent). Its own
+		// completed event is the time to look again.
 		d.Reason = fmt.Sprintf("attempt %d is %s: already re-run", d.Attempt, run.GetStatus())
 		return d, nil
 	}
@@ -104,39 +132,81 @@ func (r Retrier) Decide(ctx context.Context, runID int64) (Decision, error) {
 		d.Reason = fmt.Sprintf("run concluded %s: nothing to re-run", run.GetConclusion())
 		return d, nil
 	}
-	for job, err := range r.Client.Actions.ListWorkflowJobsAttemptIter(ctx, r.Owner, r.Repo, runID, int64(d.Attempt), &github.ListOptions{PerPage: 100}) {
-		if err != nil {
-			return d, fmt.Errorf("listing jobs of run %d attempt %d: %w", runID, d.Attempt, err)
-		}
-		if job.GetConclusion() != "failure" {
-			continue
-		}
-		j := Job{ID: job.GetID(), Name: job.GetName(), Runner: job.GetRunnerName(), started: job.GetStartedAt().Time, completed: job.GetCompletedAt().Time}
+	latest, err := r.latestExecutions(ctx, runID)
+	if err != nil {
+		return d, err
+	}
+	for _, j := range latest {
 		if err := r.judge(ctx, &j); err != nil {
 			return d, err
 		}
 		d.Failed = append(d.Failed, j)
 	}
+	var retry []int64
 	interrupted := 0
 	for _, j := range d.Failed {
 		if j.Interrupted {
 			interrupted++
 		}
+		if j.retryable() {
+			retry = append(retry, j.ID)
+		}
 	}
 	switch {
 	case interrupted == 0:
 		d.Reason = "no failed job lost one of this stack's runners"
-	case d.Attempt > 1:
-		d.Reason = fmt.Sprintf("attempt %d: interrupted jobs are re-run once, on the first attempt only", d.Attempt)
-	case interrupted < len(d.Failed):
-		// Re-running would re-run the jobs that failed by themselves too, and the run
-		// stays red for their reasons.
-		d.Reason = fmt.Sprintf("%d of %d failed jobs failed by themselves: not re-run", len(d.Failed)-interrupted, len(d.Failed))
+	case len(retry) == 0:
+		d.Reason = fmt.Sprintf("the %d interrupted job(s) were re-run once already: not again", interrupted)
+	case len(retry) == len(d.Failed):
+		d.Method, d.Rerun = RerunFailedJobs, retry
+		d.Reason = fmt.Sprintf("all %d failed jobs lost one of this stack's runners: re-run failed jobs (attempt %d)", len(retry), d.Attempt+1)
 	default:
-		d.Rerun = true
-		d.Reason = fmt.Sprintf("all %d failed jobs lost one of this stack's runners: re-run failed jobs (attempt %d)", interrupted, d.Attempt+1)
+		// GitHub takes one re-run per completed attempt: one job now, the next on the
+		// completed event of the attempt this starts.
+		d.Method, d.Rerun, d.Next = RerunJob, retry[:1], retry[1:]
+		d.Reason = fmt.Sprintf("re-run job %d (attempt %d), which lost one of this stack's runners; %d failed job(s) not re-run (failed by themselves or re-run once already)", retry[0], d.Attempt+1, len(d.Failed)-len(retry))
+		if len(d.Next) > 0 {
+			d.Reason += fmt.Sprintf("; %d more interrupted job(s) after that attempt completes", len(d.Next))
+		}
 	}
 	return d, nil
+}
+
+// latestExecutions lists every execution of the run's jobs (filter=all) and returns, for
+// each job that failed in its latest execution, that execution and how many the job had. A
+// job is known by its name (unique in a run, matrix values included); an execution by its ID.
+func (r Retrier) latestExecutions(ctx context.Context, runID int64) ([]Job, error) {
+	type job struct {
+		latest *github.WorkflowJob
+		ids    map[int64]bool
+	}
+	byName := map[string]*job{}
+	var order []string
+	for wj, err := range r.Client.Actions.ListWorkflowJobsIter(ctx, r.Owner, r.Repo, runID, &github.ListWorkflowJobsOptions{Filter: "all", ListOptions: github.ListOptions{PerPage: 100}}) {
+		if err != nil {
+			return nil, fmt.Errorf("listing the jobs of run %d: %w", runID, err)
+		}
+		j := byName[wj.GetName()]
+		if j == nil {
+			j = &job{ids: map[int64]bool{}}
+			byName[wj.GetName()] = j
+			order = append(order, wj.GetName())
+		}
+		j.ids[wj.GetID()] = true
+		if j.latest == nil || wj.GetRunAttempt() > j.latest.GetRunAttempt() {
+			j.latest = wj
+		}
+	}
+	var failed []Job
+	for _, name := range order {
+		wj := byName[name].latest
+		if wj.GetConclusion() != "failure" {
+			continue
+		}
+		failed = append(failed, Job{ID: wj.GetID(), Name: wj.GetName(), Runner: wj.GetRunnerName(), Attempt: wj.GetRunAttempt(),
+			Executions: len(byName[name].ids), started: wj.GetStartedAt().Time, completed: wj.GetCompletedAt().Time})
+	}
+	return failed, nil
 }
 
 // judge decides whether a failed job was interrupted, and records which evidence decided:
@@ -155,6 +225,7 @@ func (r Retrier) judge(ctx context.Context, j *Job) error {
 		switch {
 		case interrupted:
 			j.Interrupted, j.Evidence = true, cluster
+			j.noteRerun()
 			return nil
 		case known:
 			j.Evidence = cluster + ": failed by itself (a lost-runner annotation is not trusted over the cluster)"
@@ -172,7 +243,15 @@ func (r Retrier) judge(ctx context.Context, j *Job) error {
 	if cluster != "" {
 		j.Evidence += "; " + cluster
 	}
+	j.noteRerun()
 	return nil
+}
+
+// noteRerun adds to an interrupted job's evidence that it is not re-run twice.
+func (j *Job) noteRerun() {
+	if j.Interrupted && j.Executions > 1 {
+		j.Evidence += fmt.Sprintf("; re-run once already (%d executions): not again", j.Executions)
+	}
 }
 
 // lostRunner returns the annotation that says the job's runner was lost, or "".
@@ -191,19 +270,30 @@ func (r Retrier) lostRunner(ctx context.Context, jobID int64) (string, error) {
 	return "", nil
 }
 
-// Apply re-runs the run's failed jobs if the decision says so. A run already re-run by
-// someone else is in progress: GitHub answers 403, reported as ErrInProgress.
+// Apply re-runs what the decision says. A run already re-run by someone else is in progress:
+// GitHub answers 403, reported as ErrInProgress.
 func (r Retrier) Apply(ctx context.Context, d Decision) error {
-	if !d.Rerun {
+	var resp *github.Response
+	var err error
+	switch d.Method {
+	case "":
 		return nil
+	case RerunFailedJobs:
+		resp, err = r.Client.Actions.RerunFailedJobsByID(ctx, r.Owner, r.Repo, d.RunID)
+	case RerunJob:
+		if len(d.Rerun) != 1 {
+			return fmt.Errorf("run %d: %s re-runs one job, not %v", d.RunID, RerunJob, d.Rerun)
+		}
+		resp, err = r.Client.Actions.RerunJobByID(ctx, r.Owner, r.Repo, d.Rerun[0])
+	default:
+		return fmt.Errorf("run %d: unknown re-run method %q", d.RunID, d.Method)
 	}
-	resp, err := r.Client.Actions.RerunFailedJobsByID(ctx, r.Owner, r.Repo, d.RunID)
 	if err != nil {
 		// GitHub's 403 for a run that is running again ("This workflow is already running").
 		if resp != nil && resp.StatusCode == http.StatusForbidden && strings.Contains(err.Error(), "already running") {
 			return fmt.Errorf("run %d: %w (re-run already started?): %v", d.RunID, ErrInProgress, err)
 		}
-		return fmt.Errorf("re-running failed jobs of run %d: %w", d.RunID, err)
+		return fmt.Errorf("re-running %v of run %d (%s): %w", d.Rerun, d.RunID, d.Method, err)
 	}
 	return nil
 }

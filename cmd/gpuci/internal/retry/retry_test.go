@@ -1,7 +1,8 @@
 package retry_test
 
 // The retry decision against a fake GitHub REST API (httptest) answering with payloads shaped
-// like GitHub's: a run, its jobs of one attempt, a job's annotations, the re-run endpoint.
+// like GitHub's: a run, every execution of its jobs, a job's annotations, the two re-run
+// endpoints (the run's failed jobs, one job).
 
 import (
 	"context"
@@ -10,6 +11,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -23,12 +25,14 @@ import (
 
 const runID = 9001
 
+// fakeJob is one execution of a job: attempt 0 is the first (1).
 type fakeJob struct {
 	id          int64
 	name        string
 	conclusion  string
 	runner      string
 	annotations []string
+	attempt     int64
 }
 
 // The jobs' times as GitHub reports them.
@@ -37,13 +41,14 @@ var (
 	jobCompleted = time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
 )
 
-// fakeGitHub serves one run of luxfi/app; it counts re-run requests.
+// fakeGitHub serves one run of luxfi/app; it records re-run requests.
 type fakeGitHub struct {
 	status, conclusion string
 	attempt            int
 	jobs               []fakeJob
-	rerunStatus        int // answer to rerun-failed-jobs (0: 201)
-	reruns             int
+	rerunStatus        int // answer to both re-runs (0: 201)
+	reruns             int // rerun-failed-jobs requests
+	jobReruns          []int64
 }
 
 func (f *fakeGitHub) serve(t *testing.T) *github.Client {
@@ -55,11 +60,11 @@ func (f *fakeGitHub) serve(t *testing.T) *github.Client {
 	mux.HandleFunc("GET /repos/luxfi/app/actions/runs/{run}", func(w http.ResponseWriter, r *http.Request) {
 		write(w, map[string]any{"id": runID, "name": "CUDA", "status": f.status, "conclusion": f.conclusion, "run_attempt": f.attempt, "event": "push"})
 	})
-	mux.HandleFunc("GET /repos/luxfi/app/actions/runs/{run}/attempts/{attempt}/jobs", func(w http.ResponseWriter, r *http.Request) {
-		assert.Equal(t, fmt.Sprint(f.attempt), r.PathValue("attempt"), "the latest attempt's jobs")
+	mux.HandleFunc("GET /repos/luxfi/app/actions/runs/{run}/jobs", func(w http.ResponseWriter, r *http.Request) {
+		assert.Equal(t, "all", r.URL.Query().Get("filter"), "every execution, not only the latest attempt's")
 		var jobs []map[string]any
 		for _, j := range f.jobs {
-			jobs = append(jobs, map[string]any{"id": j.id, "run_id": runID, "run_attempt": f.attempt, "name": j.name, "status": "completed", "conclusion": j.conclusion,
+			jobs = append(jobs, map[string]any{"id": j.id, "run_id": runID, "run_attempt": max(j.attempt, 1), "name": j.name, "status": "completed", "conclusion": j.conclusion,
 				"labels": []string{"lux-gpu-t4"}, "runner_name": j.runner, "runner_group_name": "Default",
 				"started_at": jobStarted.Format(time.RFC3339), "completed_at": jobCompleted.Format(time.RFC3339)})
 		}
@@ -76,8 +81,7 @@ func (f *fakeGitHub) serve(t *testing.T) *github.Client {
 		}
 		write(w, out)
 	})
-	mux.HandleFunc("POST /repos/luxfi/app/actions/runs/{run}/rerun-failed-jobs", func(w http.ResponseWriter, r *http.Request) {
-		f.reruns++
+	answer := func(w http.ResponseWriter) {
 		if f.rerunStatus != 0 {
 			w.WriteHeader(f.rerunStatus)
 			write(w, map[string]any{"message": "This workflow is already running", "documentation_url": "https://docs.github.com/rest"})
@@ -85,6 +89,16 @@ func (f *fakeGitHub) serve(t *testing.T) *github.Client {
 		}
 		w.WriteHeader(http.StatusCreated)
 		write(w, map[string]any{})
+	}
+	mux.HandleFunc("POST /repos/luxfi/app/actions/runs/{run}/rerun-failed-jobs", func(w http.ResponseWriter, r *http.Request) {
+		f.reruns++
+		answer(w)
+	})
+	mux.HandleFunc("POST /repos/luxfi/app/actions/jobs/{job}/rerun", func(w http.ResponseWriter, r *http.Request) {
+		id, err := strconv.ParseInt(r.PathValue("job"), 10, 64)
+		require.NoError(t, err)
+		f.jobReruns = append(f.jobReruns, id)
+		answer(w)
 	})
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
@@ -99,6 +113,7 @@ const (
 	lost     = "The self-hosted runner: lux-gpu-t4-7xk2p-runner-abcde lost communication with the server. Verify the machine is running and has a healthy network connection."
 	ourA     = "lux-gpu-t4-7xk2p-runner-abcde"
 	ourB     = "lux-gpu-t4-7xk2p-runner-fghij"
+	ourC     = "lux-gpu-t4-7xk2p-runner-klmno"
 )
 
 func decideAndApply(t *testing.T, f *fakeGitHub) (retry.Decision, error) {
@@ -113,14 +128,16 @@ func decideAndApply(t *testing.T, f *fakeGitHub) (retry.Decision, error) {
 
 func TestInterruptedJobsAreRerunOnce(t *testing.T) {
 	f := &fakeGitHub{status: "completed", conclusion: "failure", attempt: 1, jobs: []fakeJob{
-		{1, "lint", "success", "GitHub Actions 2", nil},
-		{2, "cuda (12.9)", "failure", ourA, []string{shutdown}},
-		{3, "cuda (13.0)", "failure", ourB, []string{lost}},
+		{1, "lint", "success", "GitHub Actions 2", nil, 1},
+		{2, "cuda (12.9)", "failure", ourA, []string{shutdown}, 1},
+		{3, "cuda (13.0)", "failure", ourB, []string{lost}, 1},
 	}}
 	d, err := decideAndApply(t, f)
 	require.NoError(t, err)
-	assert.True(t, d.Rerun, d.Reason)
-	assert.Equal(t, 1, f.reruns, "one re-run of the failed jobs")
+	assert.Equal(t, retry.RerunFailedJobs, d.Method, d.Reason)
+	assert.Equal(t, []int64{2, 3}, d.Rerun)
+	assert.Equal(t, 1, f.reruns, "one re-run of the failed jobs, in one attempt")
+	assert.Empty(t, f.jobReruns)
 	require.Len(t, d.Failed, 2)
 	assert.Equal(t, "GitHub annotation: "+shutdown, d.Failed[0].Evidence, "says which evidence decided")
 	assert.Contains(t, d.Reason, "re-run failed jobs (attempt 2)")
@@ -129,31 +146,84 @@ func TestInterruptedJobsAreRerunOnce(t *testing.T) {
 	f.status, f.conclusion, f.attempt = "in_progress", "", 2
 	d, err = decideAndApply(t, f)
 	require.NoError(t, err, "idempotent: a second call is no error")
-	assert.False(t, d.Rerun)
+	assert.Empty(t, d.Method)
 	assert.Equal(t, "attempt 2 is in_progress: already re-run", d.Reason)
 	assert.Equal(t, 1, f.reruns, "idempotent")
+
+	// Attempt 2 completed, and its node was taken again: each job is re-run once, not twice.
+	f.status, f.conclusion = "completed", "failure"
+	f.jobs = append(f.jobs, fakeJob{12, "cuda (12.9)", "failure", ourA + "x", []string{shutdown}, 2}, fakeJob{13, "cuda (13.0)", "success", ourB + "x", nil, 2})
+	d, err = decideAndApply(t, f)
+	require.NoError(t, err)
+	assert.Empty(t, d.Method, d.Reason)
+	assert.Equal(t, "the 1 interrupted job(s) were re-run once already: not again", d.Reason)
+	require.Len(t, d.Failed, 1, "the latest execution of each job decides: cuda (13.0) passed on attempt 2")
+	assert.Equal(t, int64(12), d.Failed[0].ID)
+	assert.Contains(t, d.Failed[0].Evidence, "re-run once already (2 executions): not again")
+	assert.Equal(t, 1, f.reruns)
+	assert.Empty(t, f.jobReruns)
+}
+
+// A job that failed by itself is never re-run, and does not keep an interrupted job from its
+// re-run: GitHub's per-job re-run takes exactly the interrupted one — one per attempt, since
+// GitHub refuses a re-run while an attempt runs; the next goes when that attempt completes.
+func TestOnlyTheInterruptedJobsAreRerun(t *testing.T) {
+	f := &fakeGitHub{status: "completed", conclusion: "failure", attempt: 1, jobs: []fakeJob{
+		{2, "cuda (12.9)", "failure", ourA, []string{shutdown}, 1},
+		{3, "unit", "failure", ourC, []string{"Process completed with exit code 2."}, 1},
+		{4, "cuda (13.0)", "failure", ourB, []string{lost}, 1},
+	}}
+	d, err := decideAndApply(t, f)
+	require.NoError(t, err)
+	assert.Equal(t, retry.RerunJob, d.Method, d.Reason)
+	assert.Equal(t, []int64{2}, f.jobReruns, "only the first interrupted job, now")
+	assert.Zero(t, f.reruns, "never rerun-failed-jobs: it would re-run the unit job too")
+	assert.Equal(t, []int64{4}, d.Next)
+	assert.Equal(t, "re-run job 2 (attempt 2), which lost one of this stack's runners; 1 failed job(s) not re-run (failed by themselves or re-run once already); 1 more interrupted job(s) after that attempt completes", d.Reason)
+
+	// Attempt 2 (job 2 again) completed: now the second interrupted job.
+	f.attempt = 2
+	f.jobs = append(f.jobs, fakeJob{22, "cuda (12.9)", "success", ourA + "x", nil, 2})
+	d, err = decideAndApply(t, f)
+	require.NoError(t, err)
+	assert.Equal(t, retry.RerunJob, d.Method, d.Reason)
+	assert.Equal(t, []int64{2, 4}, f.jobReruns)
+	assert.Empty(t, d.Next)
+	assert.Contains(t, d.Reason, "re-run job 4 (attempt 3)")
+
+	// Attempt 3 completed: the unit job still failed by itself; nothing more.
+	f.attempt = 3
+	f.jobs = append(f.jobs, fakeJob{34, "cuda (13.0)", "success", ourB + "x", nil, 3})
+	d, err = decideAndApply(t, f)
+	require.NoError(t, err)
+	assert.Empty(t, d.Method, d.Reason)
+	assert.Equal(t, "no failed job lost one of this stack's runners", d.Reason)
+	assert.Equal(t, []int64{2, 4}, f.jobReruns)
 }
 
 func TestNothingIsRerun(t *testing.T) {
 	for name, f := range map[string]*fakeGitHub{
 		"a test step failed": {status: "completed", conclusion: "failure", attempt: 1, jobs: []fakeJob{
-			{2, "cuda", "failure", ourA, []string{"Process completed with exit code 1."}}}},
-		"second attempt": {status: "completed", conclusion: "failure", attempt: 2, jobs: []fakeJob{
-			{2, "cuda", "failure", ourA, []string{shutdown}}}},
+			{2, "cuda", "failure", ourA, []string{"Process completed with exit code 1."}, 1}}},
+		"re-run once already": {status: "completed", conclusion: "failure", attempt: 2, jobs: []fakeJob{
+			{2, "cuda", "failure", ourA, []string{shutdown}, 1},
+			{12, "cuda", "failure", ourB, []string{shutdown}, 2}}},
+		"re-run by hand (the whole run)": {status: "completed", conclusion: "failure", attempt: 2, jobs: []fakeJob{
+			{2, "cuda", "success", ourA, nil, 1},
+			{12, "cuda", "failure", ourB, []string{shutdown}, 2}}},
 		"another runner's job": {status: "completed", conclusion: "failure", attempt: 1, jobs: []fakeJob{
-			{2, "cuda", "failure", "lux-prod-gpu-t4-7xk2p-runner-abcde", []string{shutdown}},
-			{3, "build", "failure", "ip-10-0-1-5", []string{lost}}}},
-		"one interrupted, one failed by itself": {status: "completed", conclusion: "failure", attempt: 1, jobs: []fakeJob{
-			{2, "cuda", "failure", ourA, []string{shutdown}},
-			{3, "unit", "failure", ourB, []string{"Process completed with exit code 2."}}}},
+			{2, "cuda", "failure", "lux-prod-gpu-t4-7xk2p-runner-abcde", []string{shutdown}, 1},
+			{3, "build", "failure", "ip-10-0-1-5", []string{lost}, 1}}},
 		"run succeeded": {status: "completed", conclusion: "success", attempt: 1},
 	} {
 		t.Run(name, func(t *testing.T) {
 			d, err := decideAndApply(t, f)
 			require.NoError(t, err)
-			assert.False(t, d.Rerun, d.Reason)
+			assert.Empty(t, d.Method, d.Reason)
+			assert.Empty(t, d.Rerun)
 			assert.NotEmpty(t, d.Reason, "says why not")
 			assert.Zero(t, f.reruns)
+			assert.Empty(t, f.jobReruns)
 		})
 	}
 }
@@ -166,7 +236,7 @@ func TestRunInProgress(t *testing.T) {
 	assert.Zero(t, f.reruns)
 
 	// Completed when read, running again by the time of the re-run: GitHub's 403.
-	f = &fakeGitHub{status: "completed", conclusion: "failure", attempt: 1, rerunStatus: http.StatusForbidden, jobs: []fakeJob{{2, "cuda", "failure", ourA, []string{shutdown}}}}
+	f = &fakeGitHub{status: "completed", conclusion: "failure", attempt: 1, rerunStatus: http.StatusForbidden, jobs: []fakeJob{{2, "cuda", "failure", ourA, []string{shutdown}, 1}}}
 	_, err = decideAndApply(t, f)
 	assert.True(t, errors.Is(err, retry.ErrInProgress), "%v", err)
 	assert.Equal(t, 1, f.reruns)
@@ -195,41 +265,45 @@ func (c clusterSays) Runner(name string, started, completed time.Time) (string, 
 func TestClusterEvidence(t *testing.T) {
 	const podGone = "Error: failed to run script step: pod lux-gpu-t4-7xk2p-runner-abcde-workflow not found"
 	f := &fakeGitHub{status: "completed", conclusion: "failure", attempt: 1, jobs: []fakeJob{
-		{2, "cuda-in-container", "failure", ourA, []string{podGone}},
-		{3, "cuda", "failure", ourB, []string{shutdown}},
+		{2, "cuda-in-container", "failure", ourA, []string{podGone}, 1},
+		{3, "cuda", "failure", ourB, []string{shutdown}, 1},
 	}}
 	cluster := clusterSays{ourA: {"cluster: pod " + ourA + "-workflow was on node ip-10-0-3-7, spot-interrupted at 2026-12-03T11:58:00Z (Spot interruption warning was triggered)", true}}
 	r := retry.Retrier{Client: f.serve(t), Owner: "luxfi", Repo: "app", ScaleSets: []string{"lux-gpu-t4"}, Cluster: cluster}
 	d, err := r.Decide(context.Background(), runID)
 	require.NoError(t, err)
-	assert.True(t, d.Rerun, d.Reason)
+	assert.NotEmpty(t, d.Rerun, d.Reason)
 	require.Len(t, d.Failed, 2)
 	assert.Equal(t, cluster[ourA].evidence, d.Failed[0].Evidence, "the cluster decided")
 	assert.Equal(t, "GitHub annotation: "+shutdown+"; cluster: nothing left of pod "+ourB+" or "+ourB+"-workflow (pods and events are gone)", d.Failed[1].Evidence, "GitHub decided; the cluster had nothing")
 
-	// Without the cluster, the same run is a job that failed by itself: not re-run.
+	assert.Equal(t, retry.RerunFailedJobs, d.Method)
+
+	// Without the cluster, the container-form job looks like one that failed by itself: only
+	// the runner-form job, which GitHub saw lose its runner, is re-run.
 	r.Cluster = nil
 	d, err = r.Decide(context.Background(), runID)
 	require.NoError(t, err)
-	assert.False(t, d.Rerun, d.Reason)
+	assert.Equal(t, retry.RerunJob, d.Method, d.Reason)
+	assert.Equal(t, []int64{3}, d.Rerun)
 
-	// A runner whose node was not interrupted, and no lost-runner annotation: no re-run.
+	// A runner whose node was not interrupted, and no lost-runner annotation: not re-run.
 	r.Cluster = clusterSays{ourA: {"cluster: pod " + ourA + " ran on node ip-10-0-3-8, which had no spot interruption since", false}}
 	d, err = r.Decide(context.Background(), runID)
 	require.NoError(t, err)
-	assert.False(t, d.Rerun)
+	assert.Equal(t, []int64{3}, d.Rerun, "the other job only")
 	assert.Equal(t, "cluster: pod "+ourA+" ran on node ip-10-0-3-8, which had no spot interruption since: failed by itself (a lost-runner annotation is not trusted over the cluster)", d.Failed[0].Evidence)
 }
 
 // A step can print GitHub's lost-runner text itself: where the cluster knows the runner and
 // saw no interruption while the job ran, the annotation does not earn a re-run.
 func TestSpoofedAnnotationWithAHealthyCluster(t *testing.T) {
-	f := &fakeGitHub{status: "completed", conclusion: "failure", attempt: 1, jobs: []fakeJob{{2, "cuda", "failure", ourA, []string{shutdown}}}}
+	f := &fakeGitHub{status: "completed", conclusion: "failure", attempt: 1, jobs: []fakeJob{{2, "cuda", "failure", ourA, []string{shutdown}, 1}}}
 	r := retry.Retrier{Client: f.serve(t), Owner: "luxfi", Repo: "app", ScaleSets: []string{"lux-gpu-t4"},
 		Cluster: clusterSays{ourA: {"cluster: pod " + ourA + " ran on node ip-10-0-3-8, which had no spot interruption while the job ran", false}}}
 	d, err := r.Decide(context.Background(), runID)
 	require.NoError(t, err)
-	assert.False(t, d.Rerun, d.Reason)
+	assert.Empty(t, d.Rerun, d.Reason)
 	require.Len(t, d.Failed, 1)
 	assert.False(t, d.Failed[0].Interrupted)
 	assert.Contains(t, d.Failed[0].Evidence, "not trusted over the cluster")
@@ -238,7 +312,7 @@ func TestSpoofedAnnotationWithAHealthyCluster(t *testing.T) {
 	r.Cluster = clusterSays{}
 	d, err = r.Decide(context.Background(), runID)
 	require.NoError(t, err)
-	assert.True(t, d.Rerun, d.Reason)
+	assert.NotEmpty(t, d.Rerun, d.Reason)
 }
 
 // A 45-character scale set (ARC's limit): the API server cuts generateName's prefix to 58
@@ -247,15 +321,36 @@ func TestSpoofedAnnotationWithAHealthyCluster(t *testing.T) {
 func TestLongScaleSetNames(t *testing.T) {
 	long := strings.Repeat("g", 45)
 	f := &fakeGitHub{status: "completed", conclusion: "failure", attempt: 1, jobs: []fakeJob{
-		{2, "cuda", "failure", long + "-7xk2p-runnerabcde", []string{shutdown}},
+		{2, "cuda", "failure", long + "-7xk2p-runnerabcde", []string{shutdown}, 1},
 	}}
 	r := retry.Retrier{Client: f.serve(t), Owner: "luxfi", Repo: "app", ScaleSets: []string{long}}
 	d, err := r.Decide(context.Background(), runID)
 	require.NoError(t, err)
-	assert.True(t, d.Rerun, d.Reason)
+	assert.NotEmpty(t, d.Rerun, d.Reason)
 
 	r.ScaleSets = []string{long[:40]}
 	d, err = r.Decide(context.Background(), runID)
 	require.NoError(t, err)
-	assert.False(t, d.Rerun, "another scale set's runner")
+	assert.Empty(t, d.Rerun, "another scale set's runner")
+}
+
+// A container-form job whose job pod's node was taken fails like a test (its runner lived on a
+// system node): with the cluster's evidence it is re-run on its own, and a job beside it that
+// failed by itself is not.
+func TestContainerFormJobRerunOnClusterEvidence(t *testing.T) {
+	const podGone = "Error: failed to run script step: pod lux-gpu-t4-7xk2p-runner-abcde-workflow not found"
+	f := &fakeGitHub{status: "completed", conclusion: "failure", attempt: 1, jobs: []fakeJob{
+		{2, "cuda-in-container", "failure", ourA, []string{podGone}, 1},
+		{3, "unit", "failure", ourC, []string{"Process completed with exit code 2."}, 1},
+	}}
+	r := retry.Retrier{Client: f.serve(t), Owner: "luxfi", Repo: "app", ScaleSets: []string{"lux-gpu-t4"}, Cluster: clusterSays{
+		ourA: {"cluster: pod " + ourA + "-workflow was on node ip-10-0-3-7, spot-interrupted at 2026-12-03T11:58:00Z (Spot interruption warning was triggered)", true},
+		ourC: {"cluster: pod " + ourC + " ran on node ip-10-0-3-9, which had no spot interruption while the job ran", false},
+	}}
+	d, err := r.Decide(context.Background(), runID)
+	require.NoError(t, err)
+	require.NoError(t, r.Apply(context.Background(), d))
+	assert.Equal(t, retry.RerunJob, d.Method, d.Reason)
+	assert.Equal(t, []int64{2}, f.jobReruns)
+	assert.Zero(t, f.reruns)
 }
