@@ -67,6 +67,10 @@ type Config struct {
 	// HelmCharts overrides where charts come from, by chart name (a mirror registry, or a
 	// local directory); a chart not listed comes from versions.
 	HelmCharts map[string]versions.Chart
+	// RetryScaleSetName is the stack's retry runner scale set (k8s.RetryRunner): a small runner
+	// on the system nodes, with a read-only account for the cluster's events and the runners'
+	// pods, where a retry workflow runs `gpuci retry --cluster`. "" for none.
+	RetryScaleSetName string
 }
 
 // AWSAuth is the AWS provider's own credential settings, which the program reads so that
@@ -125,6 +129,7 @@ func Parse(stack string, get Getter, isSecret func(key string) bool) (*Config, e
 		CreateSpotServiceLinkedRole: p.boolean(KeyCreateSpotServiceLinkedRole),
 		HelmSkipAwait:               p.boolean(KeyHelmSkipAwait),
 		RunnerDrainTimeout:          p.drainTimeout(),
+		RetryScaleSetName:           p.str(KeyRetryScaleSetName),
 	}
 	c.GPUPools = p.parsePools()
 	c.GitHub = p.parseGitHub()
@@ -143,6 +148,7 @@ func Parse(stack string, get Getter, isSecret func(key string) bool) (*Config, e
 	if len(p.errs) == 0 {
 		c.validate(p)
 		c.validatePools(p)
+		c.validateRetryScaleSet(p)
 	}
 	if len(p.errs) > 0 {
 		return nil, fmt.Errorf("invalid stack configuration:\n  %w", errors.Join(p.errs...))

@@ -31,6 +31,7 @@ const (
 	KeyHelmCharts                  = "helmCharts"
 	KeyImageCache                  = "imageCache"
 	KeyRegistryCredentials         = "registryCredentials"
+	KeyRetryScaleSetName           = "retryScaleSetName"
 
 	// The AWS provider's own keys; read, not declared by this project.
 	KeyRegion     = "aws:region"
@@ -93,6 +94,8 @@ var Defaults = map[string]any{
 	// []: no pull-through cache rule; images come from their registries through the NAT.
 	KeyImageCache:          []string{},
 	KeyRegistryCredentials: "",
+	// "": no retry runner; gpuci retry then runs where a workflow puts it, on GitHub's evidence.
+	KeyRetryScaleSetName: "",
 }
 
 // Required are the keys a stack must set: Pulumi.yaml declares them without a default, so the

@@ -103,6 +103,9 @@ func TestActionlintKnowsOurRunnerLabels(t *testing.T) {
 				assert.True(t, slices.Contains(cfg.SelfHostedRunner.Labels, l) || slices.Contains(builtin, l), "%s: add %q to .github/actionlint.yaml", f, l)
 			}
 		}
+		if c.RetryScaleSetName != "" {
+			assert.Contains(t, cfg.SelfHostedRunner.Labels, c.RetryScaleSetName, "%s: add the retry scale set to .github/actionlint.yaml", f)
+		}
 	}
 }
 
@@ -175,6 +178,15 @@ func TestStacksDoNotShareScaleSets(t *testing.T) {
 	assert.Empty(t, config.ScaleSetClashes(sep))
 	sep[1].GPUPools[0].RunnerGroup = "default" // GitHub's names ignore case
 	assert.Len(t, config.ScaleSetClashes(sep), 2)
+
+	// Retry runners' scale sets are scale sets too: one name in two stacks clashes.
+	sep[1].GPUPools[0].RunnerGroup = "production"
+	sep[0].RetryScaleSetName, sep[1].RetryScaleSetName = "lux-gpu-retry", "lux-gpu-retry"
+	clashes = config.ScaleSetClashes(sep)
+	require.Len(t, clashes, 1, "%q", clashes)
+	assert.Contains(t, clashes[0], `both register scale set "lux-gpu-retry"`)
+	sep[1].RetryScaleSetName = "lux-prod-gpu-retry"
+	assert.Empty(t, config.ScaleSetClashes(sep))
 }
 
 // deploy.yml refuses a stack whose API endpoint does not admit its runner, naming the key.

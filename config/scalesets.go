@@ -24,7 +24,12 @@ func ScaleSetClashes(stacks []*Config) []string {
 	seen := map[string][]entry{} // by organization and runner group
 	var out []string
 	for _, c := range stacks {
-		for _, p := range c.GPUPools {
+		pools := c.GPUPools
+		if c.RetryScaleSetName != "" {
+			// The retry runner's scale set, in the default group; reached by its name only.
+			pools = append(slices.Clone(pools), GPUPool{Name: "(" + KeyRetryScaleSetName + ")", RunnerScaleSetName: c.RetryScaleSetName})
+		}
+		for _, p := range pools {
 			group := p.RunnerGroup
 			if group == "" {
 				group = DefaultRunnerGroup
@@ -42,7 +47,7 @@ func ScaleSetClashes(stacks []*Config) []string {
 				if o.name == e.name {
 					out = append(out, fmt.Sprintf("%s: both register scale set %q; give one stack's pool another runnerScaleSetName (or runnerGroup)", at, e.name))
 				}
-				if small, big := o.labels, e.labels; subset(small, big) || subset(big, small) {
+				if small, big := o.labels, e.labels; len(small) > 0 && len(big) > 0 && (subset(small, big) || subset(big, small)) {
 					if !subset(small, big) {
 						small, big = big, small
 					}

@@ -198,3 +198,21 @@ func (p *parser) drainTimeout() time.Duration {
 	}
 	return d
 }
+
+// validateRetryScaleSet: the retry runner's scale set is named like a pool's, and names a
+// scale set of its own.
+func (c *Config) validateRetryScaleSet(p *parser) {
+	name := c.RetryScaleSetName
+	if name == "" {
+		return
+	}
+	if len(name) > 45 || !dnsLabelRE.MatchString(name) {
+		p.fail(KeyRetryScaleSetName, fmt.Sprintf("%q must be lower-case letters, digits and '-', at most 45 characters (ARC's limit)", name), "lux-gpu-retry")
+		return
+	}
+	for _, pool := range c.GPUPools {
+		if pool.RunnerScaleSetName == name {
+			p.fail(KeyRetryScaleSetName, fmt.Sprintf("%q is pool %s's scale set: a retry job would take a GPU runner, and a GPU job the retry runner", name, pool.Name), "a name of its own, e.g. lux-gpu-retry")
+		}
+	}
+}

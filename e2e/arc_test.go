@@ -35,6 +35,9 @@ func configuredScaleSets(t *testing.T) []string {
 	for _, p := range cfg.GPUPools {
 		names = append(names, p.RunnerScaleSetName)
 	}
+	if cfg.RetryScaleSetName != "" {
+		names = append(names, cfg.RetryScaleSetName)
+	}
 	slices.Sort(names)
 	require.NotEmpty(t, names)
 	return names

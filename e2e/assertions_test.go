@@ -120,7 +120,7 @@ func assertCluster(t *testing.T, ctx context.Context, restCfg *rest.Config, kube
 		"kube-system":          {"karpenter-crd", "karpenter"},
 		"nvidia-device-plugin": {"nvidia-device-plugin"},
 		"arc-systems":          {"arc"},
-		"arc-runners":          {"lux-gpu-t4", "lux-gpu-t4-on-demand", "lux-gpu-t4-container"},
+		"arc-runners":          configuredScaleSets(t),
 	} {
 		for _, rel := range releases {
 			list, err := kube.Resource(secrets).Namespace(ns).List(ctx, metav1.ListOptions{LabelSelector: "owner=helm,status=deployed,name=" + rel})
@@ -262,7 +262,7 @@ func verifyHealthyCluster(t *testing.T, ctx context.Context, gpuci, kubeconfig s
 			return err == nil && len(pods.Items) > 0 && pods.Items[0].Status.Phase == corev1.PodRunning
 		}, time.Minute, 250*time.Millisecond, "a %s pod runs in %s", p.selector, p.ns)
 	}
-	for _, pool := range []string{"gpu-spot", "gpu-spot-on-demand", "gpu-spot-container"} {
+	for _, pool := range []string{"gpu-spot", "gpu-spot-on-demand", "gpu-spot-container", "gpu-spot-container-on-demand"} {
 		require.Eventually(t, func() bool {
 			np, err := kube.Resource(nodePools).Get(ctx, pool, metav1.GetOptions{})
 			if err != nil {

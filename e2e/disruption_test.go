@@ -26,14 +26,24 @@ import (
 // placed by the scheduler: on a system node, where that form's runners sit (the job pod gets
 // the GPU node), and running there.
 func containerFormRunner(t tb, ctx context.Context, core kubernetes.Interface, kube dynamic.Interface, systemNodes []string, name string) *corev1.Pod {
+	return systemRunner(t, ctx, core, kube, systemNodes, "lux-gpu-t4-container", name)
+}
+
+// drainedRunner is the container-form runner the drain phase holds a job on; its job ends
+// there, on a system node no interruption touched.
+const drainedRunner = "lux-gpu-t4-container-e2e-runner-x"
+
+// systemRunner is a runner pod of a scale set whose runners sit on the system nodes (the
+// container form's, the retry runner), from its template, placed by the scheduler, running.
+func systemRunner(t tb, ctx context.Context, core kubernetes.Interface, kube dynamic.Interface, systemNodes []string, scaleSet, name string) *corev1.Pod {
 	pods := core.CoreV1().Pods(wellknown.RunnersNamespace)
-	runner, err := pods.Create(ctx, runnerPod(t, ctx, kube, "lux-gpu-t4-container", name), metav1.CreateOptions{})
+	runner, err := pods.Create(ctx, runnerPod(t, ctx, kube, scaleSet, name), metav1.CreateOptions{})
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {
 		runner, err = pods.Get(ctx, runner.Name, metav1.GetOptions{})
 		return err == nil && runner.Status.Phase == corev1.PodRunning
-	}, time.Minute, 250*time.Millisecond, "the container-form runner is scheduled and runs")
-	assert.Contains(t, systemNodes, runner.Spec.NodeName, "a container-form runner sits on a system node")
+	}, time.Minute, 250*time.Millisecond, "%s's runner is scheduled and runs", scaleSet)
+	assert.Contains(t, systemNodes, runner.Spec.NodeName, "%s's runners sit on a system node", scaleSet)
 	return runner
 }
 
@@ -97,7 +107,7 @@ func assertSystemNodesFit(t *testing.T, ctx context.Context, core kubernetes.Int
 			allocCPU.MilliValue()-cpu.MilliValue(), (allocMemory.Value()-memory.Value())>>20)
 		assert.LessOrEqual(t, cpu.MilliValue(), allocCPU.MilliValue(), "cpu requests fit %s", name)
 		assert.LessOrEqual(t, memory.Value(), allocMemory.Value(), "memory requests fit %s", name)
-		for _, want := range []string{wellknown.KarpenterNamespace + "/karpenter", wellknown.ARCNamespace + "/arc-gha-rs-controller", wellknown.RunnersNamespace + "/lux-gpu-t4-container"} {
+		for _, want := range []string{wellknown.KarpenterNamespace + "/karpenter", wellknown.ARCNamespace + "/arc-gha-rs-controller", wellknown.RunnersNamespace + "/lux-gpu-t4-container", wellknown.RunnersNamespace + "/" + retryScaleSet} {
 			assert.True(t, slices.ContainsFunc(names, func(n string) bool { return len(n) > len(want) && n[:len(want)] == want }), "%s… runs on %s", want, name)
 		}
 	}

@@ -54,8 +54,9 @@ func containerJobPod(t tb, ctx context.Context, core kubernetes.Interface, scale
 // Karpenter's own interruption controller reads it, records SpotInterrupted on the Node and
 // takes the node away; gpuci doctor, reading only the events the real controllers emitted
 // (Karpenter's, and the scheduler's Scheduled), names the job pod and so its runner. No event
-// in this test is written by hand. (It runs on the container pool while gpu-spot's empty node
-// is being consolidated.)
+// in this test is written by hand. Then the retry workflow's step, on the stack's retry runner:
+// gpuci retry --cluster under the retry account re-runs exactly that job (retryFromTheCluster).
+// (It runs on the container pool while gpu-spot's empty node is being consolidated.)
 func spotInterruption(t tb, ctx context.Context, core kubernetes.Interface, kube dynamic.Interface, k *karpenter, gpuci, kubeconfig string, systemNodes []string) {
 	const pool, scaleSet = "gpu-spot-container", "lux-gpu-t4-container"
 	pods := core.CoreV1().Pods(wellknown.RunnersNamespace)
@@ -65,6 +66,7 @@ func spotInterruption(t tb, ctx context.Context, core kubernetes.Interface, kube
 			t.Logf("karpenter on the job pod:\n%s", k.logLines(scaleSet+"-e2e-runner-y"))
 		}
 	}()
+	started := time.Now() // GitHub's started_at of the job this runner takes
 	runner := containerFormRunner(t, ctx, core, kube, systemNodes, scaleSet+"-e2e-runner-y")
 	job, err := pods.Create(ctx, containerJobPod(t, ctx, core, scaleSet, runner.Name), metav1.CreateOptions{})
 	require.NoError(t, err)
@@ -128,4 +130,7 @@ func spotInterruption(t tb, ctx context.Context, core kubernetes.Interface, kube
 	require.NoError(t, pods.Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}))
 	require.NoError(t, pods.Delete(ctx, runner.Name, metav1.DeleteOptions{}))
 	k.awaitGone(t, ctx, kube, pool, instance, time.Minute, "the interrupted node and its instance are gone")
+
+	// The job failed; the retry workflow runs on the stack's retry runner, its pods gone.
+	retryFromTheCluster(t, ctx, core, gpuci, kubeconfig, runner.Name, drainedRunner, node, started)
 }

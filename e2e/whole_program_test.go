@@ -101,9 +101,11 @@ func TestWholeProgram(t *testing.T) {
 	})
 
 	var runner *corev1.Pod
-	step(t, "a container-form runner is placed on a system node, and every system pod fits the t3.medium", func(t *testing.T) {
-		runner = containerFormRunner(t, ctx, core, kube, systemNodes, "lux-gpu-t4-container-e2e-runner-x")
+	step(t, "a container-form runner and the retry runner are placed on a system node, and every system pod fits the t3.medium", func(t *testing.T) {
+		runner = containerFormRunner(t, ctx, core, kube, systemNodes, drainedRunner)
+		retry := systemRunner(t, ctx, core, kube, systemNodes, retryScaleSet, retryScaleSet+"-e2e-runner-r")
 		assertSystemNodesFit(t, ctx, core, systemNodes)
+		require.NoError(t, core.CoreV1().Pods(retry.Namespace).Delete(ctx, retry.Name, metav1.DeleteOptions{}), "ARC ends the retry job")
 	})
 	step(t, "a system-node drain cannot evict a running container-form job", func(t *testing.T) {
 		assertJobsSurviveADrain(t, ctx, core, runner)
@@ -172,7 +174,7 @@ func TestWholeProgram(t *testing.T) {
 	})
 
 	step(t, "meanwhile, the GPU job's node: kept while it ran, consolidated once it ended, its instance terminated", ending.Wait)
-	step(t, "meanwhile, a container-form job's spot node interrupted: Karpenter records it and takes the node; gpuci doctor names the job from the real events", interrupted.Wait)
+	step(t, "meanwhile, a container-form job's spot node interrupted: Karpenter records it and takes the node; gpuci doctor names the job from the real events; gpuci retry --cluster, as the retry runner's account, re-runs exactly that job", interrupted.Wait)
 
 	step(t, "a tag added and gpu-spot's images from a snapshot: everything updated in place", func(t *testing.T) { tagsAndSnapshotEdited(t, ctx, h, kube) })
 

@@ -81,7 +81,10 @@ func TestRetryWorkflowDownloadsTheReleasedGpuci(t *testing.T) {
 	require.NoError(t, err)
 	retry := string(b)
 	assert.NotContains(t, retry, "go install", "no compile on the hosted runner")
-	assert.Contains(t, retry, "gh release download \"$GPUCI_VERSION\" --repo luxfi/lux-gpu-ci --pattern gpuci_linux_amd64 --pattern SHA256SUMS")
+	assert.Contains(t, retry, `for f in gpuci_linux_amd64 SHA256SUMS; do`)
+	assert.Contains(t, retry, `curl -fsSLO --retry 3 "https://github.com/luxfi/lux-gpu-ci/releases/download/$GPUCI_VERSION/$f"`)
+	assert.Contains(t, retry, "runs-on: lux-gpu-retry", "in the cluster, where its evidence is (dev's retryScaleSetName)")
+	assert.Contains(t, retry, "gpuci retry --cluster ")
 	assert.Contains(t, retry, "sha256sum -c SHA256SUMS --ignore-missing")
 
 	b, err = os.ReadFile(filepath.Join(testkit.RepoRoot(t), ".github", "workflows", "release.yml"))

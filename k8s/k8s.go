@@ -59,6 +59,8 @@ type Args struct {
 	// RunnerDrainSeconds is how long removing a scale set waits for its running jobs
 	// (config.RunnerDrainTimeout).
 	RunnerDrainSeconds int
+	// RetryScaleSetName is the retry runner's scale set (config.RetryScaleSetName); "" for none.
+	RetryScaleSetName string
 }
 
 // Charts are the Helm charts the layer installs, by chart name.
@@ -169,6 +171,7 @@ func New(ctx *pulumi.Context, name string, args *Args, opts ...pulumi.ResourceOp
 		ARCVersion:      args.ARCVersion,
 		DrainSeconds:    args.RunnerDrainSeconds,
 		ImageCache:      args.ImageCache,
+		RetryScaleSet:   args.RetryScaleSetName,
 	}, in...)
 	if err != nil {
 		return nil, err

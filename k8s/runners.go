@@ -37,6 +37,8 @@ type RunnersArgs struct {
 	CRDProvider pulumi.ProviderResource
 	// ImageCache serves the runner images from ECR where their registry has a rule.
 	ImageCache ImageCache
+	// RetryScaleSet is the retry runner's scale set (RetryScaleSetValues); "" for none.
+	RetryScaleSet string
 }
 
 // Runners is the ARC controller, the GitHub credentials Secret and one runner scale set per
@@ -283,6 +285,26 @@ func NewRunners(ctx *pulumi.Context, name string, args *RunnersArgs, opts ...pul
 			return nil, err
 		}
 		runsOn[pool.RunnerScaleSetName] = pulumi.ToStringMap(RunsOn(pool))
+	}
+	if args.RetryScaleSet != "" {
+		account, err := newRetryReader(ctx, name, parent, pulumi.DependsOn([]pulumi.Resource{runnersNS}))
+		if err != nil {
+			return nil, err
+		}
+		// Like a pool's: its uninstall waits for ARC's cleanup, before the controller, the
+		// credentials, the account or the namespace go.
+		vals, err := RetryScaleSetValues(args.RetryScaleSet, args.GitHub, args.ImageCache)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := newRelease(ctx, name+"-"+args.RetryScaleSet, release{
+			Name: args.RetryScaleSet, Namespace: wellknown.RunnersNamespace, Chart: args.ScaleSetChart,
+			Values: vals, TimeoutSeconds: args.DrainSeconds,
+		}, parent, pulumi.DependsOn(append([]pulumi.Resource{controller, secret, runnersNS, jobs}, account...)),
+			pulumi.ReplaceWith([]pulumi.Resource{controller})); err != nil {
+			return nil, err
+		}
+		runsOn[args.RetryScaleSet] = pulumi.ToStringMap(map[string]string{"scaleSet": args.RetryScaleSet})
 	}
 
 	r.RunsOn = runsOn.ToStringMapMapOutput()

@@ -297,6 +297,19 @@ func TestScaleSetChartRendersBothJobForms(t *testing.T) {
 	assert.Equal(t, runner.VolumeMounts[0].Name, pod.Volumes[0].Name)
 	assert.Equal(t, "lux-gpu-t4-job-pod", pod.Volumes[0].ConfigMap.Name)
 	assert.Equal(t, "/home/runner/job-pod-template", runner.VolumeMounts[0].MountPath)
+
+	// The retry runner: its own read-only account, no chart-made one; no labels beyond its name.
+	values, err = k8s.RetryScaleSetValues("lux-gpu-retry", config.GitHub{ConfigURL: "https://github.com/luxfi"}, nil)
+	require.NoError(t, err)
+	objs = renderChart(t, dir, "lux-gpu-retry", wellknown.RunnersNamespace, values)
+	var retrySet runnerSet
+	find(t, objs, "AutoscalingRunnerSet", "lux-gpu-retry", &retrySet)
+	assert.Equal(t, wellknown.RetryServiceAccount, retrySet.Spec.Template.Spec.ServiceAccountName, "the account gpuci retry --cluster reads with")
+	for _, o := range objs {
+		assert.False(t, o.Kind == "ServiceAccount", "the chart adds %s/%s: our account replaces it", o.Kind, o.Name)
+	}
+	assert.Empty(t, retrySet.Spec.RunnerScaleSetLabels)
+	assert.Equal(t, map[string]string{wellknown.SystemNodeLabel: wellknown.SystemNodeValue}, retrySet.Spec.Template.Spec.NodeSelector)
 }
 
 // The Karpenter chart version, the module the tests take its charts and CRDs from, and the

@@ -64,6 +64,10 @@ func TestInvalidConfigNamesKeyAndCreatesNothing(t *testing.T) {
 		{"registry credential not JSON", "lux-gpu-ci:registryCredentials", []string{"registryCredentials", "luxci:dckr_pat_x"}},
 		{"registry credential without its token", "lux-gpu-ci:registryCredentials", []string{"registryCredentials", `{"docker.io": {"username": "luxci"}, "ghcr.io": {"username": "luxci", "accessToken": "t"}}`}},
 		{"registry credential for a registry not cached", "lux-gpu-ci:registryCredentials", []string{"imageCache", `["ghcr.io"]`}},
+		{"retry scale set with capitals", "lux-gpu-ci:retryScaleSetName", []string{"retryScaleSetName", "Lux-Retry"}},
+		{"retry scale set too long for ARC", "lux-gpu-ci:retryScaleSetName", []string{"retryScaleSetName", strings.Repeat("r", 46)}},
+		{"retry scale set that is a GPU pool's", "lux-gpu-ci:retryScaleSetName", []string{"retryScaleSetName", "lux-gpu-t4"}},
+		{"retry scale set that is a twin's", "lux-gpu-ci:retryScaleSetName", []string{"retryScaleSetName", "lux-gpu-t4-on-demand"}},
 		{"helm chart with a misspelt field", "lux-gpu-ci:helmCharts", []string{"helmCharts", `{"karpenter": {"chart": "/srv/karpenter", "versoin": "1"}}`}},
 	}
 	for _, tc := range cases {

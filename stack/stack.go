@@ -40,6 +40,7 @@ func Program(ctx *pulumi.Context) error {
 		Charts:             k8s.ChartsWith(cfg.HelmCharts),
 		ARCVersion:         cfg.ARCVersion(),
 		RunnerDrainSeconds: int(cfg.RunnerDrainTimeout.Seconds()),
+		RetryScaleSetName:  cfg.RetryScaleSetName,
 	})
 	if err != nil {
 		return err

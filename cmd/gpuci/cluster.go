@@ -12,6 +12,7 @@ import (
 
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/luxfi/lux-gpu-ci/cmd/gpuci/internal/doctor"
@@ -120,18 +121,32 @@ func runDoctor(args []string) error {
 	return nil
 }
 
-// clients builds client-go clients from the resolved kubeconfig.
+// clients builds client-go clients from the resolved kubeconfig, or, in a pod with neither
+// --kubeconfig nor $KUBECONFIG, from the pod's own account.
 func clients(kubeconfig, stack string) (kubernetes.Interface, dynamic.Interface, func(), error) {
-	path, cleanup, err := kubeconfigPath(kubeconfig, stack)
-	if err != nil {
-		return nil, nil, nil, err
+	var cfg *rest.Config
+	cleanup := func() {}
+	if kubeconfig == "" && os.Getenv("KUBECONFIG") == "" && os.Getenv("KUBERNETES_SERVICE_HOST") != "" {
+		// In a pod (the retry runner): its own account.
+		in, err := rest.InClusterConfig()
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("in a pod, but its account cannot be used: %w", err)
+		}
+		cfg = in
 	}
-	rest, err := clientcmd.BuildConfigFromFlags("", path)
+	var err error
+	if cfg == nil {
+		var path string
+		if path, cleanup, err = kubeconfigPath(kubeconfig, stack); err != nil {
+			return nil, nil, nil, err
+		}
+		cfg, err = clientcmd.BuildConfigFromFlags("", path)
+	}
 	if err == nil {
 		var kube kubernetes.Interface
-		if kube, err = kubernetes.NewForConfig(rest); err == nil {
+		if kube, err = kubernetes.NewForConfig(cfg); err == nil {
 			var dyn dynamic.Interface
-			if dyn, err = dynamic.NewForConfig(rest); err == nil {
+			if dyn, err = dynamic.NewForConfig(cfg); err == nil {
 				return kube, dyn, cleanup, nil
 			}
 		}

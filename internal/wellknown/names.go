@@ -29,6 +29,9 @@ const (
 	// ContainerHooksServiceAccount runs container-form runners (and names their Role and
 	// RoleBinding): the permissions the container hooks need, nothing else.
 	ContainerHooksServiceAccount = "arc-container-hooks"
+	// RetryServiceAccount runs the retry runner (config.RetryScaleSetName) and names its Roles:
+	// read the events and the runners' pods that gpuci retry --cluster decides on, nothing else.
+	RetryServiceAccount = "gpuci-retry"
 )
 
 // PrepareJobTimeoutSeconds is how long a container-form runner's hooks wait for the job pod to

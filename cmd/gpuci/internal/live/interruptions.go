@@ -58,11 +58,17 @@ type Interruptions struct {
 }
 
 // ReadInterruptions reads Karpenter's SpotInterrupted events on Nodes, the pods in the
-// runners' namespace and the Scheduled events of the pods that were there.
+// runners' namespace and the Scheduled events of the pods that were there. It reads only
+// those two namespaces (a Node's events are recorded in "default"), which is all the retry
+// runner's account may read (k8s.RetryReaderRules).
 func ReadInterruptions(ctx context.Context, kube kubernetes.Interface) (*Interruptions, error) {
-	events, err := kube.CoreV1().Events(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return nil, fmt.Errorf("reading events: %w", err)
+	events := &corev1.EventList{}
+	for _, ns := range []string{metav1.NamespaceDefault, wellknown.RunnersNamespace} {
+		list, err := kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("reading the events in namespace %s: %w", ns, err)
+		}
+		events.Items = append(events.Items, list.Items...)
 	}
 	pods, err := kube.CoreV1().Pods(wellknown.RunnersNamespace).List(ctx, metav1.ListOptions{})
 	if err != nil {

@@ -38,6 +38,9 @@ func Run(ctx context.Context, kube kubernetes.Interface, dyn dynamic.Interface, 
 	for _, pool := range cfg.GPUPools {
 		checks = append(checks, runnerSet(ctx, dyn, pool))
 	}
+	if cfg.RetryScaleSetName != "" {
+		checks = append(checks, retrySet(ctx, dyn, cfg.RetryScaleSetName))
+	}
 	return checks
 }
 
@@ -147,6 +150,20 @@ func runnerSet(ctx context.Context, dyn dynamic.Interface, pool config.GPUPool) 
 	if !c.OK {
 		c.Evidence += fmt.Sprintf(", configured %v (labels are fixed when the scale set is created: recreate it)", pool.RunnerLabels)
 	}
+	return c
+}
+
+// retrySet: the retry runner's scale set (retryScaleSetName) is there, where the retry
+// workflow's runs-on sends it.
+func retrySet(ctx context.Context, dyn dynamic.Interface, name string) Check {
+	c := Check{Name: "retry runner scale set " + name}
+	rs, err := live.GetScaleSet(ctx, dyn, name)
+	if err != nil {
+		c.Evidence = err.Error()
+		return c
+	}
+	c.OK = true
+	c.Evidence = fmt.Sprintf("%d runner(s)", rs.CurrentRunners)
 	return c
 }
 

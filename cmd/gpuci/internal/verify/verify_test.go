@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/luxfi/lux-gpu-ci/cmd/gpuci/internal/verify"
 	"github.com/luxfi/lux-gpu-ci/internal/testsupport/fakecluster"
@@ -86,4 +87,26 @@ func TestVerifyFailures(t *testing.T) {
 			assert.Contains(t, out, tc.want)
 		})
 	}
+}
+
+// With retryScaleSetName, verify looks for the retry runner's scale set too.
+func TestVerifyRetryRunner(t *testing.T) {
+	cfg := testkit.DevConfig(t)
+	cfg.RetryScaleSetName = "lux-gpu-retry"
+	run := func(c fakecluster.Cluster) ([]verify.Check, string) {
+		kube, dyn := c.Clients()
+		checks := verify.Run(context.Background(), kube, dyn, cfg)
+		var out bytes.Buffer
+		verify.Write(&out, checks)
+		return checks, out.String()
+	}
+	checks, out := run(fakecluster.Healthy())
+	assert.Equal(t, []string{"retry runner scale set lux-gpu-retry"}, failed(checks), out)
+	assert.Contains(t, out, "not found")
+
+	c := fakecluster.Healthy()
+	c.Custom = append(c.Custom, fakecluster.Custom(schema.GroupVersionKind{Group: "actions.github.com", Version: "v1alpha1", Kind: "AutoscalingRunnerSet"}, "arc-runners", "lux-gpu-retry", map[string]any{}))
+	checks, out = run(c)
+	assert.True(t, verify.AllOK(checks), out)
+	assert.Contains(t, out, "✓ retry runner scale set lux-gpu-retry — 0 runner(s)")
 }

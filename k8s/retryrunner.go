@@ -1,0 +1,119 @@
+package k8s
+
+// The retry runner (config.RetryScaleSetName): a scale set of the stack's own where a retry
+// workflow (examples/workflows/retry-interrupted.yml) runs `gpuci retry --cluster`. Only the
+// cluster knows that a container-form job's pod lost its spot node — its runner survived and
+// reported an ordinary step failure — so the decision must run where the cluster can be read,
+// not on a GitHub-hosted runner. One small runner at most, on the system nodes, whose account
+// reads Karpenter's events and the runners' pods and nothing else.
+
+import (
+	corev1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/core/v1"
+	metav1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/meta/v1"
+	rbacv1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/rbac/v1"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+	k8scorev1 "k8s.io/api/core/v1"
+	k8srbacv1 "k8s.io/api/rbac/v1"
+	k8smeta "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/luxfi/lux-gpu-ci/config"
+	"github.com/luxfi/lux-gpu-ci/internal/wellknown"
+	"github.com/luxfi/lux-gpu-ci/versions"
+)
+
+// RetryReaderRules are what gpuci retry --cluster reads (live.ReadInterruptions), by
+// namespace: Karpenter's SpotInterrupted events on Nodes (a cluster-scoped object's events
+// are recorded in "default"), and in the runners' namespace the pods and the scheduler's
+// Scheduled events that say where each ran. Read-only, two namespaces, no Secrets.
+func RetryReaderRules() map[string][]k8srbacv1.PolicyRule {
+	return map[string][]k8srbacv1.PolicyRule{
+		k8smeta.NamespaceDefault: {
+			{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"get", "list"}},
+		},
+		wellknown.RunnersNamespace: {
+			{APIGroups: []string{""}, Resources: []string{"events", "pods"}, Verbs: []string{"get", "list"}},
+		},
+	}
+}
+
+// RetryRunnerTemplate is the retry runner's pod: the current runner image, on the system nodes
+// (no GPU, no toleration), sized like a container-form runner, under the reader account.
+func RetryRunnerTemplate(cache ImageCache) k8scorev1.PodTemplateSpec {
+	return k8scorev1.PodTemplateSpec{
+		Spec: k8scorev1.PodSpec{
+			// With it set, the chart creates no account of its own.
+			ServiceAccountName: wellknown.RetryServiceAccount,
+			NodeSelector:       map[string]string{wellknown.SystemNodeLabel: wellknown.SystemNodeValue},
+			Containers: []k8scorev1.Container{{
+				// ARC requires the runner container to be called "runner".
+				Name:            "runner",
+				Image:           cache.Pull(versions.RunnerImage),
+				ImagePullPolicy: k8scorev1.PullAlways, // the followed :latest
+				Command:         []string{"/home/runner/run.sh"},
+				Resources:       containerFormRunnerResources,
+			}},
+		},
+	}
+}
+
+// RetryScaleSetValues are the gha-runner-scale-set values of the retry runner: reached by its
+// name only (`runs-on: <name>`), one runner at most, none idle.
+func RetryScaleSetValues(name string, gh config.GitHub, cache ImageCache) (map[string]any, error) {
+	t, err := unstructured(RetryRunnerTemplate(cache))
+	if err != nil {
+		return nil, err
+	}
+	return map[string]any{
+		"githubConfigUrl":    gh.ConfigURL,
+		"githubConfigSecret": wellknown.GitHubSecretName,
+		"runnerScaleSetName": name,
+		"minRunners":         0,
+		"maxRunners":         1,
+		"controllerServiceAccount": map[string]any{
+			"namespace": wellknown.ARCNamespace,
+			"name":      wellknown.ARCServiceAccount,
+		},
+		"template": t,
+	}, nil
+}
+
+// newRetryReader creates the retry runner's account and, in each namespace it reads, a Role
+// and RoleBinding (RetryReaderRules).
+func newRetryReader(ctx *pulumi.Context, name string, opts ...pulumi.ResourceOption) ([]pulumi.Resource, error) {
+	sa, err := corev1.NewServiceAccount(ctx, name+"-retry", &corev1.ServiceAccountArgs{
+		Metadata: &metav1.ObjectMetaArgs{Name: pulumi.String(wellknown.RetryServiceAccount), Namespace: pulumi.String(wellknown.RunnersNamespace)},
+	}, opts...)
+	if err != nil {
+		return nil, err
+	}
+	out := []pulumi.Resource{sa}
+	for _, ns := range []string{k8smeta.NamespaceDefault, wellknown.RunnersNamespace} {
+		meta := &metav1.ObjectMetaArgs{Name: pulumi.String(wellknown.RetryServiceAccount), Namespace: pulumi.String(ns)}
+		var rules rbacv1.PolicyRuleArray
+		for _, r := range RetryReaderRules()[ns] {
+			rules = append(rules, rbacv1.PolicyRuleArgs{
+				ApiGroups: pulumi.ToStringArray(r.APIGroups),
+				Resources: pulumi.ToStringArray(r.Resources),
+				Verbs:     pulumi.ToStringArray(r.Verbs),
+			})
+		}
+		role, err := rbacv1.NewRole(ctx, name+"-retry-"+ns, &rbacv1.RoleArgs{Metadata: meta, Rules: rules}, opts...)
+		if err != nil {
+			return nil, err
+		}
+		binding, err := rbacv1.NewRoleBinding(ctx, name+"-retry-"+ns, &rbacv1.RoleBindingArgs{
+			Metadata: meta,
+			RoleRef: rbacv1.RoleRefArgs{
+				ApiGroup: pulumi.String("rbac.authorization.k8s.io"), Kind: pulumi.String("Role"), Name: pulumi.String(wellknown.RetryServiceAccount),
+			},
+			Subjects: rbacv1.SubjectArray{rbacv1.SubjectArgs{
+				Kind: pulumi.String("ServiceAccount"), Name: pulumi.String(wellknown.RetryServiceAccount), Namespace: pulumi.String(wellknown.RunnersNamespace),
+			}},
+		}, append(opts, pulumi.DependsOn([]pulumi.Resource{sa, role}))...)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, role, binding)
+	}
+	return out, nil
+}
