@@ -39,10 +39,17 @@ func systemRunner(t tb, ctx context.Context, core kubernetes.Interface, kube dyn
 	pods := core.CoreV1().Pods(wellknown.RunnersNamespace)
 	runner, err := pods.Create(ctx, runnerPod(t, ctx, kube, scaleSet, name), metav1.CreateOptions{})
 	require.NoError(t, err)
-	require.Eventually(t, func() bool {
+	if !assert.Eventually(t, func() bool {
 		runner, err = pods.Get(ctx, runner.Name, metav1.GetOptions{})
 		return err == nil && runner.Status.Phase == corev1.PodRunning
-	}, time.Minute, 250*time.Millisecond, "%s's runner is scheduled and runs", scaleSet)
+	}, time.Minute, 250*time.Millisecond, "%s's runner is scheduled and runs", scaleSet) {
+		for _, c := range runner.Status.Conditions {
+			if c.Type == corev1.PodScheduled && c.Status != corev1.ConditionTrue {
+				t.Errorf("the scheduler on %s: %s", runner.Name, c.Message) // e.g. Insufficient memory: the system nodes are full
+			}
+		}
+		t.FailNow()
+	}
 	assert.Contains(t, systemNodes, runner.Spec.NodeName, "%s's runners sit on a system node", scaleSet)
 	return runner
 }
