@@ -55,7 +55,8 @@ func containerJobPod(t tb, ctx context.Context, core kubernetes.Interface, scale
 // takes the node away; gpuci doctor, reading only the events the real controllers emitted
 // (Karpenter's, and the scheduler's Scheduled), names the job pod and so its runner. No event
 // in this test is written by hand. Then the retry workflow's step, on the stack's retry runner:
-// gpuci retry --cluster under the retry account re-runs exactly that job (retryFromTheCluster).
+// gpuci retry --cluster under the retry account re-runs exactly that job (retryFromTheCluster);
+// the re-run's on-demand node is rerunOnTheTwin's.
 // (It runs on the container pool while gpu-spot's empty node is being consolidated.)
 func spotInterruption(t tb, ctx context.Context, core kubernetes.Interface, kube dynamic.Interface, k *karpenter, gpuci, kubeconfig string, systemNodes []string) {
 	const pool, scaleSet = "gpu-spot-container", "lux-gpu-t4-container"
@@ -133,4 +134,38 @@ func spotInterruption(t tb, ctx context.Context, core kubernetes.Interface, kube
 
 	// The job failed; the retry workflow runs on the stack's retry runner, its pods gone.
 	retryFromTheCluster(t, ctx, core, gpuci, kubeconfig, runner.Name, drainedRunner, node, started)
+}
+
+// rerunOnTheTwin is the re-run's second attempt: cuda.yml's runs-on sends it to the pool's
+// on-demand twin, whose runner and job pod come from the twin's own templates; Karpenter
+// launches an on-demand node of the twin's NodePool for the job pod (none of the spot pool's),
+// and terminates its instance when the node goes. The twin is a pool of its own, so this runs
+// beside the interruption rather than after it.
+func rerunOnTheTwin(t tb, ctx context.Context, core kubernetes.Interface, kube dynamic.Interface, k *karpenter, systemNodes []string) {
+	const twin, scaleSet = "gpu-spot-container-on-demand", "lux-gpu-t4-container-on-demand"
+	pods := core.CoreV1().Pods(wellknown.RunnersNamespace)
+	runner := systemRunner(t, ctx, core, kube, systemNodes, scaleSet, scaleSet+"-e2e-runner-z")
+	job, err := pods.Create(ctx, containerJobPod(t, ctx, core, scaleSet, runner.Name), metav1.CreateOptions{})
+	require.NoError(t, err)
+	var placed *corev1.Pod
+	require.Eventually(t, func() bool {
+		placed, err = pods.Get(ctx, job.Name, metav1.GetOptions{})
+		return err == nil && placed.Spec.NodeName != "" && placed.Status.Phase == corev1.PodRunning
+	}, time.Minute, 250*time.Millisecond, "the re-run's job pod runs on a new node of %s", twin)
+	claims := poolClaims(t, ctx, kube, twin)
+	require.Len(t, claims, 1, "Karpenter launched one node for the re-run")
+	assert.Equal(t, karpv1.CapacityTypeOnDemand, claims[0].Labels[karpv1.CapacityTypeLabelKey], "on-demand: no second interruption")
+	assert.Equal(t, claims[0].Status.NodeName, placed.Spec.NodeName)
+	for _, c := range poolClaims(t, ctx, kube, "gpu-spot-container") {
+		assert.NotEqual(t, placed.Spec.NodeName, c.Status.NodeName, "not on a node of the spot pool")
+	}
+
+	require.NoError(t, pods.Delete(ctx, job.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}))
+	require.NoError(t, pods.Delete(ctx, runner.Name, metav1.DeleteOptions{}))
+	// The journey shows an empty node consolidated; here its NodeClaim is deleted, as a NodePool
+	// removal does, and Karpenter's termination turns that into a terminated instance without
+	// consolidation's waits (consolidateAfter, then commandValidationDelay's 15 s in
+	// sigs.k8s.io/karpenter v1.14.1 pkg/controllers/disruption/consolidation.go).
+	require.NoError(t, kube.Resource(nodeClaims).Delete(ctx, claims[0].Name, metav1.DeleteOptions{}))
+	k.awaitGone(t, ctx, kube, twin, instanceID(&claims[0]), time.Minute, "the twin's node and its instance go")
 }

@@ -122,6 +122,7 @@ func TestWholeProgram(t *testing.T) {
 	interrupted := runInBackground(func(t tb) {
 		spotInterruption(t, ctx, core, kube, karp, gpuci, filepath.Join(e.clusterDir, "kubeconfig"), systemNodes)
 	})
+	rerun := runInBackground(func(t tb) { rerunOnTheTwin(t, ctx, core, kube, karp, systemNodes) })
 
 	step(t, "preview after up: no changes", func(t *testing.T) {
 		_, err := h.stack.Preview(ctx, optpreview.ExpectNoChanges(), optpreview.SuppressProgress())
@@ -178,6 +179,7 @@ func TestWholeProgram(t *testing.T) {
 
 	step(t, "meanwhile, the GPU job's node: kept while it ran, consolidated once it ended, its instance terminated", ending.Wait)
 	step(t, "meanwhile, a container-form job's spot node interrupted: Karpenter records it and takes the node; gpuci doctor names the job from the real events; gpuci retry --cluster, as the retry runner's account, re-runs exactly that job", interrupted.Wait)
+	step(t, "meanwhile, a container-form job's re-run: an on-demand node of the pool's twin, its instance terminated with it", rerun.Wait)
 
 	step(t, "a tag added and gpu-spot's images from a snapshot: everything updated in place", func(t *testing.T) { tagsAndSnapshotEdited(t, ctx, h, kube) })
 

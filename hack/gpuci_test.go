@@ -28,7 +28,8 @@ func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "hack-test")
 	if err == nil {
 		gpuciBin = filepath.Join(dir, "gpuci")
-		build := exec.Command("go", "build", "-o", gpuciBin, "./cmd/gpuci")
+		// Without symbols, as make dist builds it: the build cache then holds the linked binary too.
+		build := exec.Command("go", "build", "-ldflags=-s -w", "-o", gpuciBin, "./cmd/gpuci")
 		build.Dir = ".."
 		var out []byte
 		if out, err = build.CombinedOutput(); err != nil {

@@ -95,8 +95,8 @@ func TestRetryWorkflowInstallsGpuciInSeconds(t *testing.T) {
 	assert.FileExists(t, filepath.Join(added, "gpuci"))
 	assert.Less(t, elapsed, 10*time.Second, "installed in seconds")
 	// GitHub serves release assets from its CDN at tens of MB/s; at a pessimistic 10 MB/s the
-	// download adds about a second per 10 MB. (This build keeps its symbols; make dist strips
-	// them: 78 MB for linux/amd64 when measured, so ~8 s at 10 MB/s.)
+	// download adds about a second per 10 MB. (gpuciBin is stripped as make dist strips it;
+	// make dist's linux/amd64 binary measured 78 MB.)
 	t.Logf("install step: %s locally for a %.1f MB gpuci (~%.0f s more at 10 MB/s)", elapsed.Round(10*time.Millisecond), float64(len(bin))/1e6, float64(len(bin))/10e6)
 
 	// A binary that is not the one the release's sums name is refused.
