@@ -182,3 +182,16 @@ func TestGpuciReadsTheStacksOutputs(t *testing.T) {
 	assert.Contains(t, out, "127.0.0.1:1", "the kubeconfig output was read and used: its server is the one refused")
 	assert.Contains(t, stderr, "some checks failed")
 }
+
+// gpuci retry --cluster needs the cluster: unreadable, it re-runs nothing and says so, rather
+// than decide on GitHub's evidence alone (which would leave container-form jobs failed).
+func TestRetryWithAnUnreadableClusterReRunsNothing(t *testing.T) {
+	t.Setenv("GITHUB_TOKEN", "ghs_test")
+	t.Setenv("GITHUB_API_URL", "http://127.0.0.1:1") // never reached
+	out, err := gpuci(t, "", "retry", "--cluster", "--kubeconfig", filepath.Join(t.TempDir(), "missing"),
+		"--scale-sets", "lux-gpu-t4", "--repo", "luxfi/app", "--run-id", "7")
+	require.Error(t, err, "%s", out)
+	assert.Contains(t, out, "the cluster cannot be read, so nothing was re-run")
+	assert.Contains(t, out, "without --cluster, GitHub's evidence alone decides")
+	assert.NotContains(t, out, "reading run 7", "GitHub is not asked")
+}

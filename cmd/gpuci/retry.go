@@ -66,15 +66,17 @@ func runRetry(args []string) error {
 	r := retry.Retrier{Client: client, Owner: owner, Repo: name, ScaleSets: names}
 	ctx := context.Background()
 	if *withCluster || *kubeconfig != "" {
-		// Evidence where available: without it, GitHub's annotations still decide.
 		if stack == "" && *kubeconfig == "" && os.Getenv("KUBECONFIG") == "" {
 			stack, _, _ = st.resolve() // the stack's kubeconfig output, if one is selected
 		}
-		if in, err := clusterInterruptions(ctx, *kubeconfig, stack); err != nil {
-			fmt.Fprintf(os.Stderr, "gpuci retry: the cluster cannot be read (%v); deciding on GitHub's evidence alone\n", err)
-		} else {
-			r.Cluster = in
+		// Asked for, the cluster's evidence is required: deciding without it would quietly
+		// leave container-form jobs failed (a broken account, a wrong kubeconfig) and trust
+		// annotations the cluster would overrule. Nothing is re-run.
+		in, err := clusterInterruptions(ctx, *kubeconfig, stack)
+		if err != nil {
+			return fmt.Errorf("the cluster cannot be read, so nothing was re-run: %w (fix the retry runner's account or the kubeconfig; without --cluster, GitHub's evidence alone decides)", err)
 		}
+		r.Cluster = in
 	}
 	progress := newProgress()
 	progress.step("reading run %d of %s/%s, its failed jobs and their evidence", *runID, owner, name)

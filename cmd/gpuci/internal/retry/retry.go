@@ -40,8 +40,12 @@ type Job struct {
 	Runner string `json:"runner"`
 	// Attempt is the run attempt of this execution of the job.
 	Attempt int64 `json:"attempt"`
-	// Executions counts the job's executions in the run: more than one, it was re-run before.
+	// Executions counts the job's executions in the run that ran (a dependent skipped because
+	// its need failed did not): more than one, it was re-run before.
 	Executions int `json:"executions"`
+	// Ambiguous: two jobs of the run share this name in one attempt, so their executions
+	// cannot be told apart (GitHub's jobs API names a job only by its display name).
+	Ambiguous bool `json:"ambiguous,omitempty"`
 	// Interrupted: its runner was one of ours and was lost to a spot interruption while the
 	// job ran (the cluster's evidence, or GitHub's where the cluster cannot tell).
 	Interrupted bool `json:"interrupted"`
@@ -50,10 +54,13 @@ type Job struct {
 	// started and completed are GitHub's times of the job: the cluster's evidence counts
 	// between them.
 	started, completed time.Time
+	// byCluster: the cluster's evidence decided it was interrupted (for a container-form job,
+	// the only evidence there is).
+	byCluster bool
 }
 
 // retryable: interrupted on the job's only execution so far.
-func (j Job) retryable() bool { return j.Interrupted && j.Executions == 1 }
+func (j Job) retryable() bool { return j.Interrupted && j.Executions == 1 && !j.Ambiguous }
 
 // How a decision re-runs.
 const (
@@ -144,19 +151,26 @@ func (r Retrier) Decide(ctx context.Context, runID int64) (Decision, error) {
 	}
 	var retry []int64
 	interrupted := 0
+	// Jobs the cluster decided go first: its evidence lasts as long as its events (about an
+	// hour), while a lost-runner annotation stays on its job, so a job that waits for a later
+	// attempt is judged again on evidence that is still there.
+	for _, clusterOnly := range []bool{true, false} {
+		for _, j := range d.Failed {
+			if j.byCluster == clusterOnly && j.retryable() {
+				retry = append(retry, j.ID)
+			}
+		}
+	}
 	for _, j := range d.Failed {
 		if j.Interrupted {
 			interrupted++
-		}
-		if j.retryable() {
-			retry = append(retry, j.ID)
 		}
 	}
 	switch {
 	case interrupted == 0:
 		d.Reason = "no failed job lost one of this stack's runners"
 	case len(retry) == 0:
-		d.Reason = fmt.Sprintf("the %d interrupted job(s) were re-run once already: not again", interrupted)
+		d.Reason = fmt.Sprintf("the %d interrupted job(s) were re-run once already, or share their name with another job: not re-run", interrupted)
 	case len(retry) == len(d.Failed):
 		d.Method, d.Rerun = RerunFailedJobs, retry
 		d.Reason = fmt.Sprintf("all %d failed jobs lost one of this stack's runners: re-run failed jobs (attempt %d)", len(retry), d.Attempt+1)
@@ -164,7 +178,7 @@ func (r Retrier) Decide(ctx context.Context, runID int64) (Decision, error) {
 		// GitHub takes one re-run per completed attempt: one job now, the next on the
 		// completed event of the attempt this starts.
 		d.Method, d.Rerun, d.Next = RerunJob, retry[:1], retry[1:]
-		d.Reason = fmt.Sprintf("re-run job %d (attempt %d), which lost one of this stack's runners; %d failed job(s) not re-run (failed by themselves or re-run once already)", retry[0], d.Attempt+1, len(d.Failed)-len(retry))
+		d.Reason = fmt.Sprintf("re-run job %d (attempt %d), which lost one of this stack's runners; %d failed job(s) not re-run (failed by themselves, re-run once already, or named like another job)", retry[0], d.Attempt+1, len(d.Failed)-len(retry))
 		if len(d.Next) > 0 {
 			d.Reason += fmt.Sprintf("; %d more interrupted job(s) after that attempt completes", len(d.Next))
 		}
@@ -174,11 +188,13 @@ func (r Retrier) Decide(ctx context.Context, runID int64) (Decision, error) {
 
 // latestExecutions lists every execution of the run's jobs (filter=all) and returns, for
 // each job that failed in its latest execution, that execution and how many the job had. A
-// job is known by its name (unique in a run, matrix values included); an execution by its ID.
+// job is known by its name (matrix values included, so a matrix's legs differ; two jobs of one
+// name are marked Ambiguous); an execution by its ID.
 func (r Retrier) latestExecutions(ctx context.Context, runID int64) ([]Job, error) {
 	type job struct {
-		latest *github.WorkflowJob
-		ids    map[int64]bool
+		latest     *github.WorkflowJob
+		ids        map[int64]bool // the executions that ran
+		perAttempt map[int64]int  // entries per run attempt: more than one, two jobs share the name
 	}
 	byName := map[string]*job{}
 	var order []string
@@ -188,11 +204,14 @@ func (r Retrier) latestExecutions(ctx context.Context, runID int64) ([]Job, erro
 		}
 		j := byName[wj.GetName()]
 		if j == nil {
-			j = &job{ids: map[int64]bool{}}
+			j = &job{ids: map[int64]bool{}, perAttempt: map[int64]int{}}
 			byName[wj.GetName()] = j
 			order = append(order, wj.GetName())
 		}
-		j.ids[wj.GetID()] = true
+		j.perAttempt[wj.GetRunAttempt()]++
+		if wj.GetConclusion() != "skipped" {
+			j.ids[wj.GetID()] = true
+		}
 		if j.latest == nil || wj.GetRunAttempt() > j.latest.GetRunAttempt() {
 			j.latest = wj
 		}
@@ -203,8 +222,12 @@ func (r Retrier) latestExecutions(ctx context.Context, runID int64) ([]Job, erro
 		if wj.GetConclusion() != "failure" {
 			continue
 		}
+		ambiguous := false
+		for _, n := range byName[name].perAttempt {
+			ambiguous = ambiguous || n > 1
+		}
 		failed = append(failed, Job{ID: wj.GetID(), Name: wj.GetName(), Runner: wj.GetRunnerName(), Attempt: wj.GetRunAttempt(),
-			Executions: len(byName[name].ids), started: wj.GetStartedAt().Time, completed: wj.GetCompletedAt().Time})
+			Executions: len(byName[name].ids), Ambiguous: ambiguous, started: wj.GetStartedAt().Time, completed: wj.GetCompletedAt().Time})
 	}
 	return failed, nil
 }
@@ -224,7 +247,7 @@ func (r Retrier) judge(ctx context.Context, j *Job) error {
 		cluster, known, interrupted = r.Cluster.Runner(j.Runner, j.started, j.completed)
 		switch {
 		case interrupted:
-			j.Interrupted, j.Evidence = true, cluster
+			j.Interrupted, j.Evidence, j.byCluster = true, cluster, true
 			j.noteRerun()
 			return nil
 		case known:
@@ -247,9 +270,13 @@ func (r Retrier) judge(ctx context.Context, j *Job) error {
 	return nil
 }
 
-// noteRerun adds to an interrupted job's evidence that it is not re-run twice.
+// noteRerun adds to an interrupted job's evidence why it is not re-run: twice, or another job
+// of the same name.
 func (j *Job) noteRerun() {
-	if j.Interrupted && j.Executions > 1 {
+	switch {
+	case j.Interrupted && j.Ambiguous:
+		j.Evidence += fmt.Sprintf("; another job of this run is also named %q, so its executions cannot be told apart: not re-run (give the jobs distinct names)", j.Name)
+	case j.Interrupted && j.Executions > 1:
 		j.Evidence += fmt.Sprintf("; re-run once already (%d executions): not again", j.Executions)
 	}
 }

@@ -156,7 +156,7 @@ func TestInterruptedJobsAreRerunOnce(t *testing.T) {
 	d, err = decideAndApply(t, f)
 	require.NoError(t, err)
 	assert.Empty(t, d.Method, d.Reason)
-	assert.Equal(t, "the 1 interrupted job(s) were re-run once already: not again", d.Reason)
+	assert.Equal(t, "the 1 interrupted job(s) were re-run once already, or share their name with another job: not re-run", d.Reason)
 	require.Len(t, d.Failed, 1, "the latest execution of each job decides: cuda (13.0) passed on attempt 2")
 	assert.Equal(t, int64(12), d.Failed[0].ID)
 	assert.Contains(t, d.Failed[0].Evidence, "re-run once already (2 executions): not again")
@@ -179,7 +179,7 @@ func TestOnlyTheInterruptedJobsAreRerun(t *testing.T) {
 	assert.Equal(t, []int64{2}, f.jobReruns, "only the first interrupted job, now")
 	assert.Zero(t, f.reruns, "never rerun-failed-jobs: it would re-run the unit job too")
 	assert.Equal(t, []int64{4}, d.Next)
-	assert.Equal(t, "re-run job 2 (attempt 2), which lost one of this stack's runners; 1 failed job(s) not re-run (failed by themselves or re-run once already); 1 more interrupted job(s) after that attempt completes", d.Reason)
+	assert.Equal(t, "re-run job 2 (attempt 2), which lost one of this stack's runners; 1 failed job(s) not re-run (failed by themselves, re-run once already, or named like another job); 1 more interrupted job(s) after that attempt completes", d.Reason)
 
 	// Attempt 2 (job 2 again) completed: now the second interrupted job.
 	f.attempt = 2
@@ -353,4 +353,52 @@ func TestContainerFormJobRerunOnClusterEvidence(t *testing.T) {
 	assert.Equal(t, retry.RerunJob, d.Method, d.Reason)
 	assert.Equal(t, []int64{2}, f.jobReruns)
 	assert.Zero(t, f.reruns)
+}
+
+// A dependent skipped on attempt 1 (its need was interrupted) and interrupted itself on the
+// re-run has run once: it is re-run. Two jobs of one name cannot be told apart: neither is.
+func TestExecutionsThatCount(t *testing.T) {
+	f := &fakeGitHub{status: "completed", conclusion: "failure", attempt: 2, jobs: []fakeJob{
+		{2, "cuda", "failure", ourA, []string{shutdown}, 1},
+		{3, "report", "skipped", "", nil, 1},
+		{12, "cuda", "success", ourB, nil, 2},
+		{13, "report", "failure", ourC, []string{lost}, 2},
+	}}
+	d, err := decideAndApply(t, f)
+	require.NoError(t, err)
+	assert.Equal(t, retry.RerunFailedJobs, d.Method, d.Reason)
+	require.Len(t, d.Failed, 1)
+	assert.Equal(t, 1, d.Failed[0].Executions, "the skipped execution did not run")
+
+	f = &fakeGitHub{status: "completed", conclusion: "failure", attempt: 1, jobs: []fakeJob{
+		{2, "cuda", "failure", ourA, []string{shutdown}, 1},
+		{3, "cuda", "failure", ourB, []string{"Process completed with exit code 1."}, 1},
+	}}
+	d, err = decideAndApply(t, f)
+	require.NoError(t, err)
+	assert.Empty(t, d.Method, d.Reason)
+	assert.Zero(t, f.reruns)
+	assert.Empty(t, f.jobReruns)
+	require.Len(t, d.Failed, 1, "one name, one job as the API lets us see it")
+	assert.True(t, d.Failed[0].Ambiguous)
+}
+
+// A job only the cluster saw interrupted (a container-form job) is re-run first: a job that
+// waits for the next attempt is judged again then, and the cluster's events last about an
+// hour, while a lost-runner annotation stays on its job.
+func TestClusterOnlyEvidenceGoesFirst(t *testing.T) {
+	const podGone = "Error: failed to run script step: pod lux-gpu-t4-7xk2p-runner-abcde-workflow not found"
+	f := &fakeGitHub{status: "completed", conclusion: "failure", attempt: 1, jobs: []fakeJob{
+		{2, "cuda-in-runner", "failure", ourB, []string{shutdown}, 1},
+		{3, "unit", "failure", ourC, []string{"Process completed with exit code 2."}, 1},
+		{4, "cuda-in-container", "failure", ourA, []string{podGone}, 1},
+	}}
+	r := retry.Retrier{Client: f.serve(t), Owner: "luxfi", Repo: "app", ScaleSets: []string{"lux-gpu-t4"}, Cluster: clusterSays{
+		ourA: {"cluster: pod " + ourA + "-workflow was on node ip-10-0-3-7, spot-interrupted at 2026-12-03T11:58:00Z (Spot interruption warning was triggered)", true},
+	}}
+	d, err := r.Decide(context.Background(), runID)
+	require.NoError(t, err)
+	assert.Equal(t, retry.RerunJob, d.Method, d.Reason)
+	assert.Equal(t, []int64{4}, d.Rerun, "the container-form job, whose evidence expires, now")
+	assert.Equal(t, []int64{2}, d.Next, "the runner-form job, whose annotation stays, next")
 }
