@@ -145,6 +145,15 @@ func retryFromTheCluster(t tb, ctx context.Context, core kubernetes.Interface, g
 	assert.True(t, apierrors.IsForbidden(err), "nor another namespace's pods: %v", err)
 	_, err = account.CoreV1().Pods(wellknown.RunnersNamespace).List(ctx, metav1.ListOptions{})
 	require.NoError(t, err, "it reads the runners' pods")
+	cms := account.CoreV1().ConfigMaps(wellknown.RunnersNamespace)
+	memory, err := cms.Get(ctx, wellknown.RetryEvidenceConfigMap, metav1.GetOptions{})
+	require.NoError(t, err, "it reads its memory, which the program created")
+	_, err = cms.Update(ctx, memory, metav1.UpdateOptions{})
+	require.NoError(t, err, "and writes it")
+	hooks, err := core.CoreV1().ConfigMaps(wellknown.RunnersNamespace).Get(ctx, "lux-gpu-t4-container-job-pod", metav1.GetOptions{})
+	require.NoError(t, err)
+	_, err = cms.Update(ctx, hooks, metav1.UpdateOptions{})
+	assert.True(t, apierrors.IsForbidden(err), "but no other ConfigMap, such as a pool's job pod template: %v", err)
 
 	gh := &githubRun{jobs: []githubJob{
 		{id: 101, name: "in-container", runner: interruptedRunner, note: "Error: Process completed with exit code 137.", started: started, completed: time.Now()},

@@ -5,7 +5,8 @@ package k8s
 // cluster knows that a container-form job's pod lost its spot node — its runner survived and
 // reported an ordinary step failure — so the decision must run where the cluster can be read,
 // not on a GitHub-hosted runner. One small runner at most, on the system nodes, whose account
-// reads Karpenter's events and the runners' pods and nothing else.
+// reads Karpenter's events and the runners' pods and writes one ConfigMap, its memory of the
+// cluster's evidence for jobs re-run on a later attempt, and nothing else.
 
 import (
 	corev1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/core/v1"
@@ -24,7 +25,8 @@ import (
 // RetryReaderRules are what gpuci retry --cluster reads (live.ReadInterruptions), by
 // namespace: Karpenter's SpotInterrupted events on Nodes (a cluster-scoped object's events
 // are recorded in "default"), and in the runners' namespace the pods and the scheduler's
-// Scheduled events that say where each ran. Read-only, two namespaces, no Secrets.
+// Scheduled events that say where each ran. It writes one object, the evidence ConfigMap
+// (by name; the program creates it), and reads no Secret.
 func RetryReaderRules() map[string][]k8srbacv1.PolicyRule {
 	return map[string][]k8srbacv1.PolicyRule{
 		k8smeta.NamespaceDefault: {
@@ -32,6 +34,7 @@ func RetryReaderRules() map[string][]k8srbacv1.PolicyRule {
 		},
 		wellknown.RunnersNamespace: {
 			{APIGroups: []string{""}, Resources: []string{"events", "pods"}, Verbs: []string{"get", "list"}},
+			{APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{wellknown.RetryEvidenceConfigMap}, Verbs: []string{"get", "update"}},
 		},
 	}
 }
@@ -77,8 +80,8 @@ func RetryScaleSetValues(name string, gh config.GitHub, cache ImageCache) (map[s
 	}, nil
 }
 
-// newRetryReader creates the retry runner's account and, in each namespace it reads, a Role
-// and RoleBinding (RetryReaderRules).
+// newRetryReader creates the retry runner's account, the evidence ConfigMap and, in each
+// namespace it reads, a Role and RoleBinding (RetryReaderRules).
 func newRetryReader(ctx *pulumi.Context, name string, opts ...pulumi.ResourceOption) ([]pulumi.Resource, error) {
 	sa, err := corev1.NewServiceAccount(ctx, name+"-retry", &corev1.ServiceAccountArgs{
 		Metadata: &metav1.ObjectMetaArgs{Name: pulumi.String(wellknown.RetryServiceAccount), Namespace: pulumi.String(wellknown.RunnersNamespace)},
@@ -86,16 +89,28 @@ func newRetryReader(ctx *pulumi.Context, name string, opts ...pulumi.ResourceOpt
 	if err != nil {
 		return nil, err
 	}
-	out := []pulumi.Resource{sa}
+	// Its data is gpuci retry's: the program declares none, so an up never touches it (and
+	// the account needs no create, which cannot be limited to one name).
+	evidence, err := corev1.NewConfigMap(ctx, name+"-retry-evidence", &corev1.ConfigMapArgs{
+		Metadata: &metav1.ObjectMetaArgs{Name: pulumi.String(wellknown.RetryEvidenceConfigMap), Namespace: pulumi.String(wellknown.RunnersNamespace)},
+	}, opts...)
+	if err != nil {
+		return nil, err
+	}
+	out := []pulumi.Resource{sa, evidence}
 	for _, ns := range []string{k8smeta.NamespaceDefault, wellknown.RunnersNamespace} {
 		meta := &metav1.ObjectMetaArgs{Name: pulumi.String(wellknown.RetryServiceAccount), Namespace: pulumi.String(ns)}
 		var rules rbacv1.PolicyRuleArray
 		for _, r := range RetryReaderRules()[ns] {
-			rules = append(rules, rbacv1.PolicyRuleArgs{
+			rule := rbacv1.PolicyRuleArgs{
 				ApiGroups: pulumi.ToStringArray(r.APIGroups),
 				Resources: pulumi.ToStringArray(r.Resources),
 				Verbs:     pulumi.ToStringArray(r.Verbs),
-			})
+			}
+			if len(r.ResourceNames) > 0 {
+				rule.ResourceNames = pulumi.ToStringArray(r.ResourceNames)
+			}
+			rules = append(rules, rule)
 		}
 		role, err := rbacv1.NewRole(ctx, name+"-retry-"+ns, &rbacv1.RoleArgs{Metadata: meta, Rules: rules}, opts...)
 		if err != nil {

@@ -9,7 +9,7 @@ import (
 
 // The retry runner (retryScaleSetName): a scale set of its own on the system nodes, under an
 // account that may read events and the runners' pods in the two namespaces gpuci retry
-// --cluster reads, and nothing else; gone before the controller, its credentials and its
+// --cluster reads, and write its memory's one ConfigMap, nothing else; gone before the controller, its credentials and its
 // account on destroy. make e2e runs gpuci retry --cluster under that account against the real
 // API server's RBAC.
 func TestRetryRunner(t *testing.T) {
@@ -56,9 +56,19 @@ func TestRetryRunner(t *testing.T) {
 		assert.Contains(t, rel.Deps(), binding.Key(), "the account's rights outlive its runner")
 	}
 	assert.Equal(t, map[string]any{
-		"default":     []any{map[string]any{"apiGroups": []any{""}, "resources": []any{"events"}, "verbs": read}},
-		"arc-runners": []any{map[string]any{"apiGroups": []any{""}, "resources": []any{"events", "pods"}, "verbs": read}},
-	}, roles, "read-only: Karpenter's Node events, the runners' pods and their Scheduled events; no Secrets, no writes")
+		"default": []any{map[string]any{"apiGroups": []any{""}, "resources": []any{"events"}, "verbs": read}},
+		"arc-runners": []any{
+			map[string]any{"apiGroups": []any{""}, "resources": []any{"events", "pods"}, "verbs": read},
+			map[string]any{"apiGroups": []any{""}, "resources": []any{"configmaps"}, "resourceNames": []any{"gpuci-retry-evidence"}, "verbs": []any{"get", "update"}},
+		},
+	}, roles, "Karpenter's Node events, the runners' pods and their Scheduled events read; one ConfigMap, by name, written; no Secrets")
+
+	// The memory's ConfigMap: the program creates it (so the account needs no create) and
+	// declares no data (so an up never erases what gpuci retry keeps there).
+	evidence := m.get(t, "kubernetes:core/v1:ConfigMap", "gpu-ci-arc-retry-evidence")
+	assert.Equal(t, map[string]any{"name": "gpuci-retry-evidence", "namespace": "arc-runners"}, path(evidence.Inputs, "metadata"))
+	assert.Nil(t, evidence.Inputs["data"])
+	assert.Contains(t, rel.Deps(), evidence.Key(), "it outlives the retry runner")
 	assert.Empty(t, m.all("kubernetes:rbac.authorization.k8s.io/v1:ClusterRole"), "nothing cluster-wide")
 	assert.Empty(t, m.all("kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding"))
 

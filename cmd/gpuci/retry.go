@@ -72,11 +72,15 @@ func runRetry(args []string) error {
 		// Asked for, the cluster's evidence is required: deciding without it would quietly
 		// leave container-form jobs failed (a broken account, a wrong kubeconfig) and trust
 		// annotations the cluster would overrule. Nothing is re-run.
-		in, err := clusterInterruptions(ctx, *kubeconfig, stack)
+		in, memory, cleanup, err := clusterEvidence(ctx, *kubeconfig, stack)
 		if err != nil {
 			return fmt.Errorf("the cluster cannot be read, so nothing was re-run: %w (fix the retry runner's account or the kubeconfig; without --cluster, GitHub's evidence alone decides)", err)
 		}
+		defer cleanup()
 		r.Cluster = in
+		if memory != nil { // a nil *live.RetryEvidence must not become a non-nil Memory
+			r.Memory = memory
+		}
 	}
 	progress := newProgress()
 	progress.step("reading run %d of %s/%s, its failed jobs and their evidence", *runID, owner, name)
@@ -101,11 +105,23 @@ func runRetry(args []string) error {
 	return r.Apply(ctx, d)
 }
 
-func clusterInterruptions(ctx context.Context, kubeconfig, stack string) (*live.Interruptions, error) {
+// clusterEvidence reads what the cluster knows of recent interruptions, and the retry
+// runner's memory of earlier decisions (nil where the stack has no retry runner). cleanup
+// releases the kubeconfig once the decision is applied (the memory is written then).
+func clusterEvidence(ctx context.Context, kubeconfig, stack string) (*live.Interruptions, *live.RetryEvidence, func(), error) {
 	kube, _, cleanup, err := clients(kubeconfig, stack)
 	if err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
-	defer cleanup()
-	return live.ReadInterruptions(ctx, kube)
+	in, err := live.ReadInterruptions(ctx, kube)
+	if err != nil {
+		cleanup()
+		return nil, nil, nil, err
+	}
+	memory, err := live.ReadRetryEvidence(ctx, kube)
+	if err != nil {
+		cleanup()
+		return nil, nil, nil, err
+	}
+	return in, memory, cleanup, nil
 }

@@ -30,8 +30,13 @@ const (
 	// RoleBinding): the permissions the container hooks need, nothing else.
 	ContainerHooksServiceAccount = "arc-container-hooks"
 	// RetryServiceAccount runs the retry runner (config.RetryScaleSetName) and names its Roles:
-	// read the events and the runners' pods that gpuci retry --cluster decides on, nothing else.
+	// read the events and the runners' pods that gpuci retry --cluster decides on, and write
+	// RetryEvidenceConfigMap, nothing else.
 	RetryServiceAccount = "gpuci-retry"
+	// RetryEvidenceConfigMap is where gpuci retry keeps the cluster's evidence for interrupted
+	// jobs it re-runs on a later attempt (the cluster's events last about an hour); the only
+	// object the retry account may write.
+	RetryEvidenceConfigMap = "gpuci-retry-evidence"
 )
 
 // PrepareJobTimeoutSeconds is how long a container-form runner's hooks wait for the job pod to

@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"net/http"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -98,6 +99,16 @@ type Retrier struct {
 	// it sees a spot interruption GitHub cannot — in the container form the runner survives on
 	// a system node and reports an ordinary step failure when its job pod's node is taken.
 	Cluster RunnerEvidence
+	// Memory keeps the cluster's evidence for the interrupted jobs left for a later attempt
+	// (Decision.Next), which are judged again when that attempt completes, possibly after the
+	// cluster's events are gone (live.RetryEvidence). nil: nothing is kept.
+	Memory Memory
+}
+
+// Memory is where the cluster's evidence for a job outlives the cluster's events.
+type Memory interface {
+	Recall(jobID int64) (evidence string, ok bool)
+	Remember(ctx context.Context, evidence map[int64]string, now time.Time) error
 }
 
 // RunnerEvidence tells what the cluster knows of a runner (by its name): known when it still
@@ -254,6 +265,13 @@ func (r Retrier) judge(ctx context.Context, j *Job) error {
 			j.Evidence = cluster + ": failed by itself (a lost-runner annotation is not trusted over the cluster)"
 			return nil
 		}
+		if r.Memory != nil {
+			if remembered, ok := r.Memory.Recall(j.ID); ok {
+				j.Interrupted, j.Evidence, j.byCluster = true, remembered, true
+				j.noteRerun()
+				return nil
+			}
+		}
 	}
 	annotation, err := r.lostRunner(ctx, j.ID)
 	if err != nil {
@@ -300,11 +318,15 @@ func (r Retrier) lostRunner(ctx context.Context, jobID int64) (string, error) {
 // Apply re-runs what the decision says. A run already re-run by someone else is in progress:
 // GitHub answers 403, reported as ErrInProgress.
 func (r Retrier) Apply(ctx context.Context, d Decision) error {
+	if d.Method == "" {
+		return nil
+	}
+	if err := r.remember(ctx, d); err != nil {
+		return fmt.Errorf("run %d: nothing re-run: %w", d.RunID, err)
+	}
 	var resp *github.Response
 	var err error
 	switch d.Method {
-	case "":
-		return nil
 	case RerunFailedJobs:
 		resp, err = r.Client.Actions.RerunFailedJobsByID(ctx, r.Owner, r.Repo, d.RunID)
 	case RerunJob:
@@ -323,4 +345,22 @@ func (r Retrier) Apply(ctx context.Context, d Decision) error {
 		return fmt.Errorf("re-running %v of run %d (%s): %w", d.Rerun, d.RunID, d.Method, err)
 	}
 	return nil
+}
+
+// remember keeps the cluster's evidence for the jobs left for a later attempt, before the
+// re-run that starts that attempt: when it completes, the cluster may have forgotten them.
+func (r Retrier) remember(ctx context.Context, d Decision) error {
+	if r.Memory == nil {
+		return nil
+	}
+	keep := map[int64]string{}
+	for _, j := range d.Failed {
+		if j.byCluster && slices.Contains(d.Next, j.ID) {
+			keep[j.ID] = j.Evidence
+		}
+	}
+	if len(keep) == 0 {
+		return nil
+	}
+	return r.Memory.Remember(ctx, keep, time.Now())
 }
