@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -148,8 +149,9 @@ func retryFromTheCluster(t tb, ctx context.Context, core kubernetes.Interface, g
 	cms := account.CoreV1().ConfigMaps(wellknown.RunnersNamespace)
 	memory, err := cms.Get(ctx, wellknown.RetryEvidenceConfigMap, metav1.GetOptions{})
 	require.NoError(t, err, "it reads its memory, which the program created")
-	_, err = cms.Update(ctx, memory, metav1.UpdateOptions{})
-	require.NoError(t, err, "and writes it")
+	memory.Data = map[string]string{rememberedKey: time.Now().UTC().Format(time.RFC3339) + " e2e: kept across every later up"}
+	_, err = cms.Update(ctx, memory, metav1.UpdateOptions{FieldManager: "gpuci-retry"})
+	require.NoError(t, err, "and writes it (what it keeps stays through the later phases' ups: assertMemoryKept)")
 	hooks, err := core.CoreV1().ConfigMaps(wellknown.RunnersNamespace).Get(ctx, "lux-gpu-t4-container-job-pod", metav1.GetOptions{})
 	require.NoError(t, err)
 	_, err = cms.Update(ctx, hooks, metav1.UpdateOptions{})
@@ -190,4 +192,16 @@ func retryFromTheCluster(t tb, ctx context.Context, core kubernetes.Interface, g
 	defer gh.mu.Unlock()
 	assert.Equal(t, []int64{101}, gh.jobReruns, "exactly the interrupted job is re-run")
 	assert.Zero(t, gh.failedJobsRerunCalls, "never the run's failed jobs: unit failed by itself")
+}
+
+// rememberedKey is the entry retryFromTheCluster writes into the retry runner's memory.
+const rememberedKey = "job-424242"
+
+// assertMemoryKept: the entry written into the retry runner's memory survived every up since
+// (tags, CRD replace, an ARC minor upgrade, a pool added and removed, an up --refresh): the
+// program declares the ConfigMap without data, so no up takes what gpuci retry keeps.
+func assertMemoryKept(t *testing.T, ctx context.Context, core kubernetes.Interface) {
+	cm, err := core.CoreV1().ConfigMaps(wellknown.RunnersNamespace).Get(ctx, wellknown.RetryEvidenceConfigMap, metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Contains(t, cm.Data[rememberedKey], "e2e: kept across every later up")
 }

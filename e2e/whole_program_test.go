@@ -190,6 +190,7 @@ func TestWholeProgram(t *testing.T) {
 	step(t, "a pool added, then removed while its runner holds a job", func(t *testing.T) { poolRemovedWhileItsJobRuns(t, ctx, h, kube, github) })
 
 	step(t, "destroy", func(t *testing.T) {
+		assertMemoryKept(t, ctx, core)
 		times := newStepTimes()
 		_, err := h.stack.Destroy(ctx, optdestroy.SuppressProgress(), optdestroy.EventStreams(times.ch))
 		require.NoError(t, err)
