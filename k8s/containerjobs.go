@@ -16,8 +16,6 @@ import (
 
 	k8scorev1 "k8s.io/api/core/v1"
 	k8srbacv1 "k8s.io/api/rbac/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
-	k8smeta "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/luxfi/lux-gpu-ci/config"
@@ -70,14 +68,6 @@ func JobPodTemplateYAML(pool config.GPUPool) (string, error) {
 	return string(b), nil
 }
 
-// containerFormRunnerResources: the runner only relays the job to its pod (Node.js hooks
-// and the .NET runner), so it is sized for the system nodes, where it shares a t3.medium
-// with Karpenter, CoreDNS and ARC.
-var containerFormRunnerResources = k8scorev1.ResourceRequirements{
-	Requests: k8scorev1.ResourceList{k8scorev1.ResourceCPU: resource.MustParse("100m"), k8scorev1.ResourceMemory: resource.MustParse("384Mi")},
-	Limits:   k8scorev1.ResourceList{k8scorev1.ResourceMemory: resource.MustParse("1Gi")},
-}
-
 // containerFormRunnerTemplate is a container-form pool's runner pod: no GPU, on the system
 // nodes, with the hooks' permissions and the hook template mounted. The chart adds the rest
 // of the mode (ACTIONS_RUNNER_CONTAINER_HOOKS=/home/runner/k8s-novolume/index.js,
@@ -86,30 +76,20 @@ var containerFormRunnerResources = k8scorev1.ResourceRequirements{
 // through the cache too).
 func containerFormRunnerTemplate(pool config.GPUPool, cache ImageCache) k8scorev1.PodTemplateSpec {
 	const volume = "job-pod-template"
-	return k8scorev1.PodTemplateSpec{
-		ObjectMeta: k8smeta.ObjectMeta{Labels: map[string]string{wellknown.PoolLabel: pool.Name}},
-		Spec: k8scorev1.PodSpec{
-			// Our own account: with it set, the chart creates no kube-mode Role of its own.
-			ServiceAccountName: wellknown.ContainerHooksServiceAccount,
-			NodeSelector:       map[string]string{wellknown.SystemNodeLabel: wellknown.SystemNodeValue},
-			Containers: []k8scorev1.Container{{
-				Name:            "runner",
-				Image:           cache.Pull(pool.RunnerImage),
-				ImagePullPolicy: runnerPullPolicy(pool),
-				Command:         []string{"/home/runner/run.sh"},
-				Resources:       containerFormRunnerResources,
-				Env: []k8scorev1.EnvVar{
-					{Name: hookTemplateEnv, Value: path.Join(hookTemplateDir, hookTemplateKey)},
-					// A cold GPU node and its image pull fit in the wait (PrepareJobTimeoutSeconds).
-					{Name: prepareJobTimeoutEnv, Value: strconv.Itoa(wellknown.PrepareJobTimeoutSeconds)},
-				},
-				VolumeMounts: []k8scorev1.VolumeMount{{Name: volume, MountPath: hookTemplateDir, ReadOnly: true}},
-			}},
-			Volumes: []k8scorev1.Volume{{Name: volume, VolumeSource: k8scorev1.VolumeSource{
-				ConfigMap: &k8scorev1.ConfigMapVolumeSource{LocalObjectReference: k8scorev1.LocalObjectReference{Name: HookTemplateConfigMapName(pool)}},
-			}}},
-		},
+	// Our own account: with it set, the chart creates no kube-mode Role of its own.
+	t := systemRunnerPod(wellknown.ContainerHooksServiceAccount, cache.Pull(pool.RunnerImage), runnerPullPolicy(pool))
+	t.Labels = map[string]string{wellknown.PoolLabel: pool.Name}
+	runner := &t.Spec.Containers[0]
+	runner.Env = []k8scorev1.EnvVar{
+		{Name: hookTemplateEnv, Value: path.Join(hookTemplateDir, hookTemplateKey)},
+		// A cold GPU node and its image pull fit in the wait (PrepareJobTimeoutSeconds).
+		{Name: prepareJobTimeoutEnv, Value: strconv.Itoa(wellknown.PrepareJobTimeoutSeconds)},
 	}
+	runner.VolumeMounts = []k8scorev1.VolumeMount{{Name: volume, MountPath: hookTemplateDir, ReadOnly: true}}
+	t.Spec.Volumes = []k8scorev1.Volume{{Name: volume, VolumeSource: k8scorev1.VolumeSource{
+		ConfigMap: &k8scorev1.ConfigMapVolumeSource{LocalObjectReference: k8scorev1.LocalObjectReference{Name: HookTemplateConfigMapName(pool)}},
+	}}}
+	return t
 }
 
 // ContainerHooksRules are the permissions the kubernetes-novolume hooks check for before a

@@ -11,7 +11,6 @@ package k8s
 import (
 	corev1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/core/v1"
 	metav1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/meta/v1"
-	rbacv1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/rbac/v1"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	k8scorev1 "k8s.io/api/core/v1"
 	k8srbacv1 "k8s.io/api/rbac/v1"
@@ -39,24 +38,11 @@ func RetryReaderRules() map[string][]k8srbacv1.PolicyRule {
 	}
 }
 
-// RetryRunnerTemplate is the retry runner's pod: the current runner image, on the system nodes
-// (no GPU, no toleration), sized like a container-form runner, under the reader account.
+// RetryRunnerTemplate is the retry runner's pod: the current runner image (pulled on each
+// start, as it is :latest), on the system nodes, under the retry account; with it set, the
+// chart creates no account of its own.
 func RetryRunnerTemplate(cache ImageCache) k8scorev1.PodTemplateSpec {
-	return k8scorev1.PodTemplateSpec{
-		Spec: k8scorev1.PodSpec{
-			// With it set, the chart creates no account of its own.
-			ServiceAccountName: wellknown.RetryServiceAccount,
-			NodeSelector:       map[string]string{wellknown.SystemNodeLabel: wellknown.SystemNodeValue},
-			Containers: []k8scorev1.Container{{
-				// ARC requires the runner container to be called "runner".
-				Name:            "runner",
-				Image:           cache.Pull(versions.RunnerImage),
-				ImagePullPolicy: k8scorev1.PullAlways, // the followed :latest
-				Command:         []string{"/home/runner/run.sh"},
-				Resources:       containerFormRunnerResources,
-			}},
-		},
-	}
+	return systemRunnerPod(wellknown.RetryServiceAccount, cache.Pull(versions.RunnerImage), k8scorev1.PullAlways)
 }
 
 // RetryScaleSetValues are the gha-runner-scale-set values of the retry runner: reached by its
@@ -99,36 +85,11 @@ func newRetryReader(ctx *pulumi.Context, name string, opts ...pulumi.ResourceOpt
 	}
 	out := []pulumi.Resource{sa, evidence}
 	for _, ns := range []string{k8smeta.NamespaceDefault, wellknown.RunnersNamespace} {
-		meta := &metav1.ObjectMetaArgs{Name: pulumi.String(wellknown.RetryServiceAccount), Namespace: pulumi.String(ns)}
-		var rules rbacv1.PolicyRuleArray
-		for _, r := range RetryReaderRules()[ns] {
-			rule := rbacv1.PolicyRuleArgs{
-				ApiGroups: pulumi.ToStringArray(r.APIGroups),
-				Resources: pulumi.ToStringArray(r.Resources),
-				Verbs:     pulumi.ToStringArray(r.Verbs),
-			}
-			if len(r.ResourceNames) > 0 {
-				rule.ResourceNames = pulumi.ToStringArray(r.ResourceNames)
-			}
-			rules = append(rules, rule)
-		}
-		role, err := rbacv1.NewRole(ctx, name+"-retry-"+ns, &rbacv1.RoleArgs{Metadata: meta, Rules: rules}, opts...)
+		rbac, err := newAccountRole(ctx, name+"-retry-"+ns, wellknown.RetryServiceAccount, ns, RetryReaderRules()[ns], sa, opts...)
 		if err != nil {
 			return nil, err
 		}
-		binding, err := rbacv1.NewRoleBinding(ctx, name+"-retry-"+ns, &rbacv1.RoleBindingArgs{
-			Metadata: meta,
-			RoleRef: rbacv1.RoleRefArgs{
-				ApiGroup: pulumi.String("rbac.authorization.k8s.io"), Kind: pulumi.String("Role"), Name: pulumi.String(wellknown.RetryServiceAccount),
-			},
-			Subjects: rbacv1.SubjectArray{rbacv1.SubjectArgs{
-				Kind: pulumi.String("ServiceAccount"), Name: pulumi.String(wellknown.RetryServiceAccount), Namespace: pulumi.String(wellknown.RunnersNamespace),
-			}},
-		}, append(opts, pulumi.DependsOn([]pulumi.Resource{sa, role}))...)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, role, binding)
+		out = append(out, rbac...)
 	}
 	return out, nil
 }

@@ -8,7 +8,6 @@ import (
 	corev1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/core/v1"
 	metav1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/meta/v1"
 	policyv1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/policy/v1"
-	rbacv1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/rbac/v1"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	k8scorev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -114,6 +113,33 @@ func gpuPodTemplate(pool config.GPUPool, c k8scorev1.Container) (k8scorev1.PodTe
 			Containers:   []k8scorev1.Container{c},
 		},
 	}, nil
+}
+
+// systemRunnerResources: a runner on the system nodes only relays (a container-form job to its
+// pod through the Node.js hooks, or a retry decision) besides the .NET runner, so it is sized
+// for a t3.medium it shares with Karpenter, CoreDNS and ARC.
+var systemRunnerResources = k8scorev1.ResourceRequirements{
+	Requests: k8scorev1.ResourceList{k8scorev1.ResourceCPU: resource.MustParse("100m"), k8scorev1.ResourceMemory: resource.MustParse("384Mi")},
+	Limits:   k8scorev1.ResourceList{k8scorev1.ResourceMemory: resource.MustParse("1Gi")},
+}
+
+// systemRunnerPod is a runner pod for the system nodes (a container-form pool's, the retry
+// runner's): no GPU and no GPU toleration, systemRunnerResources, under account.
+func systemRunnerPod(account, image string, pull k8scorev1.PullPolicy) k8scorev1.PodTemplateSpec {
+	return k8scorev1.PodTemplateSpec{
+		Spec: k8scorev1.PodSpec{
+			ServiceAccountName: account,
+			NodeSelector:       map[string]string{wellknown.SystemNodeLabel: wellknown.SystemNodeValue},
+			Containers: []k8scorev1.Container{{
+				// ARC requires the runner container to be called "runner".
+				Name:            "runner",
+				Image:           image,
+				ImagePullPolicy: pull,
+				Command:         []string{"/home/runner/run.sh"},
+				Resources:       systemRunnerResources,
+			}},
+		},
+	}
 }
 
 // runnerPullPolicy pulls the followed image on every start (a node may hold an older
@@ -385,36 +411,18 @@ func newContainerHooks(ctx *pulumi.Context, name string, pools []config.GPUPool,
 }
 
 func newContainerHooksRBAC(ctx *pulumi.Context, name string, opts ...pulumi.ResourceOption) ([]pulumi.Resource, error) {
-	meta := &metav1.ObjectMetaArgs{Name: pulumi.String(wellknown.ContainerHooksServiceAccount), Namespace: pulumi.String(wellknown.RunnersNamespace)}
-	sa, err := corev1.NewServiceAccount(ctx, name+"-container-hooks", &corev1.ServiceAccountArgs{Metadata: meta}, opts...)
+	account := wellknown.ContainerHooksServiceAccount
+	sa, err := corev1.NewServiceAccount(ctx, name+"-container-hooks", &corev1.ServiceAccountArgs{
+		Metadata: &metav1.ObjectMetaArgs{Name: pulumi.String(account), Namespace: pulumi.String(wellknown.RunnersNamespace)},
+	}, opts...)
 	if err != nil {
 		return nil, err
 	}
-	var rules rbacv1.PolicyRuleArray
-	for _, r := range ContainerHooksRules() {
-		rules = append(rules, rbacv1.PolicyRuleArgs{
-			ApiGroups: pulumi.ToStringArray(r.APIGroups),
-			Resources: pulumi.ToStringArray(r.Resources),
-			Verbs:     pulumi.ToStringArray(r.Verbs),
-		})
-	}
-	role, err := rbacv1.NewRole(ctx, name+"-container-hooks", &rbacv1.RoleArgs{Metadata: meta, Rules: rules}, opts...)
+	rbac, err := newAccountRole(ctx, name+"-container-hooks", account, wellknown.RunnersNamespace, ContainerHooksRules(), sa, opts...)
 	if err != nil {
 		return nil, err
 	}
-	binding, err := rbacv1.NewRoleBinding(ctx, name+"-container-hooks", &rbacv1.RoleBindingArgs{
-		Metadata: meta,
-		RoleRef: rbacv1.RoleRefArgs{
-			ApiGroup: pulumi.String("rbac.authorization.k8s.io"), Kind: pulumi.String("Role"), Name: pulumi.String(wellknown.ContainerHooksServiceAccount),
-		},
-		Subjects: rbacv1.SubjectArray{rbacv1.SubjectArgs{
-			Kind: pulumi.String("ServiceAccount"), Name: pulumi.String(wellknown.ContainerHooksServiceAccount), Namespace: pulumi.String(wellknown.RunnersNamespace),
-		}},
-	}, append(opts, pulumi.DependsOn([]pulumi.Resource{sa, role}))...)
-	if err != nil {
-		return nil, err
-	}
-	return []pulumi.Resource{sa, role, binding}, nil
+	return append([]pulumi.Resource{sa}, rbac...), nil
 }
 
 // secretInput hands a credential from the configuration to a resource as a Pulumi secret,

@@ -1,0 +1,46 @@
+package k8s
+
+import (
+	metav1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/meta/v1"
+	rbacv1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/rbac/v1"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+	k8srbacv1 "k8s.io/api/rbac/v1"
+
+	"github.com/luxfi/lux-gpu-ci/internal/wellknown"
+)
+
+// newAccountRole grants one of the runners' ServiceAccounts (account, in the runners'
+// namespace) rules in namespace: a Role and a RoleBinding, both named for the account, the
+// binding after the account and the Role exist. logical names the two resources.
+func newAccountRole(ctx *pulumi.Context, logical, account, namespace string, rules []k8srbacv1.PolicyRule, sa pulumi.Resource, opts ...pulumi.ResourceOption) ([]pulumi.Resource, error) {
+	meta := &metav1.ObjectMetaArgs{Name: pulumi.String(account), Namespace: pulumi.String(namespace)}
+	var args rbacv1.PolicyRuleArray
+	for _, r := range rules {
+		rule := rbacv1.PolicyRuleArgs{
+			ApiGroups: pulumi.ToStringArray(r.APIGroups),
+			Resources: pulumi.ToStringArray(r.Resources),
+			Verbs:     pulumi.ToStringArray(r.Verbs),
+		}
+		if len(r.ResourceNames) > 0 {
+			rule.ResourceNames = pulumi.ToStringArray(r.ResourceNames)
+		}
+		args = append(args, rule)
+	}
+	role, err := rbacv1.NewRole(ctx, logical, &rbacv1.RoleArgs{Metadata: meta, Rules: args}, opts...)
+	if err != nil {
+		return nil, err
+	}
+	binding, err := rbacv1.NewRoleBinding(ctx, logical, &rbacv1.RoleBindingArgs{
+		Metadata: meta,
+		RoleRef: rbacv1.RoleRefArgs{
+			ApiGroup: pulumi.String("rbac.authorization.k8s.io"), Kind: pulumi.String("Role"), Name: pulumi.String(account),
+		},
+		Subjects: rbacv1.SubjectArray{rbacv1.SubjectArgs{
+			Kind: pulumi.String("ServiceAccount"), Name: pulumi.String(account), Namespace: pulumi.String(wellknown.RunnersNamespace),
+		}},
+	}, append(opts, pulumi.DependsOn([]pulumi.Resource{sa, role}))...)
+	if err != nil {
+		return nil, err
+	}
+	return []pulumi.Resource{role, binding}, nil
+}
