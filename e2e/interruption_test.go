@@ -68,21 +68,10 @@ func spotInterruption(t tb, ctx context.Context, core kubernetes.Interface, kube
 		}
 	}()
 	started := time.Now() // GitHub's started_at of the job this runner takes
-	runner := containerFormRunner(t, ctx, core, kube, systemNodes, scaleSet+"-e2e-runner-y")
-	job, err := pods.Create(ctx, containerJobPod(t, ctx, core, scaleSet, runner.Name), metav1.CreateOptions{})
-	require.NoError(t, err)
-	name := job.Name
-	var placed *corev1.Pod
-	require.Eventually(t, func() bool {
-		placed, err = pods.Get(ctx, name, metav1.GetOptions{})
-		return err == nil && placed.Spec.NodeName != "" && placed.Status.Phase == corev1.PodRunning
-	}, time.Minute, 250*time.Millisecond, "the job pod runs on a new spot node of %s", pool)
-	node := placed.Spec.NodeName
-	claims := poolClaims(t, ctx, kube, pool)
-	require.Len(t, claims, 1, "Karpenter launched one node for the job pod")
-	assert.Equal(t, karpv1.CapacityTypeSpot, claims[0].Labels[karpv1.CapacityTypeLabelKey])
-	assert.NotContains(t, systemNodes, node, "the job pod holds a GPU node, not a system node")
-	instance := instanceID(&claims[0])
+	runner, placed, claim := containerJobOnANewNode(t, ctx, core, kube, systemNodes, pool, scaleSet, scaleSet+"-e2e-runner-y")
+	name, node := placed.Name, placed.Spec.NodeName
+	assert.Equal(t, karpv1.CapacityTypeSpot, claim.Labels[karpv1.CapacityTypeLabelKey])
+	instance := instanceID(&claim)
 
 	k.interrupt(t, instance)
 	require.Eventually(t, func() bool {
@@ -144,20 +133,10 @@ func spotInterruption(t tb, ctx context.Context, core kubernetes.Interface, kube
 func rerunOnTheTwin(t tb, ctx context.Context, core kubernetes.Interface, kube dynamic.Interface, k *karpenter, systemNodes []string) {
 	const twin, scaleSet = "gpu-spot-container-on-demand", "lux-gpu-t4-container-on-demand"
 	pods := core.CoreV1().Pods(wellknown.RunnersNamespace)
-	runner := systemRunner(t, ctx, core, kube, systemNodes, scaleSet, scaleSet+"-e2e-runner-z")
-	job, err := pods.Create(ctx, containerJobPod(t, ctx, core, scaleSet, runner.Name), metav1.CreateOptions{})
-	require.NoError(t, err)
-	var placed *corev1.Pod
-	require.Eventually(t, func() bool {
-		placed, err = pods.Get(ctx, job.Name, metav1.GetOptions{})
-		return err == nil && placed.Spec.NodeName != "" && placed.Status.Phase == corev1.PodRunning
-	}, time.Minute, 250*time.Millisecond, "the re-run's job pod runs on a new node of %s", twin)
-	claims := poolClaims(t, ctx, kube, twin)
-	require.Len(t, claims, 1, "Karpenter launched one node for the re-run")
-	assert.Equal(t, karpv1.CapacityTypeOnDemand, claims[0].Labels[karpv1.CapacityTypeLabelKey], "on-demand: no second interruption")
-	assert.Equal(t, claims[0].Status.NodeName, placed.Spec.NodeName)
+	runner, job, claim := containerJobOnANewNode(t, ctx, core, kube, systemNodes, twin, scaleSet, scaleSet+"-e2e-runner-z")
+	assert.Equal(t, karpv1.CapacityTypeOnDemand, claim.Labels[karpv1.CapacityTypeLabelKey], "on-demand: no second interruption")
 	for _, c := range poolClaims(t, ctx, kube, "gpu-spot-container") {
-		assert.NotEqual(t, placed.Spec.NodeName, c.Status.NodeName, "not on a node of the spot pool")
+		assert.NotEqual(t, job.Spec.NodeName, c.Status.NodeName, "not on a node of the spot pool")
 	}
 
 	require.NoError(t, pods.Delete(ctx, job.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}))
@@ -166,6 +145,25 @@ func rerunOnTheTwin(t tb, ctx context.Context, core kubernetes.Interface, kube d
 	// removal does, and Karpenter's termination turns that into a terminated instance without
 	// consolidation's waits (consolidateAfter, then commandValidationDelay's 15 s in
 	// sigs.k8s.io/karpenter v1.14.1 pkg/controllers/disruption/consolidation.go).
-	require.NoError(t, kube.Resource(nodeClaims).Delete(ctx, claims[0].Name, metav1.DeleteOptions{}))
-	k.awaitGone(t, ctx, kube, twin, instanceID(&claims[0]), time.Minute, "the twin's node and its instance go")
+	require.NoError(t, kube.Resource(nodeClaims).Delete(ctx, claim.Name, metav1.DeleteOptions{}))
+	k.awaitGone(t, ctx, kube, twin, instanceID(&claim), time.Minute, "the twin's node and its instance go")
+}
+
+// containerJobOnANewNode is a container-form job as ARC and the hooks start it: the scale
+// set's runner on a system node, its job pod from the pool's hook template, which makes
+// Karpenter launch exactly one node of the pool, where the job pod runs.
+func containerJobOnANewNode(t tb, ctx context.Context, core kubernetes.Interface, kube dynamic.Interface, systemNodes []string, pool, scaleSet, runnerName string) (runner, job *corev1.Pod, claim karpv1.NodeClaim) {
+	pods := core.CoreV1().Pods(wellknown.RunnersNamespace)
+	runner = systemRunner(t, ctx, core, kube, systemNodes, scaleSet, runnerName)
+	created, err := pods.Create(ctx, containerJobPod(t, ctx, core, scaleSet, runner.Name), metav1.CreateOptions{})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		job, err = pods.Get(ctx, created.Name, metav1.GetOptions{})
+		return err == nil && job.Spec.NodeName != "" && job.Status.Phase == corev1.PodRunning
+	}, time.Minute, 250*time.Millisecond, "%s's job pod runs on a new node of %s", scaleSet, pool)
+	claims := poolClaims(t, ctx, kube, pool)
+	require.Len(t, claims, 1, "Karpenter launched one node of %s for the job pod", pool)
+	assert.Equal(t, claims[0].Status.NodeName, job.Spec.NodeName, "the job pod is on that node")
+	assert.NotContains(t, systemNodes, job.Spec.NodeName, "the job pod holds a GPU node, not a system node")
+	return runner, job, claims[0]
 }
