@@ -100,7 +100,7 @@ func arcMinorUpgrade(t *testing.T, ctx context.Context, h *harness, kube dynamic
 
 	t.Run("0.14.2 → 0.15.0 with a job running", func(t *testing.T) {
 		moveTo(arcChartsAt(t, work, "0.15.0"))
-		pre, err := h.stack.Preview(ctx, optpreview.SuppressProgress())
+		pre, err := h.preview(t, ctx)
 		require.NoError(t, err)
 		t.Logf("preview: %v", pre.ChangeSummary)
 		assert.Equal(t, 1+scaleSets, pre.ChangeSummary[apitype.OpReplace], "the plan replaces the controller and every scale set")
@@ -113,7 +113,7 @@ func arcMinorUpgrade(t *testing.T, ctx context.Context, h *harness, kube dynamic
 		}
 		done := make(chan result, 1)
 		go func() {
-			res, err := h.stack.Up(ctx, optup.SuppressProgress())
+			res, err := h.up(t, ctx)
 			done <- result{res, err}
 		}()
 		// The busy scale set is being removed, and the up waits for its job.
@@ -140,7 +140,7 @@ func arcMinorUpgrade(t *testing.T, ctx context.Context, h *harness, kube dynamic
 		log := github.Log()
 		assert.Less(t, strings.Index(log, "job ended on "+busy), strings.Index(log, "scale set "+busy+" deleted"), "the job finished before its scale set was removed")
 		assertScaleSetsServe(t, ctx, kube, github, "0.15.0")
-		_, err = h.stack.Preview(ctx, optpreview.ExpectNoChanges(), optpreview.SuppressProgress())
+		_, err = h.preview(t, ctx, optpreview.ExpectNoChanges())
 		require.NoError(t, err, "a preview after the upgrade is empty")
 	})
 }
@@ -194,7 +194,7 @@ func crdReplaced(t *testing.T, ctx context.Context, h *harness, kube dynamic.Int
 	crdBefore, err := kube.Resource(crds).Get(ctx, "nodepools.karpenter.sh", metav1.GetOptions{})
 	require.NoError(t, err)
 
-	res, err := h.stack.Up(ctx, optup.Replace([]string{urn, karpenterCRDRelease}), optup.SuppressProgress())
+	res, err := h.up(t, ctx, optup.Replace([]string{urn, karpenterCRDRelease}))
 	require.NoError(t, err)
 	t.Logf("up --replace: %v", *res.Summary.ResourceChanges)
 	assert.Equal(t, 2, (*res.Summary.ResourceChanges)["replace"], "the ARC CRD's resource and the karpenter-crd release are replaced")

@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pulumi/pulumi/sdk/v3/go/auto/optpreview"
 	"github.com/pulumi/pulumi/sdk/v3/go/auto/optup"
 	"github.com/pulumi/pulumi/sdk/v3/go/common/apitype"
 	"github.com/stretchr/testify/assert"
@@ -42,7 +41,7 @@ func poolRemovedWhileItsJobRuns(t *testing.T, ctx context.Context, h *harness, k
 
 	plan := func(t *testing.T) map[apitype.OpType]int {
 		t.Helper()
-		pre, err := h.stack.Preview(ctx, optpreview.SuppressProgress())
+		pre, err := h.preview(t, ctx)
 		require.NoError(t, err)
 		t.Logf("preview: %v", pre.ChangeSummary)
 		return pre.ChangeSummary
@@ -60,7 +59,7 @@ func poolRemovedWhileItsJobRuns(t *testing.T, ctx context.Context, h *harness, k
 		changes := plan(t)
 		assert.Positive(t, changes[apitype.OpCreate], "the pool's NodePool, EC2NodeClass and scale set")
 		assert.Zero(t, changes[apitype.OpReplace]+changes[apitype.OpDelete], "nothing running is replaced or removed")
-		_, err := h.stack.Up(ctx, optup.SuppressProgress())
+		_, err := h.up(t, ctx)
 		require.NoError(t, err)
 		require.Eventually(t, func() bool { return slices.Contains(github.Registered(), scaleSet) }, 10*time.Second, 100*time.Millisecond, "GitHub:\n%s", github.Log())
 	})
@@ -74,7 +73,7 @@ func poolRemovedWhileItsJobRuns(t *testing.T, ctx context.Context, h *harness, k
 		changes := plan(t)
 		assert.Positive(t, changes[apitype.OpDelete], "the pool's resources are removed")
 		assert.Zero(t, changes[apitype.OpReplace], "nothing else is replaced")
-		_, err := h.stack.Up(ctx, optup.SuppressProgress())
+		_, err := h.up(t, ctx)
 		require.Error(t, err, "the scale set's removal waits 10 s for a job that runs on")
 		t.Logf("up: %v", err)
 		ars, err := kube.Resource(runnerSets).Namespace("arc-runners").Get(ctx, scaleSet, metav1.GetOptions{})
@@ -84,7 +83,7 @@ func poolRemovedWhileItsJobRuns(t *testing.T, ctx context.Context, h *harness, k
 	})
 
 	t.Run("the next up, with deploy.yml's refresh, succeeds by itself", func(t *testing.T) {
-		res, err := h.stack.Up(ctx, optup.Refresh(), optup.SuppressProgress())
+		res, err := h.up(t, ctx, optup.Refresh())
 		require.NoError(t, err, "no manual step between the failed removal and the next deploy")
 		t.Logf("up --refresh: %v", *res.Summary.ResourceChanges)
 		github.EndJob(scaleSet)
@@ -113,7 +112,7 @@ func instanceTypeOfferedElsewhere(t *testing.T, ctx context.Context, h *harness)
 	h.editStackFile(t, func(cfg map[string]any) {
 		setPoolField(t, cfg, "instanceTypes", []any{"g4dn.xlarge", "g4dn.2xlarge"})
 	})
-	pre, err := h.stack.Preview(ctx, optpreview.SuppressProgress())
+	pre, err := h.preview(t, ctx)
 	require.NoError(t, err)
 	t.Logf("preview: %v", pre.ChangeSummary)
 	assert.Equal(t, 2, pre.ChangeSummary[apitype.OpUpdate], "gpu-spot's NodePool and its twin's")
@@ -135,12 +134,12 @@ func tagsAndSnapshotEdited(t *testing.T, ctx context.Context, h *harness, kube d
 		tags["cost-center"] = "gpu-ci"
 		setPoolField(t, cfg, "imageSnapshotID", snapshot)
 	})
-	pre, err := h.stack.Preview(ctx, optpreview.SuppressProgress())
+	pre, err := h.preview(t, ctx)
 	require.NoError(t, err)
 	t.Logf("preview: %v", pre.ChangeSummary)
 	assert.Positive(t, pre.ChangeSummary[apitype.OpUpdate])
 	assert.Zero(t, pre.ChangeSummary[apitype.OpCreate]+pre.ChangeSummary[apitype.OpDelete]+pre.ChangeSummary[apitype.OpReplace], "a tag edit replaces nothing")
-	up, err := h.stack.Up(ctx, optup.SuppressProgress())
+	up, err := h.up(t, ctx)
 	require.NoError(t, err)
 	assert.Equal(t, pre.ChangeSummary[apitype.OpUpdate], (*up.Summary.ResourceChanges)["update"], "the up did what the plan said")
 	nc, err := kube.Resource(ec2NodeClasses).Get(ctx, "gpu-spot", metav1.GetOptions{})

@@ -2,63 +2,126 @@
 
 package e2e
 
+// Every engine operation of the e2e goes through harness.up, .preview or .destroy, which time
+// it from its event stream: its wall time, the time before its first resource step (the CLI,
+// its plugins, the program starting), and its slowest steps — where an e2e phase, and a real
+// deploy, spends its time. With E2E_TIMELINE=<dir>, each operation's steps are also written
+// there as a TSV (start and end, in seconds from the operation's start) to find its critical
+// path.
+
 import (
+	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
-	"testing"
+	"sync/atomic"
 	"time"
 
+	"github.com/pulumi/pulumi/sdk/v3/go/auto"
 	"github.com/pulumi/pulumi/sdk/v3/go/auto/events"
+	"github.com/pulumi/pulumi/sdk/v3/go/auto/optdestroy"
+	"github.com/pulumi/pulumi/sdk/v3/go/auto/optpreview"
+	"github.com/pulumi/pulumi/sdk/v3/go/auto/optup"
 )
 
-// stepTimes collects an engine operation's event stream and says which resource steps took
-// longest: where an e2e phase (and a real deploy) spends its time.
-type stepTimes struct {
-	ch   chan events.EngineEvent
-	done chan struct{}
-	mu   sync.Mutex
-	dur  map[string]time.Duration
+func (h *harness) up(t tb, ctx context.Context, opts ...optup.Option) (auto.UpResult, error) {
+	t.Helper()
+	op := newOpTimer("up")
+	res, err := h.stack.Up(ctx, append([]optup.Option{optup.SuppressProgress(), optup.EventStreams(op.ch)}, opts...)...)
+	op.Log(t)
+	return res, err
 }
 
-func newStepTimes() *stepTimes {
-	s := &stepTimes{ch: make(chan events.EngineEvent), done: make(chan struct{}), dur: map[string]time.Duration{}}
+func (h *harness) preview(t tb, ctx context.Context, opts ...optpreview.Option) (auto.PreviewResult, error) {
+	t.Helper()
+	op := newOpTimer("preview")
+	res, err := h.stack.Preview(ctx, append([]optpreview.Option{optpreview.SuppressProgress(), optpreview.EventStreams(op.ch)}, opts...)...)
+	op.Log(t)
+	return res, err
+}
+
+func (h *harness) destroy(t tb, ctx context.Context, opts ...optdestroy.Option) (auto.DestroyResult, error) {
+	t.Helper()
+	op := newOpTimer("destroy")
+	res, err := h.stack.Destroy(ctx, append([]optdestroy.Option{optdestroy.SuppressProgress(), optdestroy.EventStreams(op.ch)}, opts...)...)
+	op.Log(t)
+	return res, err
+}
+
+// opSeq numbers the operations of a run, for the timeline files' names.
+var opSeq atomic.Int32
+
+// opTimer collects one engine operation's event stream.
+type opTimer struct {
+	kind  string
+	start time.Time
+	ch    chan events.EngineEvent
+	done  chan struct{}
+	mu    sync.Mutex
+	first time.Duration // until the first resource step began
+	steps []stepSpan
+}
+
+type stepSpan struct {
+	op, name   string
+	begin, end time.Duration
+}
+
+func newOpTimer(kind string) *opTimer {
+	o := &opTimer{kind: kind, start: time.Now(), ch: make(chan events.EngineEvent), done: make(chan struct{}), first: -1}
 	go func() {
-		defer close(s.done)
-		started := map[string]time.Time{}
-		for e := range s.ch {
+		defer close(o.done)
+		began := map[string]time.Duration{}
+		for e := range o.ch {
+			now := time.Since(o.start)
 			switch {
 			case e.ResourcePreEvent != nil:
-				started[e.ResourcePreEvent.Metadata.URN] = time.Now()
+				if o.first < 0 {
+					o.first = now
+				}
+				began[e.ResourcePreEvent.Metadata.URN] = now
 			case e.ResOutputsEvent != nil:
 				m := e.ResOutputsEvent.Metadata
-				if at, ok := started[m.URN]; ok {
-					s.mu.Lock()
-					s.dur[string(m.Op)+" "+m.URN[strings.LastIndex(m.URN, "::")+2:]] = time.Since(at)
-					s.mu.Unlock()
+				if at, ok := began[m.URN]; ok {
+					o.mu.Lock()
+					o.steps = append(o.steps, stepSpan{string(m.Op), m.URN[strings.LastIndex(m.URN, "::")+2:], at, now})
+					o.mu.Unlock()
 				}
 			}
 		}
 	}()
-	return s
+	return o
 }
 
-// Log names the n slowest steps (after the operation has closed the stream).
-func (s *stepTimes) Log(t *testing.T, n int) {
-	<-s.done
-	type kv struct {
-		k string
-		d time.Duration
-	}
-	var all []kv
-	for k, d := range s.dur {
-		all = append(all, kv{k, d})
-	}
-	sort.Slice(all, func(i, j int) bool { return all[i].d > all[j].d })
+// Log waits for the stream to close (the operation has returned) and logs the operation's
+// times; with E2E_TIMELINE set, it writes its steps there too.
+func (o *opTimer) Log(t tb) {
+	t.Helper()
+	<-o.done
+	total := time.Since(o.start)
+	steps := slicesSortedByLength(o.steps)
 	var b strings.Builder
-	for _, x := range all[:min(n, len(all))] {
-		fmt.Fprintf(&b, "\n  %6s  %s", x.d.Round(100*time.Millisecond), x.k)
+	for _, s := range steps[:min(3, len(steps))] {
+		fmt.Fprintf(&b, "; %s %s %.1fs", s.op, s.name, (s.end - s.begin).Seconds())
 	}
-	t.Logf("slowest steps:%s", b.String())
+	t.Logf("%s: %.1fs, first step at %.1fs, %d steps%s", o.kind, total.Seconds(), max(o.first, 0).Seconds(), len(steps), b.String())
+	if dir := os.Getenv("E2E_TIMELINE"); dir != "" {
+		var f strings.Builder
+		for _, s := range o.steps {
+			fmt.Fprintf(&f, "%.2f\t%.2f\t%s\t%s\n", s.begin.Seconds(), s.end.Seconds(), s.op, s.name)
+		}
+		name := fmt.Sprintf("%02d-%s-%.0fs.tsv", opSeq.Add(1), o.kind, total.Seconds())
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(f.String()), 0o644); err != nil {
+			t.Logf("timeline: %v", err)
+		}
+	}
+}
+
+func slicesSortedByLength(steps []stepSpan) []stepSpan {
+	out := append([]stepSpan(nil), steps...)
+	sort.Slice(out, func(i, j int) bool { return out[i].end-out[i].begin > out[j].end-out[j].begin })
+	return out
 }

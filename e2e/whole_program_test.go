@@ -9,9 +9,7 @@ import (
 	"time"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/auto"
-	"github.com/pulumi/pulumi/sdk/v3/go/auto/optdestroy"
 	"github.com/pulumi/pulumi/sdk/v3/go/auto/optpreview"
-	"github.com/pulumi/pulumi/sdk/v3/go/auto/optup"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
@@ -55,14 +53,14 @@ func TestWholeProgram(t *testing.T) {
 	}()
 
 	step(t, "preview of a new stack", func(t *testing.T) {
-		_, err := h.stack.Preview(ctx, optpreview.SuppressProgress())
+		_, err := h.preview(t, ctx)
 		require.NoError(t, err, "preview")
 	})
 
 	var up auto.UpResult
 	step(t, "up", func(t *testing.T) {
 		var err error
-		up, err = h.stack.Up(ctx, optup.SuppressProgress())
+		up, err = h.up(t, ctx)
 		require.NoError(t, err, "up")
 		changes := *up.Summary.ResourceChanges
 		t.Logf("up: %v", changes)
@@ -125,13 +123,13 @@ func TestWholeProgram(t *testing.T) {
 	rerun := runInBackground(func(t tb) { rerunOnTheTwin(t, ctx, core, kube, karp, systemNodes) })
 
 	step(t, "preview after up: no changes", func(t *testing.T) {
-		_, err := h.stack.Preview(ctx, optpreview.ExpectNoChanges(), optpreview.SuppressProgress())
+		_, err := h.preview(t, ctx, optpreview.ExpectNoChanges())
 		require.NoError(t, err, "a preview after up must show no changes (no perpetual diff)")
 	})
 
 	step(t, "update: gpuLimit 1 → 2", func(t *testing.T) {
 		h.editStackFile(t, func(cfg map[string]any) { setPoolField(t, cfg, "gpuLimit", 2) })
-		upd, err := h.stack.Up(ctx, optup.SuppressProgress())
+		upd, err := h.up(t, ctx)
 		require.NoError(t, err)
 		changes := *upd.Summary.ResourceChanges
 		t.Logf("update: %v", changes)
@@ -151,7 +149,7 @@ func TestWholeProgram(t *testing.T) {
 		// Its generation counts changes of its spec (Karpenter writes its status all along).
 		before := np.GetGeneration()
 		h.editStackFile(t, func(cfg map[string]any) { setPoolField(t, cfg, "capacityTypes", []any{"preemptible"}) })
-		_, err = h.stack.Up(ctx, optup.SuppressProgress())
+		_, err = h.up(t, ctx)
 		require.Error(t, err)
 		assert.Contains(t, err.Error(), "lux-gpu-ci:gpuPools")
 		assert.Contains(t, err.Error(), `"preemptible" is not spot or on-demand`)
@@ -166,7 +164,7 @@ func TestWholeProgram(t *testing.T) {
 	step(t, "zones are kept: raising azCount is refused, naming the key", func(t *testing.T) {
 		_, before := h.state(t, ctx)
 		h.editStackFile(t, func(cfg map[string]any) { cfg[config.Project+":"+config.KeyAzCount] = 3 })
-		_, err := h.stack.Up(ctx, optup.SuppressProgress())
+		_, err := h.up(t, ctx)
 		require.Error(t, err)
 		assert.Contains(t, err.Error(), "lux-gpu-ci:azCount: the stack's subnets are in 2 availability zones")
 		assert.Contains(t, err.Error(), "fix: pulumi config set azCount 2")
@@ -191,10 +189,8 @@ func TestWholeProgram(t *testing.T) {
 
 	step(t, "destroy", func(t *testing.T) {
 		assertMemoryKept(t, ctx, core)
-		times := newStepTimes()
-		_, err := h.stack.Destroy(ctx, optdestroy.SuppressProgress(), optdestroy.EventStreams(times.ch))
+		_, err := h.destroy(t, ctx)
 		require.NoError(t, err)
-		times.Log(t, 8)
 		_, left := h.state(t, ctx)
 		assert.Empty(t, left, "destroy leaves nothing in the state")
 		assertClusterEmpty(t, ctx, kube)
@@ -206,9 +202,9 @@ func TestWholeProgram(t *testing.T) {
 	// once all the same.
 	step(t, "up again at once, onto ARC CRDs an earlier Helm install left, then destroy", func(t *testing.T) {
 		installARCCRDsAsHelmDid(t, ctx, kube)
-		_, err := h.stack.Up(ctx, optup.SuppressProgress())
+		_, err := h.up(t, ctx)
 		require.NoError(t, err, "the stack is recreatable right after a destroy, and adopts the CRDs it finds")
-		_, err = h.stack.Destroy(ctx, optdestroy.SuppressProgress())
+		_, err = h.destroy(t, ctx)
 		require.NoError(t, err)
 		_, left := h.state(t, ctx)
 		assert.Empty(t, left)
