@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/metadata"
 
 	"github.com/luxfi/lux-gpu-ci/config"
 	"github.com/luxfi/lux-gpu-ci/internal/wellknown"
@@ -127,12 +128,15 @@ func (g *fakeGitHub) deleteRunnerScaleSet(name string, id int) (done bool) {
 
 // arcStandIn reconciles AutoscalingRunnerSets as the controller does.
 type arcStandIn struct {
-	kube   dynamic.Interface
+	kube dynamic.Interface
+	// meta reads only objects' metadata, as a controller that handles finalizers does: the
+	// dependents' pass would otherwise read every Secret, Helm's release records included.
+	meta   metadata.Interface
 	github *fakeGitHub
 }
 
-func runARCStandIn(ctx context.Context, kube dynamic.Interface, github *fakeGitHub) {
-	a := arcStandIn{kube: kube, github: github}
+func runARCStandIn(ctx context.Context, kube dynamic.Interface, meta metadata.Interface, github *fakeGitHub) {
+	a := arcStandIn{kube: kube, meta: meta, github: github}
 	for ctx.Err() == nil {
 		a.reconcile(ctx)
 		time.Sleep(400 * time.Millisecond) // ARC reacts to watch events; this is as quick as these tests need and keeps the API server unloaded
@@ -218,7 +222,7 @@ func (a arcStandIn) reconcileSet(ctx context.Context, ars *unstructured.Unstruct
 
 // patchMeta merges meta into obj's metadata, at the resourceVersion read (a conflict is
 // retried on the next pass, as a controller's requeue would).
-func (a arcStandIn) patchMeta(ctx context.Context, gvr schema.GroupVersionResource, obj *unstructured.Unstructured, meta map[string]any) {
+func (a arcStandIn) patchMeta(ctx context.Context, gvr schema.GroupVersionResource, obj metav1.Object, meta map[string]any) {
 	meta["resourceVersion"] = obj.GetResourceVersion()
 	patch, _ := json.Marshal(map[string]any{"metadata": meta})
 	_, _ = a.kube.Resource(gvr).Namespace(obj.GetNamespace()).Patch(ctx, obj.GetName(), types.MergePatchType, patch, metav1.PatchOptions{})
@@ -268,7 +272,7 @@ func (a arcStandIn) releaseDependents(ctx context.Context, sets []unstructured.U
 		{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "roles"},
 		{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "rolebindings"},
 	} {
-		list, err := a.kube.Resource(gvr).Namespace("").List(ctx, metav1.ListOptions{})
+		list, err := a.meta.Resource(gvr).Namespace("").List(ctx, metav1.ListOptions{})
 		if err != nil {
 			continue
 		}

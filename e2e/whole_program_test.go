@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/luxfi/lux-gpu-ci/config"
@@ -33,13 +34,19 @@ func TestWholeProgram(t *testing.T) {
 	}
 	restCfg, err := clientcmd.BuildConfigFromFlags("", filepath.Join(e.clusterDir, "kubeconfig"))
 	require.NoError(t, err)
+	// One client serves the test, the ARC stand-in and the kubelet stand-in, each a controller
+	// of its own in a real cluster: client-go's default of 5 requests a second would queue
+	// them behind each other (a stand-in's pass took 2–3.6 s, a scale set's removal 10 s).
+	restCfg.QPS, restCfg.Burst = 500, 1000
 	kube, err := dynamic.NewForConfig(restCfg)
 	require.NoError(t, err)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
 	defer cancel()
 	github := newFakeGitHub()
-	go runARCStandIn(ctx, kube, github)
+	meta, err := metadata.NewForConfig(restCfg)
+	require.NoError(t, err)
+	go runARCStandIn(ctx, kube, meta, github)
 
 	var h *harness
 	work := t.TempDir() // the scenario's, not a phase's: it holds the stack's state
