@@ -15,6 +15,7 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/common/apitype"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -97,11 +98,13 @@ func poolRemovedWhileItsJobRuns(t *testing.T, ctx context.Context, h *harness, k
 	require.NoError(t, os.WriteFile(h.stackFile, before, 0o644))
 }
 
-// instanceTypeOfferedElsewhere has us-west-2a, which comes first by name and offered no GPU
-// when the stack chose its zones, start offering every GPU type, and adds to gpu-spot a type
-// only it offers: zones are kept once chosen, so the plan touches the pool's NodePools (its
-// own and its retry twin's) and nothing of the network. The stack file is put back after.
-func instanceTypeOfferedElsewhere(t *testing.T, ctx context.Context, h *harness) {
+// poolEditedWhileAnEarlierZoneGainsItsTypes has us-west-2a, which comes first by name and
+// offered no GPU when the stack chose its zones, start offering every GPU type, and in the
+// same edit raises gpu-spot's gpuLimit to 2 and adds a type only us-west-2a offers. Zones are
+// kept once chosen, so the up changes gpu-spot's NodePool and its twin's (which shares its
+// gpuLimit and types) and nothing of the network: no subnet, route or node group moves to the
+// zone that offers the new type. The pool keeps both types from here on.
+func poolEditedWhileAnEarlierZoneGainsItsTypes(t *testing.T, ctx context.Context, h *harness, kube dynamic.Interface) {
 	gpuTypes := []string{"t3.medium", "g4dn.xlarge"}
 	h.editAccount(t, func(c *fakeaws.Cloud) {
 		c.Offerings = map[string][]string{
@@ -110,15 +113,32 @@ func instanceTypeOfferedElsewhere(t *testing.T, ctx context.Context, h *harness)
 		}
 	})
 	h.editStackFile(t, func(cfg map[string]any) {
+		setPoolField(t, cfg, "gpuLimit", 2)
 		setPoolField(t, cfg, "instanceTypes", []any{"g4dn.xlarge", "g4dn.2xlarge"})
 	})
-	pre, err := h.preview(t, ctx)
+	up, err := h.up(t, ctx)
 	require.NoError(t, err)
-	t.Logf("preview: %v", pre.ChangeSummary)
-	assert.Equal(t, 2, pre.ChangeSummary[apitype.OpUpdate], "gpu-spot's NodePool and its twin's")
-	assert.Zero(t, pre.ChangeSummary[apitype.OpCreate]+pre.ChangeSummary[apitype.OpDelete]+pre.ChangeSummary[apitype.OpReplace],
+	changes := *up.Summary.ResourceChanges
+	t.Logf("up: %v", changes)
+	assert.Equal(t, 2, changes["update"], "gpu-spot's NodePool and its twin's")
+	assert.Zero(t, changes["create"]+changes["delete"]+changes["replace"],
 		"no subnet, route or node group moves to the zone that offers the new type")
-	h.editStackFile(t, func(cfg map[string]any) { setPoolField(t, cfg, "instanceTypes", []any{"g4dn.xlarge"}) })
+	for _, name := range []string{"gpu-spot", "gpu-spot-on-demand"} {
+		np, err := kube.Resource(nodePools).Get(ctx, name, metav1.GetOptions{})
+		require.NoError(t, err)
+		limit, _, _ := unstructured.NestedString(np.Object, "spec", "limits", "nvidia.com/gpu")
+		assert.Equal(t, "2", limit, "%s (the twin follows its pool)", name)
+		var types []string
+		reqs, _, _ := unstructured.NestedSlice(np.Object, "spec", "template", "spec", "requirements")
+		for _, r := range reqs {
+			if r := r.(map[string]any); r["key"] == corev1.LabelInstanceTypeStable {
+				for _, v := range r["values"].([]any) {
+					types = append(types, v.(string))
+				}
+			}
+		}
+		assert.ElementsMatch(t, []string{"g4dn.xlarge", "g4dn.2xlarge"}, types, name)
+	}
 }
 
 // tagsAndSnapshotEdited adds a tag to the running stack and gives gpu-spot an image

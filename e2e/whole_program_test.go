@@ -14,7 +14,6 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
@@ -134,20 +133,10 @@ func TestWholeProgram(t *testing.T) {
 		require.NoError(t, err, "a preview after up must show no changes (no perpetual diff)")
 	})
 
-	step(t, "update: gpuLimit 1 → 2", func(t *testing.T) {
-		h.editStackFile(t, func(cfg map[string]any) { setPoolField(t, cfg, "gpuLimit", 2) })
-		upd, err := h.up(t, ctx)
-		require.NoError(t, err)
-		changes := *upd.Summary.ResourceChanges
-		t.Logf("update: %v", changes)
-		assert.Equal(t, 2, changes["update"], "only gpu-spot's NodePool and its retry twin's (which shares its gpuLimit) change")
-		assert.Zero(t, changes["replace"]+changes["create"]+changes["delete"], "nothing is replaced")
-		for _, name := range []string{"gpu-spot", "gpu-spot-on-demand"} {
-			np, err := kube.Resource(nodePools).Get(ctx, name, metav1.GetOptions{})
-			require.NoError(t, err)
-			limit, _, _ := unstructured.NestedString(np.Object, "spec", "limits", "nvidia.com/gpu")
-			assert.Equal(t, "2", limit, "%s (the twin follows its pool)", name)
-		}
+	// Day 2: an edit of a pool changes its NodePools and nothing else; what would move the
+	// zones of a running stack moves nothing (here), or is refused (azCount, below).
+	step(t, "update: gpuLimit 1 → 2, and a type only an earlier zone offers (which also gained the GPUs): only the NodePools change", func(t *testing.T) {
+		poolEditedWhileAnEarlierZoneGainsItsTypes(t, ctx, h, kube)
 	})
 
 	step(t, "bad config: refused before anything is sent", func(t *testing.T) {
@@ -166,8 +155,6 @@ func TestWholeProgram(t *testing.T) {
 		h.editStackFile(t, func(cfg map[string]any) { setPoolField(t, cfg, "capacityTypes", []any{"spot"}) })
 	})
 
-	// Day 2: what would move the zones of a running stack moves nothing, or is refused.
-	step(t, "zones are kept: an earlier zone gains the GPUs and a type only it offers; only the NodePools change", func(t *testing.T) { instanceTypeOfferedElsewhere(t, ctx, h) })
 	step(t, "zones are kept: raising azCount is refused, naming the key", func(t *testing.T) {
 		_, before := h.state(t, ctx)
 		h.editStackFile(t, func(cfg map[string]any) { cfg[config.Project+":"+config.KeyAzCount] = 3 })
@@ -182,13 +169,15 @@ func TestWholeProgram(t *testing.T) {
 		assert.Equal(t, before, after, "nothing was changed")
 	})
 
+	// It touches no node or NodePool (the CRDs and NodePools stay), so it runs beside
+	// Karpenter's timers too.
+	step(t, "up --replace of ARC's CRD and Karpenter's CRD release: kept and adopted, no scale set or NodePool deleted", func(t *testing.T) { crdReplaced(t, ctx, h, kube, github) })
+
 	step(t, "meanwhile, the GPU job's node: kept while it ran, consolidated once it ended, its instance terminated", ending.Wait)
 	step(t, "meanwhile, a container-form job's spot node interrupted: Karpenter records it and takes the node; gpuci doctor names the job from the real events; gpuci retry --cluster, as the retry runner's account, re-runs exactly that job", interrupted.Wait)
 	step(t, "meanwhile, a container-form job's re-run: an on-demand node of the pool's twin, its instance terminated with it", rerun.Wait)
 
 	step(t, "a tag added and gpu-spot's images from a snapshot: everything updated in place", func(t *testing.T) { tagsAndSnapshotEdited(t, ctx, h, kube) })
-
-	step(t, "up --replace of ARC's CRD and Karpenter's CRD release: kept and adopted, no scale set or NodePool deleted", func(t *testing.T) { crdReplaced(t, ctx, h, kube, github) })
 
 	step(t, "ARC across a minor version: every scale set back in GitHub, no job killed", func(t *testing.T) { arcMinorUpgrade(t, ctx, h, kube, github, work) })
 
