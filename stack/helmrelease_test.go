@@ -1,8 +1,10 @@
-package k8s_test
+package stack_test
 
 // k8s.HelmRelease against the SDK it stands in for: both sources read with go/ast, the SDK's
-// from the module cache at the version go.mod pins. The test links neither (that is the
-// point of HelmRelease), so it costs nothing of a cold build.
+// from the module cache at the version go.mod pins. It links neither SDK (that is the point
+// of HelmRelease). It lives here, not in k8s/, because any test of package k8s links the
+// whole program's SDKs into one more test binary (7 s of every make test); stack's links
+// them anyway.
 
 import (
 	"go/ast"
@@ -67,6 +69,9 @@ func exprString(e ast.Expr) string {
 	return "?"
 }
 
+// ourHelmRelease is k8s/helmrelease.go, from this package's directory.
+var ourHelmRelease = filepath.Join("..", "k8s", "helmrelease.go")
+
 func sdkDir(t *testing.T) string {
 	t.Helper()
 	sdk, err := gomodule.Find("github.com/pulumi/pulumi-kubernetes/sdk/v4")
@@ -76,7 +81,7 @@ func sdkDir(t *testing.T) string {
 
 // Every input HelmRelease sends is the SDK's, under the same name and of the same type.
 func TestHelmReleaseInputsAreTheSDKs(t *testing.T) {
-	ours := structFields(t, "helmrelease.go", "helmReleaseInputs")
+	ours := structFields(t, ourHelmRelease, "helmReleaseInputs")
 	sdk := structFields(t, filepath.Join(sdkDir(t), "release.go"), "releaseArgs")
 	require.GreaterOrEqual(t, len(ours), 10)
 	for key, typ := range ours {
@@ -102,7 +107,7 @@ func TestHelmReleaseRegistersAsTheSDKDoes(t *testing.T) {
 	src := readFile(t, filepath.Join(sdkDir(t), "release.go"))
 	assert.Contains(t, src, `args.Compat = pulumi.StringPtr("true")`)
 	assert.Contains(t, src, `ctx.RegisterResource("kubernetes:helm.sh/v3:Release", name, args, &resource, opts...)`)
-	ours := readFile(t, "helmrelease.go")
+	ours := readFile(t, ourHelmRelease)
 	assert.Contains(t, ours, `const helmReleaseType = "kubernetes:helm.sh/v3:Release"`)
 	assert.Contains(t, ours, `args.Compat = pulumi.StringPtr("true")`)
 }
