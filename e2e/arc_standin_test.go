@@ -17,8 +17,10 @@ import (
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
@@ -146,27 +148,32 @@ func runARCStandIn(ctx context.Context, kube dynamic.Interface, meta metadata.In
 // buildVersion is the running controller's version, or "" when none runs: the controller's
 // binary carries it (build.Version), and the chart runs the image of its appVersion and labels
 // the Deployment with it (charts/gha-runner-scale-set-controller/templates/_helpers.tpl).
-func (a arcStandIn) buildVersion(ctx context.Context) string {
+// Its image is the controller's, which the listeners run too.
+func (a arcStandIn) buildVersion(ctx context.Context) (version, image string) {
 	list, err := a.kube.Resource(deployments).Namespace(wellknown.ARCNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/part-of=gha-rs-controller"})
 	if err != nil {
-		return ""
+		return "", ""
 	}
 	for _, d := range list.Items {
 		if d.GetDeletionTimestamp() == nil {
-			return d.GetLabels()[versionLabel]
+			containers, _, _ := unstructured.NestedSlice(d.Object, "spec", "template", "spec", "containers")
+			if len(containers) > 0 {
+				image, _ = containers[0].(map[string]any)["image"].(string)
+			}
+			return d.GetLabels()[versionLabel], image
 		}
 	}
-	return ""
+	return "", ""
 }
 
 func (a arcStandIn) reconcile(ctx context.Context) {
-	build := a.buildVersion(ctx)
+	build, image := a.buildVersion(ctx)
 	sets, err := a.kube.Resource(runnerSets).Namespace("").List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return
 	}
 	for _, ars := range sets.Items {
-		a.reconcileSet(ctx, &ars, build)
+		a.reconcileSet(ctx, &ars, build, image)
 	}
 	a.releaseDependents(ctx, sets.Items)
 }
@@ -174,7 +181,7 @@ func (a arcStandIn) reconcile(ctx context.Context) {
 // reconcileSet follows AutoscalingRunnerSetReconciler.Reconcile
 // (autoscalingrunnerset_controller.go) in its order: deletion, the version rule, the
 // finalizer, the scale set in GitHub.
-func (a arcStandIn) reconcileSet(ctx context.Context, ars *unstructured.Unstructured, build string) {
+func (a arcStandIn) reconcileSet(ctx context.Context, ars *unstructured.Unstructured, build, image string) {
 	name := ars.GetName()
 	scaleSet, _, _ := unstructured.NestedString(ars.Object, "spec", "runnerScaleSetName")
 	if scaleSet == "" {
@@ -189,6 +196,7 @@ func (a arcStandIn) reconcileSet(ctx context.Context, ars *unstructured.Unstruct
 		if !slices.Contains(ars.GetFinalizers(), arsFinalizer) {
 			return
 		}
+		_ = a.kube.Resource(pods).Namespace(wellknown.ARCNamespace).Delete(ctx, listenerName(ars), metav1.DeleteOptions{})
 		id, _ := strconv.Atoi(ars.GetAnnotations()[arsScaleSetIDAnnot])
 		if !a.github.deleteRunnerScaleSet(scaleSet, id) {
 			return
@@ -217,7 +225,39 @@ func (a arcStandIn) reconcileSet(ctx context.Context, ars *unstructured.Unstruct
 		a.patchMeta(ctx, runnerSets, ars, map[string]any{
 			"annotations": map[string]string{arsScaleSetIDAnnot: strconv.Itoa(id), arsScaleSetNameAnnot: scaleSet},
 		})
+		return
 	}
+	a.ensureListener(ctx, ars, image)
+}
+
+var pods = schema.GroupVersionResource{Version: "v1", Resource: "pods"}
+
+// listenerName is the listener's pod's name. ARC's also carries a hash of the scale set's
+// namespace (scaleSetListenerName, autoscalingrunnerset_controller.go).
+func listenerName(ars *unstructured.Unstructured) string { return ars.GetName() + "-listener" }
+
+// ensureListener runs a registered scale set's listener as the controller does, in the
+// controller's namespace (resourcebuilder.go, newScaleSetListenerPod): one container,
+// "listener", of the controller's image, running /ghalistener. The
+// stack sets no listenerTemplate, so the pod requests nothing and selects no node: the
+// scheduler places it where it fits, which is a system node (the GPU nodes are tainted).
+func (a arcStandIn) ensureListener(ctx context.Context, ars *unstructured.Unstructured, image string) {
+	if image == "" {
+		return
+	}
+	pod := corev1.Pod{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
+		ObjectMeta: metav1.ObjectMeta{Name: listenerName(ars), Namespace: wellknown.ARCNamespace, Labels: map[string]string{"app.kubernetes.io/component": "runner-scale-set-listener"}},
+		Spec: corev1.PodSpec{
+			Containers: []corev1.Container{{Name: "listener", Image: image, Command: []string{"/ghalistener"}}},
+		},
+	}
+	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&pod)
+	if err != nil {
+		return
+	}
+	// AlreadyExists is the usual answer: the listener runs.
+	_, _ = a.kube.Resource(pods).Namespace(wellknown.ARCNamespace).Create(ctx, &unstructured.Unstructured{Object: obj}, metav1.CreateOptions{})
 }
 
 // patchMeta merges meta into obj's metadata, at the resourceVersion read (a conflict is

@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -78,10 +79,11 @@ func assertJobsSurviveADrain(t *testing.T, ctx context.Context, core kubernetes.
 }
 
 // assertSystemNodesFit: every pod the stack runs outside the GPU nodes was placed by the
-// scheduler on a system node — the controllers (from their releases' Deployments) and a
-// container-form runner — and what they request fits a t3.medium's allocatable. It logs the
-// headroom; EKS's own pods (CoreDNS, kube-proxy, the VPC CNI, the pod identity agent) are not
-// in this API server and need their share of it.
+// scheduler on a system node — the controllers (from their releases' Deployments), ARC's
+// listener per scale set, CoreDNS (eksaddons_test.go), a container-form runner and the retry
+// runner — and what they request fits a t3.medium's allocatable. It logs the headroom; EKS's
+// DaemonSets (kube-proxy, the VPC CNI, the pod identity agent) are not in this API server and
+// need their share of it.
 func assertSystemNodesFit(t *testing.T, ctx context.Context, core kubernetes.Interface, systemNodes []string) {
 	for _, ns := range []string{wellknown.KarpenterNamespace, wellknown.ARCNamespace, wellknown.DevicePluginNamespace} {
 		pods, err := core.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
@@ -114,8 +116,13 @@ func assertSystemNodesFit(t *testing.T, ctx context.Context, core kubernetes.Int
 			allocCPU.MilliValue()-cpu.MilliValue(), (allocMemory.Value()-memory.Value())>>20)
 		assert.LessOrEqual(t, cpu.MilliValue(), allocCPU.MilliValue(), "cpu requests fit %s", name)
 		assert.LessOrEqual(t, memory.Value(), allocMemory.Value(), "memory requests fit %s", name)
-		for _, want := range []string{wellknown.KarpenterNamespace + "/karpenter", wellknown.ARCNamespace + "/arc-gha-rs-controller", wellknown.RunnersNamespace + "/lux-gpu-t4-container", wellknown.RunnersNamespace + "/" + retryScaleSet} {
-			assert.True(t, slices.ContainsFunc(names, func(n string) bool { return len(n) > len(want) && n[:len(want)] == want }), "%s… runs on %s", want, name)
+		wants := []string{wellknown.KarpenterNamespace + "/karpenter", wellknown.ARCNamespace + "/arc-gha-rs-controller",
+			"kube-system/coredns", wellknown.RunnersNamespace + "/lux-gpu-t4-container", wellknown.RunnersNamespace + "/" + retryScaleSet}
+		for _, scaleSet := range configuredScaleSets(t) {
+			wants = append(wants, wellknown.ARCNamespace+"/"+scaleSet+"-listener")
+		}
+		for _, want := range wants {
+			assert.True(t, slices.ContainsFunc(names, func(n string) bool { return strings.HasPrefix(n, want) }), "%s… runs on %s", want, name)
 		}
 	}
 }

@@ -105,7 +105,8 @@ func TestWholeProgram(t *testing.T) {
 	})
 
 	var runner *corev1.Pod
-	step(t, "a container-form runner and the retry runner are placed on a system node, and every system pod fits the t3.medium", func(t *testing.T) {
+	step(t, "CoreDNS, ARC's listeners, a container-form runner and the retry runner are placed on a system node, and every system pod fits the t3.medium", func(t *testing.T) {
+		startCoreDNS(t, ctx, core)
 		runner = containerFormRunner(t, ctx, core, kube, systemNodes, drainedRunner)
 		retry := systemRunner(t, ctx, core, kube, systemNodes, retryScaleSet, retryScaleSet+"-e2e-runner-r")
 		assertSystemNodesFit(t, ctx, core, systemNodes)
