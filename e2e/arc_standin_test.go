@@ -233,7 +233,7 @@ func (a arcStandIn) reconcileSet(ctx context.Context, ars *unstructured.Unstruct
 var pods = schema.GroupVersionResource{Version: "v1", Resource: "pods"}
 
 // listenerName is the listener's pod's name. ARC's also carries a hash of the scale set's
-// namespace (scaleSetListenerName, autoscalingrunnerset_controller.go).
+// namespace (scaleSetListenerName, resourcebuilder.go).
 func listenerName(ars *unstructured.Unstructured) string { return ars.GetName() + "-listener" }
 
 // ensureListener runs a registered scale set's listener as the controller does, in the

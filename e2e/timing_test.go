@@ -10,11 +10,12 @@ package e2e
 // path.
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -102,7 +103,8 @@ func (o *opTimer) Log(t tb) {
 	t.Helper()
 	<-o.done
 	total := time.Since(o.start)
-	steps := slicesSortedByLength(o.steps)
+	steps := slices.Clone(o.steps)
+	slices.SortFunc(steps, func(a, b stepSpan) int { return cmp.Compare(b.end-b.begin, a.end-a.begin) }) // longest first
 	var b strings.Builder
 	for _, s := range steps[:min(3, len(steps))] {
 		fmt.Fprintf(&b, "; %s %s %.1fs", s.op, s.name, (s.end - s.begin).Seconds())
@@ -118,10 +120,4 @@ func (o *opTimer) Log(t tb) {
 			t.Logf("timeline: %v", err)
 		}
 	}
-}
-
-func slicesSortedByLength(steps []stepSpan) []stepSpan {
-	out := append([]stepSpan(nil), steps...)
-	sort.Slice(out, func(i, j int) bool { return out[i].end-out[i].begin > out[j].end-out[j].begin })
-	return out
 }
