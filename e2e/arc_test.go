@@ -6,7 +6,9 @@ import (
 	"context"
 	"maps"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -24,6 +26,7 @@ import (
 	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/luxfi/lux-gpu-ci/config"
+	"github.com/luxfi/lux-gpu-ci/internal/wellknown"
 	"github.com/luxfi/lux-gpu-ci/versions"
 )
 
@@ -146,8 +149,10 @@ func arcMinorUpgrade(t *testing.T, ctx context.Context, h *harness, kube dynamic
 }
 
 // installARCCRDsAsHelmDid creates ARC's CRDs the way a Helm install of the controller chart
-// does (crds/, verbatim, no owner): what a cluster deployed before the program managed them
-// holds. The next up must adopt them rather than fail with AlreadyExists.
+// does (crds/, as the Helm CLI's manager, with no owner): what a cluster deployed before the
+// program managed them holds. The next up must adopt them rather than fail with
+// AlreadyExists. Each also carries a field the program does not declare, standing for one a
+// later ARC drops: spec.names.categories (outside spec.versions, which an apply replaces whole).
 func installARCCRDsAsHelmDid(t *testing.T, ctx context.Context, kube dynamic.Interface) {
 	t.Helper()
 	for _, crd := range arcCRDs { // the ones the stack retained on destroy
@@ -162,10 +167,14 @@ func installARCCRDsAsHelmDid(t *testing.T, ctx context.Context, kube dynamic.Int
 		require.NoError(t, err)
 		var obj map[string]any
 		require.NoError(t, sigsyaml.Unmarshal(b, &obj))
+		require.NoError(t, unstructured.SetNestedStringSlice(obj, []string{droppedCategory}, "spec", "names", "categories"))
 		_, err = kube.Resource(crds).Create(ctx, &unstructured.Unstructured{Object: obj}, metav1.CreateOptions{FieldManager: "helm"})
 		require.NoError(t, err, f)
 	}
 }
+
+// droppedCategory is the CRD field installARCCRDsAsHelmDid adds for one a later ARC drops.
+const droppedCategory = "arc-dropped"
 
 // crdReplaced replaces the AutoscalingRunnerSet CRD's resource and the karpenter-crd release
 // (`up --replace`, as a provider change would): the live CRDs are kept and adopted, so no
@@ -211,4 +220,75 @@ func crdReplaced(t *testing.T, ctx context.Context, h *harness, kube dynamic.Int
 	poolAfter, err := kube.Resource(nodePools).Get(ctx, "gpu-spot", metav1.GetOptions{})
 	require.NoError(t, err, "the NodePool survives its CRD release's replacement")
 	assert.Equal(t, poolBefore.GetUID(), poolAfter.GetUID(), "never deleted")
+
+	// The replacement applied as the same field manager as the resource it replaced, so no
+	// earlier manager keeps owning a field: what a later ARC drops, the next apply removes.
+	for _, crd := range arcCRDs {
+		assert.Equal(t, []string{wellknown.ARCCRDFieldManager + "/Apply"}, crdManagers(t, ctx, kube, crd), "%s: the stack is its only field manager", crd)
+	}
+}
+
+// crdManagers are the field managers of a CRD itself (not its status), as manager/operation.
+func crdManagers(t tb, ctx context.Context, kube dynamic.Interface, name string) []string {
+	crd, err := kube.Resource(crds).Get(ctx, name, metav1.GetOptions{})
+	require.NoError(t, err)
+	var out []string
+	for _, e := range crd.GetManagedFields() {
+		if e.Subresource == "" {
+			out = append(out, e.Manager+"/"+string(e.Operation))
+		}
+	}
+	return out
+}
+
+// adoptedFromHelmWithTheirOwnersTaken is the adoption of ARC CRDs a Helm install left
+// (installARCCRDsAsHelmDid: Helm owns every field, a category the program does not declare
+// included). The stack's forced apply alone leaves that field (Helm still owns it): a
+// server-side dry run shows it. gpuci crd-owners names Helm and exits non-zero; --fix makes
+// the stack the only owner; the up's apply then removes the field — as the next ARC upgrade
+// removes what its new version dropped.
+func adoptedFromHelmWithTheirOwnersTaken(t *testing.T, ctx context.Context, h *harness, kube dynamic.Interface, gpuci, kubeconfig string) {
+	crdOwners := func(args ...string) (string, error) {
+		cmd := exec.CommandContext(ctx, gpuci, append([]string{"crd-owners", "--project", repoRoot(t), "--stack", stackName, "--kubeconfig", kubeconfig}, args...)...)
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	categories := func(crd *unstructured.Unstructured) []string {
+		c, _, _ := unstructured.NestedStringSlice(crd.Object, "spec", "names", "categories")
+		return c
+	}
+
+	// Without the takeover: the stack's apply (its manager, forced, no categories) keeps
+	// Helm's field.
+	const probe = "autoscalingrunnersets.actions.github.com"
+	live, err := kube.Resource(crds).Get(ctx, probe, metav1.GetOptions{})
+	require.NoError(t, err)
+	applied := map[string]any{"apiVersion": live.GetAPIVersion(), "kind": live.GetKind(), "metadata": map[string]any{"name": probe}, "spec": live.Object["spec"]}
+	unstructured.RemoveNestedField(applied, "spec", "names", "categories")
+	dry, err := kube.Resource(crds).Apply(ctx, probe, &unstructured.Unstructured{Object: applied},
+		metav1.ApplyOptions{FieldManager: wellknown.ARCCRDFieldManager, Force: true, DryRun: []string{metav1.DryRunAll}})
+	require.NoError(t, err)
+	assert.Equal(t, []string{droppedCategory}, categories(dry), "without the takeover, Helm keeps a field the stack no longer declares")
+
+	out, err := crdOwners()
+	require.Error(t, err, "co-owned CRDs are a problem: %s", out)
+	for _, crd := range arcCRDs {
+		assert.Regexp(t, `(?m)^`+regexp.QuoteMeta(crd)+` +helm +co-owned`, out)
+	}
+	out, err = crdOwners("--fix")
+	require.NoError(t, err, out)
+	for _, crd := range arcCRDs {
+		assert.Equal(t, []string{wellknown.ARCCRDFieldManager + "/Apply"}, crdManagers(t, ctx, kube, crd), "%s: taken over", crd)
+	}
+
+	_, err = h.up(t, ctx)
+	require.NoError(t, err, "the stack is recreatable right after a destroy, and adopts the CRDs it finds")
+	for _, crd := range arcCRDs {
+		live, err := kube.Resource(crds).Get(ctx, crd, metav1.GetOptions{})
+		require.NoError(t, err)
+		assert.Empty(t, categories(live), "%s: the up removed the field only Helm declared", crd)
+		assert.Equal(t, []string{wellknown.ARCCRDFieldManager + "/Apply"}, crdManagers(t, ctx, kube, crd), crd)
+	}
+	out, err = crdOwners("--json")
+	require.NoError(t, err, "nothing left to take over: %s", out)
 }

@@ -23,6 +23,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/luxfi/lux-gpu-ci/internal/wellknown"
 	"github.com/luxfi/lux-gpu-ci/versions"
 )
 
@@ -147,6 +148,8 @@ func newARCCRDs(ctx *pulumi.Context, name string, chart versions.Chart, opts ...
 			// The program is these CRDs' one authority: server-side apply takes over the
 			// fields an earlier Helm install of crds/ owns, instead of failing on them.
 			"pulumi.com/patchForce": "true",
+			// One manager for every resource that ever applies them (wellknown says why).
+			"pulumi.com/patchFieldManager": wellknown.ARCCRDFieldManager,
 		}
 		if upstream, ok := md["annotations"].(map[string]any); ok {
 			for k, v := range upstream {

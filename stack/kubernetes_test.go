@@ -331,6 +331,7 @@ func TestARCCRDsFollowTheControllerChart(t *testing.T) {
 		assert.Contains(t, controller.Deps(), crd.Key(), "the controller goes before its CRDs")
 		assert.Equal(t, "v0.20.1", path(crd.Inputs, "metadata", "annotations", "controller-gen.kubebuilder.io/version"), "ARC 0.14.2's CRDs")
 		assert.Equal(t, "true", path(crd.Inputs, "metadata", "annotations", "pulumi.com/patchForce"), "takes over the fields a Helm install of crds/ owns (make e2e adopts such CRDs)")
+		assert.Equal(t, "lux-gpu-ci", path(crd.Inputs, "metadata", "annotations", "pulumi.com/patchFieldManager"), "every resource that applies it applies as one manager, so a replace leaves no earlier manager owning fields (make e2e replaces one)")
 		assert.True(t, crd.Raw.RegisterRPC.GetDeleteBeforeReplace(), "%s: created first, a replacement would adopt the live CRD and the old one's delete remove it", crd.Key())
 		assert.True(t, crd.Raw.RegisterRPC.GetRetainOnDelete(), "%s: never deleted (it would take every scale set and runner with it), on a replace, a rename or a destroy", crd.Key())
 		assert.NotContains(t, fmt.Sprint(crd.Inputs["spec"]), "description:", "descriptions are left out of the state")

@@ -19,6 +19,9 @@
 // and the fix for each; --fix deletes the GPU NodePools (after confirmation) so Karpenter
 // drains stuck GPU nodes before a destroy.
 //
+// crd-owners lists who besides the stack owns fields of ARC's CRDs; --fix makes the stack
+// their only owner, so an ARC upgrade removes what the new version dropped.
+//
 // retry re-runs a completed workflow run's failed jobs once, when every one of them failed
 // because one of the stack's runners was lost (a spot interruption).
 package main
@@ -32,15 +35,16 @@ import (
 const usage = `usage: gpuci <command> [flags]
 
 commands:
-  cost     what a stack costs idle, per build and per month: gpuci cost --stack dev [--builds-per-day N --minutes M --interruption-rate R]
-  verify   check a live cluster against its stack: gpuci verify --stack dev [--kubeconfig PATH] [--json]
-  doctor   troubleshoot a live cluster: symptom, evidence, fix: gpuci doctor --stack dev [--fix] [--json]
-  quota    the EC2 G and VT vCPU quotas a stack's pools need: gpuci quota --stack dev [--json]
-  reach    does the stack's EKS API endpoint admit a client address: gpuci reach --stack prod --from IP [--json]
-  env      what a workflow needs from the stack file, for $GITHUB_ENV: gpuci env --stack prod [--json]
-  images   the images a pool's nodes start a job from, as its pods name them (an image snapshot's list): gpuci images --stack dev --pool gpu-spot [--job-image IMG,…] [--json]
-  retry    re-run a run's jobs once if they lost the stack's runners: gpuci retry --stack dev --repo O/R --run-id N [--dry-run] [--json] [--cluster]
-  version  gpuci's version and the versions the stack pins [--json]
+  cost        what a stack costs idle, per build and per month: gpuci cost --stack dev [--builds-per-day N --minutes M --interruption-rate R]
+  verify      check a live cluster against its stack: gpuci verify --stack dev [--kubeconfig PATH] [--json]
+  doctor      troubleshoot a live cluster: symptom, evidence, fix: gpuci doctor --stack dev [--fix] [--json]
+  crd-owners  who besides the stack owns fields of ARC's CRDs; --fix, once, makes it the only owner: gpuci crd-owners --stack dev [--fix] [--json]
+  quota       the EC2 G and VT vCPU quotas a stack's pools need: gpuci quota --stack dev [--json]
+  reach       does the stack's EKS API endpoint admit a client address: gpuci reach --stack prod --from IP [--json]
+  env         what a workflow needs from the stack file, for $GITHUB_ENV: gpuci env --stack prod [--json]
+  images      the images a pool's nodes start a job from, as its pods name them (an image snapshot's list): gpuci images --stack dev --pool gpu-spot [--job-image IMG,…] [--json]
+  retry       re-run a run's jobs once if they lost the stack's runners: gpuci retry --stack dev --repo O/R --run-id N [--dry-run] [--json] [--cluster]
+  version     gpuci's version and the versions the stack pins [--json]
 
 Every command prints a table or sentences for people, and JSON with --json.
 
@@ -61,6 +65,8 @@ func main() {
 		err = runVerify(os.Args[2:])
 	case "doctor":
 		err = runDoctor(os.Args[2:])
+	case "crd-owners":
+		err = runCRDOwners(os.Args[2:])
 	case "quota":
 		err = runQuota(os.Args[2:])
 	case "retry":

@@ -37,6 +37,11 @@ const (
 	// jobs it re-runs on a later attempt (the cluster's events last about an hour); the only
 	// object the retry account may write.
 	RetryEvidenceConfigMap = "gpuci-retry-evidence"
+	// ARCCRDFieldManager is the one field manager the stack applies ARC's CRDs as
+	// (server-side apply). Fixed, not pulumi-kubernetes' per-resource random name: a replace or
+	// rename of a CRD's resource applies as the same manager, so no earlier one keeps owning a
+	// field that a later ARC drops (gpuci crd-owners takes such fields over).
+	ARCCRDFieldManager = "lux-gpu-ci"
 )
 
 // PrepareJobTimeoutSeconds is how long a container-form runner's hooks wait for the job pod to

@@ -27,10 +27,11 @@ type Cluster struct {
 func (c Cluster) Clients() (kubernetes.Interface, dynamic.Interface) {
 	kube := kubefake.NewClientset(c.Objects...)
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
-		wellknown.NodePools:             "NodePoolList",
-		wellknown.NodeClaims:            "NodeClaimList",
-		wellknown.EC2NodeClasses:        "EC2NodeClassList",
-		wellknown.AutoscalingRunnerSets: "AutoscalingRunnerSetList",
+		wellknown.NodePools:                 "NodePoolList",
+		wellknown.NodeClaims:                "NodeClaimList",
+		wellknown.EC2NodeClasses:            "EC2NodeClassList",
+		wellknown.AutoscalingRunnerSets:     "AutoscalingRunnerSetList",
+		wellknown.CustomResourceDefinitions: "CustomResourceDefinitionList",
 	}, c.Custom...)
 	return kube, dyn
 }
@@ -60,6 +61,20 @@ func Custom(gvk schema.GroupVersionKind, ns, name string, fields map[string]any)
 	u.SetGroupVersionKind(gvk)
 	u.SetNamespace(ns)
 	u.SetName(name)
+	return u
+}
+
+// ARCCRD is one of ARC's CRDs (spec.group only) whose fields managers own, each by Apply.
+func ARCCRD(name string, managers ...string) *unstructured.Unstructured {
+	u := Custom(schema.GroupVersionKind{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"}, "", name, map[string]any{
+		"spec": map[string]any{"group": wellknown.ARCGroup},
+	})
+	var entries []metav1.ManagedFieldsEntry
+	for _, m := range managers {
+		entries = append(entries, metav1.ManagedFieldsEntry{Manager: m, Operation: metav1.ManagedFieldsOperationApply, APIVersion: "apiextensions.k8s.io/v1",
+			FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{"f:group":{}}}`)}})
+	}
+	u.SetManagedFields(entries)
 	return u
 }
 
@@ -95,6 +110,7 @@ func Healthy() Cluster {
 				"spec":   map[string]any{"runnerScaleSetLabels": []any{"self-hosted", "linux", "amd64", "cuda", "gpu", "t4-container"}},
 				"status": map[string]any{"currentRunners": int64(0)},
 			}),
+			ARCCRD("autoscalingrunnersets.actions.github.com", wellknown.ARCCRDFieldManager),
 		},
 	}
 }

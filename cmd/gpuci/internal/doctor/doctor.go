@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/luxfi/lux-gpu-ci/cmd/gpuci/internal/crdowners"
 	"github.com/luxfi/lux-gpu-ci/cmd/gpuci/internal/live"
 	"github.com/luxfi/lux-gpu-ci/cmd/gpuci/internal/quota"
 	"github.com/luxfi/lux-gpu-ci/config"
@@ -68,6 +69,7 @@ func (d Doctor) Examine(ctx context.Context) []Finding {
 		d.gpuQuota(claims),
 		d.costSpike(ctx, gpuNodes),
 		d.stuckTeardown(ctx, claims),
+		d.arcCRDOwners(ctx),
 	}
 }
 
@@ -340,6 +342,25 @@ func (d Doctor) stuckTeardown(ctx context.Context, claims *unstructured.Unstruct
 	}
 	if !f.Problem {
 		f.Evidence = append(f.Evidence, fmt.Sprintf("%d NodeClaim(s), none stuck deleting", len(claims.Items)))
+	}
+	return f
+}
+
+func (d Doctor) arcCRDOwners(ctx context.Context) Finding {
+	f := Finding{Symptom: "ARC's CRDs co-owned: an ARC upgrade would keep the fields it drops", Fix: "gpuci crd-owners --fix, once: the stack becomes the only owner of their fields, and its next apply (the next ARC upgrade) removes what it no longer declares; see docs/operations.md › Upgrading"}
+	crds, err := crdowners.Examine(ctx, d.Dyn)
+	if err != nil {
+		f.Evidence = append(f.Evidence, "cannot read ARC's CRDs: "+err.Error())
+		return f
+	}
+	for _, c := range crds {
+		if len(c.OtherManagers) > 0 {
+			f.Problem = true
+			f.Evidence = append(f.Evidence, fmt.Sprintf("CRD %s: fields also owned by %s", c.Name, strings.Join(c.OtherManagers, ", ")))
+		}
+	}
+	if !f.Problem {
+		f.Evidence = append(f.Evidence, fmt.Sprintf("%d ARC CRD(s), each owned by the stack alone (%s)", len(crds), wellknown.ARCCRDFieldManager))
 	}
 	return f
 }

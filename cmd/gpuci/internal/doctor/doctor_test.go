@@ -70,7 +70,7 @@ func problem(findings []doctor.Finding) []string {
 
 func TestDoctorHealthyCluster(t *testing.T) {
 	_, findings, out := examine(t, doctorCluster())
-	assert.Len(t, findings, 9)
+	assert.Len(t, findings, 10)
 	assert.Empty(t, problem(findings), out)
 	assert.Contains(t, out, "listener lux-gpu-t4-listener Running; last log lines: fake logs")
 }
@@ -139,6 +139,9 @@ func TestDoctorFindsEachSymptom(t *testing.T) {
 		"spot quota": {func(c *fakecluster.Cluster) {
 			c.Custom = append(c.Custom, nodeClaim("gpu-spot-x4", []any{map[string]any{"type": "Launched", "status": "False", "reason": "LaunchFailed", "message": "creating instance, MaxSpotInstanceCountExceeded: Max spot instance count exceeded"}}, nil))
 		}, "GPU vCPU quota", "aws service-quotas request-service-quota-increase --service-code ec2 --quota-code L-3819A6DF --desired-value 8 --region us-west-2"},
+		"ARC's CRDs co-owned": {func(c *fakecluster.Cluster) {
+			c.Custom[len(c.Custom)-1] = fakecluster.ARCCRD("autoscalingrunnersets.actions.github.com", wellknown.ARCCRDFieldManager, "helm")
+		}, "ARC's CRDs co-owned: an ARC upgrade would keep the fields it drops", "CRD autoscalingrunnersets.actions.github.com: fields also owned by helm"},
 		"stuck teardown": {func(c *fakecluster.Cluster) {
 			c.Custom = append(c.Custom, nodeClaim("gpu-spot-x3", nil, &longAgo))
 		}, "GPU nodes stuck at teardown", "deleting for 1h0m0s"},
