@@ -30,10 +30,17 @@ import (
 
 func (h *harness) up(t tb, ctx context.Context, opts ...optup.Option) (auto.UpResult, error) {
 	t.Helper()
+	res, _, err := h.upWithSteps(t, ctx, opts...)
+	return res, err
+}
+
+// upWithSteps is up, with the steps it ran: what changed, as the engine reported it.
+func (h *harness) upWithSteps(t tb, ctx context.Context, opts ...optup.Option) (auto.UpResult, []stepSpan, error) {
+	t.Helper()
 	op := newOpTimer("up")
 	res, err := h.stack.Up(ctx, append([]optup.Option{optup.SuppressProgress(), optup.EventStreams(op.ch)}, opts...)...)
 	op.Log(t)
-	return res, err
+	return res, op.steps, err
 }
 
 func (h *harness) preview(t tb, ctx context.Context, opts ...optpreview.Option) (auto.PreviewResult, error) {
@@ -68,6 +75,7 @@ type opTimer struct {
 
 type stepSpan struct {
 	op, name   string
+	urn        string
 	begin, end time.Duration
 }
 
@@ -88,7 +96,7 @@ func newOpTimer(kind string) *opTimer {
 				m := e.ResOutputsEvent.Metadata
 				if at, ok := began[m.URN]; ok {
 					o.mu.Lock()
-					o.steps = append(o.steps, stepSpan{string(m.Op), m.URN[strings.LastIndex(m.URN, "::")+2:], at, now})
+					o.steps = append(o.steps, stepSpan{string(m.Op), m.URN[strings.LastIndex(m.URN, "::")+2:], m.URN, at, now})
 					o.mu.Unlock()
 				}
 			}

@@ -294,7 +294,12 @@ func (b *clusterBuilder) systemNodeGroup(cl *eks.Cluster, role *iam.Role, deps [
 		NodeRole: role,
 		// pulumi-eks v2 defaults to AL2, which has no AMIs for Kubernetes 1.33+. No
 		// kubelet/bootstrap extra args: v2 renders AL2 user data for those.
-		AmiType:       pulumi.String(versions.SystemAMIType),
+		AmiType: pulumi.String(versions.SystemAMIType),
+		// The control plane's version, as it reports it: a kubernetesVersion bump updates the
+		// cluster, then this group (its nodes roll to the new minor). Unset, the group would
+		// stay at its first version (pulumi-eks passes it through, nodegroup.js at v2.8.1), and
+		// EKS refuses the next control-plane bump while a node group lags behind it.
+		Version:       cl.EksCluster.Version().ToStringPtrOutput(),
 		InstanceTypes: pulumi.StringArray{pulumi.String(b.args.SystemNodeInstanceType)},
 		CapacityType:  pulumi.String("ON_DEMAND"),
 		ScalingConfig: &awseks.NodeGroupScalingConfigArgs{

@@ -39,6 +39,8 @@ func TestClusterDev(t *testing.T) {
 
 	mng := m.one(t, "eks:index:ManagedNodeGroup")
 	assert.Equal(t, "AL2023_x86_64_STANDARD", mng.Inputs["amiType"])
+	assert.Equal(t, in["version"], mng.Inputs["version"], "the system nodes follow the control plane's version (EKS refuses a control-plane bump while a node group lags)")
+	assert.Equal(t, "1.35", mng.Inputs["version"])
 	assert.Equal(t, []any{"t3.medium"}, mng.Inputs["instanceTypes"])
 	assert.Equal(t, "ON_DEMAND", mng.Inputs["capacityType"])
 	assert.Equal(t, map[string]any{"desiredSize": 1.0, "minSize": 1.0, "maxSize": 1.0}, mng.Inputs["scalingConfig"])
@@ -60,7 +62,7 @@ func TestClusterDev(t *testing.T) {
 		assert.Equal(t, "lux-gpu-ci", a.Inputs["clusterName"])
 		assert.Contains(t, a.Deps(), "eks:index:Cluster::cluster", "%s waits for the cluster", a.Name)
 		assert.Equal(t, "OVERWRITE", a.Inputs["resolveConflictsOnCreate"], "takes over the self-managed add-on EKS installs")
-		assert.Equal(t, "v-eks-default-"+a.Inputs["addonName"].(string), a.Inputs["addonVersion"])
+		assert.Equal(t, "v-eks-default-"+a.Inputs["addonName"].(string)+"-k8s1.35", a.Inputs["addonVersion"], "EKS's default for the cluster's version")
 	}
 	assert.ElementsMatch(t, []string{"vpc-cni", "kube-proxy", "coredns", "eks-pod-identity-agent"}, keys(addons))
 	assert.Contains(t, addons["coredns"].Deps(), "eks:index:ManagedNodeGroup::cluster-system", "CoreDNS only turns ACTIVE on a node")

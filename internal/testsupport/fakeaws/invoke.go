@@ -129,7 +129,8 @@ var invokes = map[string]func(c *Cloud, args resource.PropertyMap) (map[string]a
 	},
 	"aws:eks/getAddonVersion:getAddonVersion": func(c *Cloud, args resource.PropertyMap) (map[string]any, error) {
 		name := str(args["addonName"])
-		return map[string]any{"addonName": name, "kubernetesVersion": str(args["kubernetesVersion"]), "version": DefaultAddonVersion(name), "id": name}, nil
+		k8s := str(args["kubernetesVersion"])
+		return map[string]any{"addonName": name, "kubernetesVersion": k8s, "version": DefaultAddonVersion(name, k8s), "id": name}, nil
 	},
 }
 
@@ -147,8 +148,11 @@ func (c *Cloud) caller() string {
 	return CallerArn
 }
 
-// DefaultAddonVersion is the version EKS reports as an add-on's default.
-func DefaultAddonVersion(addon string) string { return "v-eks-default-" + addon }
+// DefaultAddonVersion is the version EKS reports as an add-on's default for a Kubernetes
+// version: one of its own per minor, as EKS publishes them.
+func DefaultAddonVersion(addon, kubernetesVersion string) string {
+	return "v-eks-default-" + addon + "-k8s" + kubernetesVersion
+}
 
 // Invoke answers a data source.
 func (c *Cloud) Invoke(token string, args resource.PropertyMap) (resource.PropertyMap, error) {

@@ -143,7 +143,11 @@ func (m *Mocks) NewResource(args pulumi.MockResourceArgs) (string, resource.Prop
 		if v, ok := args.Inputs["name"]; ok && v.IsString() {
 			name = v.StringValue()
 		}
-		ref, err := m.fakeInnerCluster(args.Name+"-eksCluster", name)
+		version := ""
+		if v, ok := args.Inputs["version"]; ok && v.IsString() {
+			version = v.StringValue()
+		}
+		ref, err := m.fakeInnerCluster(args.Name+"-eksCluster", name, version)
 		if err != nil {
 			return "", nil, err
 		}
@@ -193,12 +197,14 @@ func (m *Mocks) urn(args pulumi.MockResourceArgs) string {
 }
 
 // fakeInnerCluster registers a stand-in aws:eks/cluster:Cluster and returns a reference to
-// it, as pulumi-eks's Cluster returns its eksCluster output.
+// it, as pulumi-eks's Cluster returns its eksCluster output (with the component's version,
+// as cluster.js passes it on at v2.8.1).
 // It registers by type token, so the mocks need none of pulumi-aws's SDK.
-func (m *Mocks) fakeInnerCluster(logical, physical string) (resource.PropertyValue, error) {
+func (m *Mocks) fakeInnerCluster(logical, physical, version string) (resource.PropertyValue, error) {
 	var inner pulumi.CustomResourceState
 	err := m.ctx.RegisterResource("aws:eks/cluster:Cluster", logical, pulumi.Map{
 		"name":      pulumi.String(physical),
+		"version":   pulumi.String(version),
 		"roleArn":   pulumi.String("arn:aws:iam::" + Account + ":role/eks-service"),
 		"vpcConfig": pulumi.Map{"subnetIds": pulumi.StringArray{}},
 	}, &inner)
