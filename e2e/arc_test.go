@@ -61,15 +61,17 @@ func assertScaleSetsServe(t *testing.T, ctx context.Context, kube dynamic.Interf
 	}
 }
 
-// arcChartsAt copies ARC's two pinned charts with their version and appVersion set to
-// version: a release of another minor, as far as ARC's version rule can tell (it reads only
-// the label the chart stamps from appVersion).
-func arcChartsAt(t *testing.T, work, version string) map[string]any {
+// chartsAt copies charts, as the stack installs them (localCharts), with their version and
+// appVersion set to version: the same templates released under another version, as helmCharts
+// config. For ARC that is a release of another minor, as far as ARC's version rule can tell
+// (it reads only the label the chart stamps from appVersion).
+func chartsAt(t *testing.T, work, version string, charts ...versions.Chart) map[string]any {
 	t.Helper()
+	installed := localCharts(t, work)
 	out := map[string]any{}
-	for _, c := range []versions.Chart{versions.ARCControllerChart, versions.ARCScaleSetChart} {
-		src := filepath.Join(repoRoot(t), "k8s", "arc", c.Name())
-		dst := filepath.Join(work, "arc-"+version, c.Name())
+	for _, c := range charts {
+		src := installed[c.Name()].(map[string]any)["chart"].(string)
+		dst := filepath.Join(work, c.Name()+"-"+version, c.Name())
 		require.NoError(t, os.CopyFS(dst, os.DirFS(src)))
 		chartYAML := filepath.Join(dst, "Chart.yaml")
 		b, err := os.ReadFile(chartYAML)
@@ -102,7 +104,7 @@ func arcMinorUpgrade(t *testing.T, ctx context.Context, h *harness, kube dynamic
 	}
 
 	t.Run("0.14.2 → 0.15.0 with a job running", func(t *testing.T) {
-		moveTo(arcChartsAt(t, work, "0.15.0"))
+		moveTo(chartsAt(t, work, "0.15.0", versions.ARCControllerChart, versions.ARCScaleSetChart))
 		pre, err := h.preview(t, ctx)
 		require.NoError(t, err)
 		t.Logf("preview: %v", pre.ChangeSummary)

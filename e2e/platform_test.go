@@ -1,0 +1,132 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/common/apitype"
+	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/luxfi/lux-gpu-ci/config"
+	"github.com/luxfi/lux-gpu-ci/internal/testsupport/fakeaws"
+	"github.com/luxfi/lux-gpu-ci/internal/wellknown"
+	"github.com/luxfi/lux-gpu-ci/versions"
+)
+
+// platformBumped moves the running stack's platform, as one pull request bumping versions/ and
+// the stack file would: kubernetesVersion one minor up (1.35 → 1.36) and Karpenter's two
+// charts to another version (copies of the pinned ones at 1.15.0: same templates, new
+// version). One up, through the real pulumi-eks:
+//   - EKS: the control plane, then the system node group to the version the control plane
+//     reports, and the add-ons to EKS's default for the new minor, all in place;
+//   - Karpenter: the karpenter-crd release, then the controller's, both upgraded in place;
+//     every NodePool and EC2NodeClass kept (same UID, same spec generation);
+//   - nothing else: nothing created, deleted or replaced, no other Kubernetes resource changed.
+//
+// Which AWS changes force a replacement is pulumi-aws's rule, not the fake's, which updates in
+// place; what the program and pulumi-eks send is the real thing.
+func platformBumped(t *testing.T, ctx context.Context, h *harness, kube dynamic.Interface, work string) {
+	type kept struct {
+		uid        string
+		generation int64
+	}
+	karpenterObjects := func() map[string]kept {
+		out := map[string]kept{}
+		for _, gvr := range []schema.GroupVersionResource{nodePools, ec2NodeClasses} {
+			list, err := kube.Resource(gvr).List(ctx, metav1.ListOptions{})
+			require.NoError(t, err)
+			for _, o := range list.Items {
+				out[gvr.Resource+"/"+o.GetName()] = kept{string(o.GetUID()), o.GetGeneration()}
+			}
+		}
+		return out
+	}
+	before := karpenterObjects()
+	require.NotEmpty(t, before)
+
+	charts := chartsAt(t, work, "1.15.0", versions.KarpenterCRDChart, versions.KarpenterChart)
+	h.editStackFile(t, func(cfg map[string]any) {
+		require.Equal(t, "1.35", cfg[config.Project+":"+config.KeyKubernetesVersion], "the dev stack's version")
+		cfg[config.Project+":"+config.KeyKubernetesVersion] = "1.36"
+		all := cfg[config.Project+":"+config.KeyHelmCharts].(map[string]any)
+		for name, c := range charts {
+			all[name] = c
+		}
+	})
+
+	up, steps, err := h.upWithSteps(t, ctx)
+	require.NoError(t, err)
+	changes := *up.Summary.ResourceChanges
+	t.Logf("up: %v", changes)
+	assert.Zero(t, changes["create"]+changes["delete"]+changes["replace"], "nothing created, deleted or replaced")
+
+	_, after := h.state(t, ctx)
+	crdRelease := releaseURN(t, after, wellknown.KarpenterCRDRelease)
+	controllerRelease := releaseURN(t, after, wellknown.KarpenterRelease)
+	var changed []string
+	span := map[string]stepSpan{}
+	for _, s := range steps {
+		if s.op == "same" {
+			continue
+		}
+		span[s.urn] = s
+		u := resource.URN(s.urn)
+		name := string(u.Type()) + "::" + u.Name()
+		changed = append(changed, name)
+		if s.urn != crdRelease && s.urn != controllerRelease {
+			assert.True(t, strings.HasPrefix(name, "aws:") || strings.HasPrefix(name, "eks:"), "%s changed: besides Karpenter's releases, only the AWS layer does", name)
+		}
+	}
+	t.Logf("changed: %v", changed)
+	require.Len(t, changed, changes["update"], "every update step seen")
+	for _, want := range []string{"aws:eks/cluster:Cluster::cluster-eksCluster", "aws:eks/nodeGroup:NodeGroup::cluster-system"} {
+		assert.Contains(t, changed, want)
+	}
+	require.Contains(t, span, crdRelease, "the karpenter-crd release is upgraded")
+	require.Contains(t, span, controllerRelease, "the karpenter release is upgraded")
+	assert.LessOrEqual(t, span[crdRelease].end, span[controllerRelease].begin, "the CRDs first, then the controller")
+
+	assert.Equal(t, "1.36", findResource(t, after, "aws:eks/cluster:Cluster", "").Inputs["version"], "the control plane")
+	assert.Equal(t, "1.36", findResource(t, after, "aws:eks/nodeGroup:NodeGroup", "").Inputs["version"], "the system nodes follow it")
+	for _, addon := range []string{"vpc-cni", "kube-proxy", "coredns", "eks-pod-identity-agent"} {
+		a := findResource(t, after, "aws:eks/addon:Addon", "cluster-"+addon)
+		assert.Equal(t, fakeaws.DefaultAddonVersion(addon, "1.36"), a.Inputs["addonVersion"], "%s at EKS's default for the new minor", addon)
+	}
+	deploy, err := kube.Resource(deployments).Namespace(wellknown.KarpenterNamespace).Get(ctx, wellknown.KarpenterRelease, metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, "1.15.0", deploy.GetLabels()["app.kubernetes.io/version"], "the controller is the new chart's")
+	assert.Equal(t, before, karpenterObjects(), "every NodePool and EC2NodeClass kept, its spec untouched")
+}
+
+// releaseURN is the URN of the Helm release named name in the state.
+func releaseURN(t *testing.T, resources []apitype.ResourceV3, name string) string {
+	t.Helper()
+	for _, r := range resources {
+		if string(r.Type) == "kubernetes:helm.sh/v3:Release" && r.Inputs["name"] == name {
+			return string(r.URN)
+		}
+	}
+	t.Fatalf("no release %s in the state", name)
+	return ""
+}
+
+// findResource is the one resource of type typ (named name, if not empty) in resources.
+func findResource(t *testing.T, resources []apitype.ResourceV3, typ, name string) apitype.ResourceV3 {
+	t.Helper()
+	var found []apitype.ResourceV3
+	for _, r := range resources {
+		if string(r.Type) == typ && (name == "" || r.URN.Name() == name) {
+			found = append(found, r)
+		}
+	}
+	require.Len(t, found, 1, "one %s %s in the state", typ, name)
+	return found[0]
+}
