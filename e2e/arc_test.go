@@ -245,8 +245,8 @@ func crdManagers(t tb, ctx context.Context, kube dynamic.Interface, name string)
 
 // adoptedFromHelmWithTheirOwnersTaken is the adoption of ARC CRDs a Helm install left
 // (installARCCRDsAsHelmDid: Helm owns every field, a category the program does not declare
-// included). The stack's forced apply alone leaves that field (Helm still owns it): a
-// server-side dry run shows it. gpuci crd-owners names Helm and exits non-zero; --fix makes
+// included). Where the stack applied that field once too, its apply without it leaves it
+// (Helm still owns it): a server-side dry run shows it. gpuci crd-owners names Helm and exits non-zero; --fix makes
 // the stack the only owner; the up's apply then removes the field — as the next ARC upgrade
 // removes what its new version dropped.
 func adoptedFromHelmWithTheirOwnersTaken(t *testing.T, ctx context.Context, h *harness, kube dynamic.Interface, gpuci, kubeconfig string) {
@@ -260,17 +260,22 @@ func adoptedFromHelmWithTheirOwnersTaken(t *testing.T, ctx context.Context, h *h
 		return c
 	}
 
-	// Without the takeover: the stack's apply (its manager, forced, no categories) keeps
-	// Helm's field.
+	// Without the takeover: the stack applied the field once (an earlier ARC declared it), so
+	// it co-owns it with Helm; its next apply without the field (an ARC that dropped it) would
+	// leave it, because Helm still owns it.
 	const probe = "autoscalingrunnersets.actions.github.com"
 	live, err := kube.Resource(crds).Get(ctx, probe, metav1.GetOptions{})
 	require.NoError(t, err)
 	applied := map[string]any{"apiVersion": live.GetAPIVersion(), "kind": live.GetKind(), "metadata": map[string]any{"name": probe}, "spec": live.Object["spec"]}
+	stackApply := func(dryRun ...string) *unstructured.Unstructured {
+		out, err := kube.Resource(crds).Apply(ctx, probe, &unstructured.Unstructured{Object: applied},
+			metav1.ApplyOptions{FieldManager: wellknown.ARCCRDFieldManager, Force: true, DryRun: dryRun})
+		require.NoError(t, err)
+		return out
+	}
+	stackApply()
 	unstructured.RemoveNestedField(applied, "spec", "names", "categories")
-	dry, err := kube.Resource(crds).Apply(ctx, probe, &unstructured.Unstructured{Object: applied},
-		metav1.ApplyOptions{FieldManager: wellknown.ARCCRDFieldManager, Force: true, DryRun: []string{metav1.DryRunAll}})
-	require.NoError(t, err)
-	assert.Equal(t, []string{droppedCategory}, categories(dry), "without the takeover, Helm keeps a field the stack no longer declares")
+	assert.Equal(t, []string{droppedCategory}, categories(stackApply(metav1.DryRunAll)), "without the takeover, Helm keeps a field the stack no longer declares")
 
 	out, err := crdOwners()
 	require.Error(t, err, "co-owned CRDs are a problem: %s", out)

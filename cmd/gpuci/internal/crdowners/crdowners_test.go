@@ -36,9 +36,9 @@ func entry(manager string, op metav1.ManagedFieldsOperationType, subresource, fi
 }
 
 // adopted is what an ARC CRD holds after the stack adopted a Helm install's and was then
-// replaced once under pulumi-kubernetes' random manager names: Helm owns the description
-// the stack leaves out, an earlier resource of the stack owns a printer column a later ARC
-// dropped, and the API server owns the status.
+// replaced once under pulumi-kubernetes' random manager names: Helm owns spec.versions and an
+// annotation, an earlier resource of the stack owns spec.names.shortNames (which a later ARC
+// dropped), and the API server owns the status.
 func adopted() []metav1.ManagedFieldsEntry {
 	return []metav1.ManagedFieldsEntry{
 		entry(wellknown.ARCCRDFieldManager, metav1.ManagedFieldsOperationApply, "", `{"f:spec":{"f:group":{},"f:names":{"f:kind":{}}}}`),
