@@ -130,3 +130,25 @@ func findResource(t *testing.T, resources []apitype.ResourceV3, typ, name string
 	require.Len(t, found, 1, "one %s %s in the state", typ, name)
 	return found[0]
 }
+
+// pulumiEKSBumped runs up with the pinned pulumi-eks on a stack the previous one deployed
+// (hack/eks-plugin-previous): the component's own code changes, and with it possibly the
+// children it creates and their inputs. Nothing may be created, deleted or replaced, and no
+// Kubernetes resource change; what the new version updates in place is logged.
+func pulumiEKSBumped(t *testing.T, ctx context.Context, h *harness) {
+	up, steps, err := h.upWithSteps(t, ctx)
+	require.NoError(t, err)
+	changes := *up.Summary.ResourceChanges
+	t.Logf("up with the pinned pulumi-eks: %v", changes)
+	assert.Zero(t, changes["create"]+changes["delete"]+changes["replace"], "a pulumi-eks bump creates, deletes and replaces nothing")
+	var changed []string
+	for _, s := range steps {
+		if s.op != "same" {
+			u := resource.URN(s.urn)
+			changed = append(changed, string(u.Type())+"::"+u.Name())
+			assert.False(t, strings.HasPrefix(string(u.Type()), "kubernetes:"), "%s changed with pulumi-eks", u)
+		}
+	}
+	t.Logf("changed: %v", changed)
+	assert.Positive(t, changes["same"], "the up ran over the stack the previous version deployed")
+}

@@ -15,7 +15,8 @@
 #                             installed as plugin version $K8S_PLUGIN_VERSION
 #   pulumi-resource-eks       the real pulumi-eks component: @pulumi/eks from npm, exactly as
 #                             hack/eks-plugin/package-lock.json pins it, run by Node (Debian's
-#                             nodejs where the machine has none)
+#                             nodejs where the machine has none); and the version before the
+#                             pin (hack/eks-plugin-previous), which the e2e upgrades from
 #
 # Usage: hack/e2e-tools.sh            build what is missing, print the tool directory
 #        hack/e2e-tools.sh --env      print shell exports for the tools (eval-able)
@@ -37,9 +38,11 @@ KUBE_DIR=$TOOLS/kubernetes-v$KUBE_VERSION
 PULUMI_DIR=$TOOLS/pulumi-v$PULUMI_VERSION
 PROVIDER_DIR=$TOOLS/pulumi-resource-kubernetes-v$K8S_PLUGIN_VERSION
 PULUMI_HOME_DIR=$CACHE/pulumi-home
-# The eks plugin's directory is keyed by its lockfile, so a changed pin reinstalls it.
+# The eks plugins' directories are keyed by their lockfiles, so a changed pin reinstalls one.
 EKS_LOCK=$(cd "$(dirname "$0")" && pwd)/eks-plugin/package-lock.json
 EKS_DIR=$TOOLS/pulumi-eks-$(sha256sum "$EKS_LOCK" | cut -c1-12)
+EKS_PREVIOUS_LOCK=$(cd "$(dirname "$0")" && pwd)/eks-plugin-previous/package-lock.json
+EKS_PREVIOUS_DIR=$TOOLS/pulumi-eks-$(sha256sum "$EKS_PREVIOUS_LOCK" | cut -c1-12)
 # So is Karpenter's, by its sources: an edit of hack/karpenter rebuilds it.
 KARPENTER_SRC=$(cd "$(dirname "$0")" && pwd)/karpenter
 KARPENTER_DIR=$TOOLS/karpenter-$(cat "$KARPENTER_SRC"/go.mod "$KARPENTER_SRC"/go.sum "$KARPENTER_SRC"/*.go | sha256sum | cut -c1-12)
@@ -56,6 +59,7 @@ export E2E_PULUMI="$PULUMI_DIR/pulumi"
 export E2E_PULUMI_HOME="$PULUMI_HOME_DIR"
 export E2E_ETCD="$(command -v etcd || echo /usr/bin/etcd)"
 export E2E_EKS_PLUGIN="$EKS_DIR"
+export E2E_EKS_PLUGIN_PREVIOUS="$EKS_PREVIOUS_DIR"
 EOF
 	exit 0
 fi
@@ -91,7 +95,8 @@ apt_install() { # package...
 
 # pulumi-eks's provider is Node.js code (its npm package ships cmd/provider/index.js); the
 # engine runs it as the eks plugin through a one-line wrapper.
-eks_install() {
+eks_install() { # [lockfile dir]
+	local EKS_LOCK=${1:-$EKS_LOCK} EKS_DIR=${2:-$EKS_DIR}
 	if [[ -x $EKS_DIR/pulumi-resource-eks ]]; then return; fi
 	if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
 		log "installing nodejs and npm from Debian"
@@ -227,5 +232,6 @@ timed pulumi_build
 timed provider_build
 timed plugin_install
 timed eks_install
+timed eks_install "$EKS_PREVIOUS_LOCK" "$EKS_PREVIOUS_DIR"
 timed karpenter_build
 echo "$TOOLS"
