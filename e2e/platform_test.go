@@ -6,14 +6,17 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/common/apitype"
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/luxfi/lux-gpu-ci/config"
 	"github.com/luxfi/lux-gpu-ci/internal/testsupport/fakeaws"
@@ -26,14 +29,16 @@ import (
 // charts to another version (copies of the pinned ones at 1.15.0: same templates, new
 // version). One up, through the real pulumi-eks:
 //   - EKS: the control plane, then the system node group to the version the control plane
-//     reports, and the add-ons to EKS's default for the new minor, all in place;
+//     reports (the one after the other), and the add-ons to EKS's default for the new
+//     minor, all in place;
 //   - Karpenter: the karpenter-crd release, then the controller's, both upgraded in place;
-//     every NodePool and EC2NodeClass kept (same UID, same spec generation);
+//     every NodePool and EC2NodeClass kept (same UID, same spec generation), and a job that
+//     runs on a GPU node through the up still runs there after it;
 //   - nothing else: nothing created, deleted or replaced, no other Kubernetes resource changed.
 //
 // Which AWS changes force a replacement is pulumi-aws's rule, not the fake's, which updates in
 // place; what the program and pulumi-eks send is the real thing.
-func platformBumped(t *testing.T, ctx context.Context, h *harness, kube dynamic.Interface, work string) {
+func platformBumped(t *testing.T, ctx context.Context, h *harness, core kubernetes.Interface, kube dynamic.Interface, work string) {
 	type kept struct {
 		uid        string
 		generation int64
@@ -51,6 +56,24 @@ func platformBumped(t *testing.T, ctx context.Context, h *harness, kube dynamic.
 	}
 	before := karpenterObjects()
 	require.NotEmpty(t, before)
+
+	// A job runs on a GPU node through the whole up: the runner-form twin's (the other pools'
+	// nodes belong to the phases running in the background).
+	const twin, twinSet = "gpu-spot-on-demand", "lux-gpu-t4-on-demand"
+	pods := core.CoreV1().Pods(wellknown.RunnersNamespace)
+	job, err := pods.Create(ctx, runnerPod(t, ctx, kube, twinSet, twinSet+"-e2e-platform-job"), metav1.CreateOptions{})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		p, err := pods.Get(ctx, job.Name, metav1.GetOptions{})
+		if err == nil && p.Status.Phase == corev1.PodRunning && p.Spec.NodeName != "" {
+			job = p
+			return true
+		}
+		return false
+	}, time.Minute, 250*time.Millisecond, "the job runs on a node Karpenter launched for %s", twin)
+	claims := poolClaims(t, ctx, kube, twin)
+	require.Len(t, claims, 1, "one node for the job")
+	claim := claims[0].Name
 
 	charts := chartsAt(t, work, "1.15.0", versions.KarpenterCRDChart, versions.KarpenterChart)
 	h.editStackFile(t, func(cfg map[string]any) {
@@ -90,6 +113,8 @@ func platformBumped(t *testing.T, ctx context.Context, h *harness, kube dynamic.
 	for _, want := range []string{"aws:eks/cluster:Cluster::cluster-eksCluster", "aws:eks/nodeGroup:NodeGroup::cluster-system"} {
 		assert.Contains(t, changed, want)
 	}
+	cluster, nodeGroup := stepNamed(t, steps, "aws:eks/cluster:Cluster"), stepNamed(t, steps, "aws:eks/nodeGroup:NodeGroup")
+	assert.LessOrEqual(t, cluster.end, nodeGroup.begin, "the control plane first, then the system nodes")
 	require.Contains(t, span, crdRelease, "the karpenter-crd release is upgraded")
 	require.Contains(t, span, controllerRelease, "the karpenter release is upgraded")
 	assert.LessOrEqual(t, span[crdRelease].end, span[controllerRelease].begin, "the CRDs first, then the controller")
@@ -104,6 +129,29 @@ func platformBumped(t *testing.T, ctx context.Context, h *harness, kube dynamic.
 	require.NoError(t, err)
 	assert.Equal(t, "1.15.0", deploy.GetLabels()["app.kubernetes.io/version"], "the controller is the new chart's")
 	assert.Equal(t, before, karpenterObjects(), "every NodePool and EC2NodeClass kept, its spec untouched")
+
+	running, err := pods.Get(ctx, job.Name, metav1.GetOptions{})
+	require.NoError(t, err, "the running job survived the up")
+	assert.Nil(t, running.DeletionTimestamp, "the job was not evicted")
+	assert.Equal(t, corev1.PodRunning, running.Status.Phase)
+	assert.Equal(t, job.Spec.NodeName, running.Spec.NodeName, "on the node it started on")
+	nc, err := kube.Resource(nodeClaims).Get(ctx, claim, metav1.GetOptions{})
+	require.NoError(t, err, "its GPU node survived the up")
+	assert.Nil(t, nc.GetDeletionTimestamp(), "its GPU node is not being disrupted")
+	require.NoError(t, pods.Delete(ctx, job.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}), "ARC ends the job")
+}
+
+// stepNamed is the one step on a resource of type typ.
+func stepNamed(t *testing.T, steps []stepSpan, typ string) stepSpan {
+	t.Helper()
+	var found []stepSpan
+	for _, s := range steps {
+		if string(resource.URN(s.urn).Type()) == typ {
+			found = append(found, s)
+		}
+	}
+	require.Len(t, found, 1, "one step on a %s", typ)
+	return found[0]
 }
 
 // releaseURN is the URN of the Helm release named name in the state.

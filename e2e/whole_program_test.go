@@ -186,7 +186,7 @@ func TestWholeProgram(t *testing.T) {
 	// It changes the AWS layer (here, the fake's) and Karpenter's releases, whose controller
 	// runs outside the cluster here: it runs beside Karpenter's timers too, while the GPU job's
 	// node and the container-form jobs' nodes are up.
-	step(t, "kubernetesVersion 1.35 → 1.36 and Karpenter's charts bumped, in one up: the control plane, the system node group, the add-ons, then karpenter-crd, then karpenter, all in place; NodePools and EC2NodeClasses kept", func(t *testing.T) { platformBumped(t, ctx, h, kube, work) })
+	step(t, "kubernetesVersion 1.35 → 1.36 and Karpenter's charts bumped, in one up: the control plane, the system node group, the add-ons, then karpenter-crd, then karpenter, all in place; NodePools, EC2NodeClasses and a running GPU job kept", func(t *testing.T) { platformBumped(t, ctx, h, core, kube, work) })
 
 	step(t, "meanwhile, the GPU job's node: kept while it ran, consolidated once it ended, its instance terminated", ending.Wait)
 	step(t, "meanwhile, a container-form job's spot node interrupted: Karpenter records it and takes the node; gpuci doctor names the job from the real events; gpuci retry --cluster, as the retry runner's account, re-runs exactly that job", interrupted.Wait)
