@@ -193,13 +193,7 @@ func crdReplaced(t *testing.T, ctx context.Context, h *harness, kube dynamic.Int
 	}
 	require.NotEmpty(t, urn, "the state holds the AutoscalingRunnerSet CRD")
 	// Karpenter's CRDs are the karpenter-crd release's: a replace of the release uninstalls it.
-	var karpenterCRDRelease string
-	for _, r := range resources {
-		if string(r.Type) == "kubernetes:helm.sh/v3:Release" && r.Inputs["name"] == "karpenter-crd" {
-			karpenterCRDRelease = string(r.URN)
-		}
-	}
-	require.NotEmpty(t, karpenterCRDRelease, "the state holds the karpenter-crd release")
+	karpenterCRDRelease := releaseURN(t, resources, wellknown.KarpenterCRDRelease)
 	poolBefore, err := kube.Resource(nodePools).Get(ctx, "gpu-spot", metav1.GetOptions{})
 	require.NoError(t, err)
 	crdBefore, err := kube.Resource(crds).Get(ctx, "nodepools.karpenter.sh", metav1.GetOptions{})

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/common/apitype"
-	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
@@ -96,16 +95,11 @@ func platformBumped(t *testing.T, ctx context.Context, h *harness, core kubernet
 	controllerRelease := releaseURN(t, after, wellknown.KarpenterRelease)
 	var changed []string
 	span := map[string]stepSpan{}
-	for _, s := range steps {
-		if s.op == "same" {
-			continue
-		}
+	for _, s := range changedSteps(steps) {
 		span[s.urn] = s
-		u := resource.URN(s.urn)
-		name := string(u.Type()) + "::" + u.Name()
-		changed = append(changed, name)
+		changed = append(changed, s.resource())
 		if s.urn != crdRelease && s.urn != controllerRelease {
-			assert.True(t, strings.HasPrefix(name, "aws:") || strings.HasPrefix(name, "eks:"), "%s changed: besides Karpenter's releases, only the AWS layer does", name)
+			assert.True(t, strings.HasPrefix(s.resource(), "aws:") || strings.HasPrefix(s.resource(), "eks:"), "%s changed: besides Karpenter's releases, only the AWS layer does", s.resource())
 		}
 	}
 	t.Logf("changed: %v", changed)
@@ -141,12 +135,23 @@ func platformBumped(t *testing.T, ctx context.Context, h *harness, core kubernet
 	require.NoError(t, pods.Delete(ctx, job.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}), "ARC ends the job")
 }
 
+// changedSteps are the steps that changed a resource (every one but "same").
+func changedSteps(steps []stepSpan) []stepSpan {
+	var out []stepSpan
+	for _, s := range steps {
+		if s.op != "same" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
 // stepNamed is the one step on a resource of type typ.
 func stepNamed(t *testing.T, steps []stepSpan, typ string) stepSpan {
 	t.Helper()
 	var found []stepSpan
 	for _, s := range steps {
-		if string(resource.URN(s.urn).Type()) == typ {
+		if strings.HasPrefix(s.resource(), typ+"::") {
 			found = append(found, s)
 		}
 	}
@@ -190,12 +195,9 @@ func pulumiEKSBumped(t *testing.T, ctx context.Context, h *harness) {
 	t.Logf("up with the pinned pulumi-eks: %v", changes)
 	assert.Zero(t, changes["create"]+changes["delete"]+changes["replace"], "a pulumi-eks bump creates, deletes and replaces nothing")
 	var changed []string
-	for _, s := range steps {
-		if s.op != "same" {
-			u := resource.URN(s.urn)
-			changed = append(changed, string(u.Type())+"::"+u.Name())
-			assert.False(t, strings.HasPrefix(string(u.Type()), "kubernetes:"), "%s changed with pulumi-eks", u)
-		}
+	for _, s := range changedSteps(steps) {
+		changed = append(changed, s.resource())
+		assert.False(t, strings.HasPrefix(s.resource(), "kubernetes:"), "%s changed with pulumi-eks", s.urn)
 	}
 	t.Logf("changed: %v", changed)
 	assert.Positive(t, changes["same"], "the up ran over the stack the previous version deployed")

@@ -26,6 +26,7 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/auto/optdestroy"
 	"github.com/pulumi/pulumi/sdk/v3/go/auto/optpreview"
 	"github.com/pulumi/pulumi/sdk/v3/go/auto/optup"
+	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
 )
 
 func (h *harness) up(t tb, ctx context.Context, opts ...optup.Option) (auto.UpResult, error) {
@@ -77,6 +78,12 @@ type stepSpan struct {
 	op, name   string
 	urn        string
 	begin, end time.Duration
+}
+
+// resource is the step's resource as type::name.
+func (s stepSpan) resource() string {
+	u := resource.URN(s.urn)
+	return string(u.Type()) + "::" + u.Name()
 }
 
 func newOpTimer(kind string) *opTimer {
