@@ -109,6 +109,8 @@ func arcMinorUpgrade(t *testing.T, ctx context.Context, h *harness, kube dynamic
 		require.NoError(t, err)
 		t.Logf("preview: %v", pre.ChangeSummary)
 		assert.Equal(t, 1+scaleSets, pre.ChangeSummary[apitype.OpReplace], "the plan replaces the controller and every scale set")
+		assert.Zero(t, pre.ChangeSummary[apitype.OpUpdate]+pre.ChangeSummary[apitype.OpCreate]+pre.ChangeSummary[apitype.OpDelete],
+			"and nothing else: the edits before it (the system nodes' replacement among them) left nothing to do")
 
 		const busy = "lux-gpu-t4"
 		github.StartJob(busy)

@@ -6,6 +6,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"slices"
 	"testing"
@@ -19,14 +20,14 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/luxfi/lux-gpu-ci/config"
 	"github.com/luxfi/lux-gpu-ci/internal/testsupport/fakeaws"
+	"github.com/luxfi/lux-gpu-ci/internal/wellknown"
+	"github.com/luxfi/lux-gpu-ci/k8s"
 )
-
-var pdbs = schema.GroupVersionResource{Group: "policy", Version: "v1", Resource: "poddisruptionbudgets"}
 
 // poolRemovedWhileItsJobRuns adds a pool to the running stack, then removes it while its
 // runner holds a job, with runnerDrainTimeout at 10 s: the removal's up fails once the drain
@@ -142,26 +143,84 @@ func poolEditedWhileAnEarlierZoneGainsItsTypes(t *testing.T, ctx context.Context
 }
 
 // tagsAndSnapshotEdited adds a tag to the running stack and gives gpu-spot an image
-// snapshot, in one up (one phase: the e2e's time budget). Tags reach every AWS resource, the
-// system node group's launch template and Karpenter's EC2NodeClasses; the snapshot moves
+// snapshot, in one edit (one phase: the e2e's time budget), while a container-form job runs
+// on a system node. Tags reach every AWS resource, the system nodes' launch template (a new
+// version, so EKS replaces the nodes) and Karpenter's EC2NodeClasses; the snapshot moves
 // gpu-spot and its twin to Bottlerocket with the data volume restored from it. All in place.
-// The system node group rolls its nodes; a running container-form job on them is protected
-// by the running-jobs budget (the drain phase shows a drain refused).
-func tagsAndSnapshotEdited(t *testing.T, ctx context.Context, h *harness, kube dynamic.Interface) {
+//
+// The node group's update drains the old system nodes; the running-jobs budget refuses the
+// job's eviction, so the update fails with PodEvictionFailure and the job runs on. The
+// failed update leaves its new outputs in the state (the provider saves them, as
+// terraform-plugin-sdk does), so only a refresh sees the nodes were not replaced: the next
+// deploy (deploy.yml's up --refresh), once the job ended, replaces them with no manual step.
+// It returns the system nodes after.
+func tagsAndSnapshotEdited(t *testing.T, ctx context.Context, h *harness, core kubernetes.Interface, kube dynamic.Interface, systemNodes []string) []string {
 	const snapshot = "snap-0123456789abcdef0"
+	runner := containerFormRunner(t, ctx, core, kube, systemNodes, "lux-gpu-t4-container-e2e-runner-t")
 	h.editStackFile(t, func(cfg map[string]any) {
 		tags := cfg[config.Project+":"+config.KeyTags].(map[string]any)
 		tags["cost-center"] = "gpu-ci"
 		setPoolField(t, cfg, "imageSnapshotID", snapshot)
 	})
-	pre, err := h.preview(t, ctx)
+	pre, planned, err := h.previewWithSteps(t, ctx)
 	require.NoError(t, err)
 	t.Logf("preview: %v", pre.ChangeSummary)
-	assert.Positive(t, pre.ChangeSummary[apitype.OpUpdate])
 	assert.Zero(t, pre.ChangeSummary[apitype.OpCreate]+pre.ChangeSummary[apitype.OpDelete]+pre.ChangeSummary[apitype.OpReplace], "a tag edit replaces nothing")
-	up, err := h.up(t, ctx)
-	require.NoError(t, err)
-	assert.Equal(t, pre.ChangeSummary[apitype.OpUpdate], (*up.Summary.ResourceChanges)["update"], "the up did what the plan said")
+	var plan []string
+	for _, s := range changedSteps(planned) {
+		plan = append(plan, s.op+" "+s.resource())
+	}
+	for _, want := range []string{"update aws:ec2/launchTemplate:LaunchTemplate::cluster-system", "update aws:eks/nodeGroup:NodeGroup::cluster-system"} {
+		assert.Contains(t, plan, want, "the plan rolls the system nodes: a new launch template version")
+	}
+
+	// The disruption controller counts the job before the drain comes.
+	require.Eventually(t, func() bool {
+		pdb, err := core.PolicyV1().PodDisruptionBudgets(wellknown.RunnersNamespace).Get(ctx, k8s.RunningJobsBudget, metav1.GetOptions{})
+		return err == nil && pdb.Status.ObservedGeneration >= pdb.Generation && pdb.Status.CurrentHealthy >= 1 && pdb.Status.DisruptionsAllowed == 0
+	}, time.Minute, 250*time.Millisecond, "the running-jobs budget counts the job")
+	_, steps, err := h.upWithSteps(t, ctx)
+	require.Error(t, err, "the node group's update cannot drain the job's node")
+	assert.Contains(t, err.Error(), "PodEvictionFailure", "EKS's error, through the provider")
+	var done []string
+	for _, s := range changedSteps(steps) {
+		done = append(done, s.op+" "+s.resource())
+	}
+	t.Logf("up (failed): %v", done)
+	assert.Contains(t, done, "update aws:ec2/launchTemplate:LaunchTemplate::cluster-system", "the new launch template version is made")
+	for _, d := range done {
+		assert.NotContains(t, d, " kubernetes:", "the Kubernetes layer depends on the system nodes: its part of the edit waits for the next deploy")
+	}
+
+	job, err := core.CoreV1().Pods(wellknown.RunnersNamespace).Get(ctx, runner.Name, metav1.GetOptions{})
+	require.NoError(t, err, "the job was not killed")
+	assert.Nil(t, job.DeletionTimestamp, "the job was not evicted")
+	assert.Equal(t, corev1.PodRunning, job.Status.Phase)
+	assert.Equal(t, runner.Spec.NodeName, job.Spec.NodeName, "on the node it started on")
+	nodes := systemNodesNow(t, ctx, core)
+	assert.True(t, nodes[runner.Spec.NodeName].Spec.Unschedulable, "the job's node stays cordoned, as EKS leaves it")
+	assert.Greater(t, len(nodes), len(systemNodes), "the new nodes stay")
+	_, resources := h.state(t, ctx)
+	group := findResource(t, resources, "aws:eks/nodeGroup:NodeGroup", "")
+	template := findResource(t, resources, "aws:ec2/launchTemplate:LaunchTemplate", "cluster-system")
+	assert.Equal(t, fmt.Sprint(template.Outputs["latestVersion"]), fmt.Sprint(group.Outputs["launchTemplate"].(map[string]any)["version"]),
+		"the state holds the failed update's launch template version: an up without a refresh would see nothing to do")
+
+	require.NoError(t, core.CoreV1().Pods(runner.Namespace).Delete(ctx, runner.Name, metav1.DeleteOptions{}), "ARC ends the job")
+	next, steps, err := h.upWithSteps(t, ctx, optup.Refresh())
+	require.NoError(t, err, "the next deploy replaces the nodes by itself")
+	var redone []string
+	for _, s := range changedSteps(steps) {
+		if s.op != "refresh" {
+			redone = append(redone, s.op+" "+s.resource())
+		}
+	}
+	t.Logf("up --refresh: %v; changed %v", *next.Summary.ResourceChanges, redone)
+	assert.Contains(t, redone, "update aws:eks/nodeGroup:NodeGroup::cluster-system", "the refresh read the nodes' real launch template version")
+	after := systemNodesRolled(t, ctx, core, systemNodes, "v1.36.0")
+	// Nothing is left to do: the next phase's plan (ARC's upgrade) holds its replacements and
+	// nothing else (a preview here would cost 7 s of the e2e's budget and say the same).
+
 	nc, err := kube.Resource(ec2NodeClasses).Get(ctx, "gpu-spot", metav1.GetOptions{})
 	require.NoError(t, err)
 	tags, _, _ := unstructured.NestedStringMap(nc.Object, "spec", "tags")
@@ -186,6 +245,5 @@ func tagsAndSnapshotEdited(t *testing.T, ctx context.Context, h *harness, kube d
 	require.NoError(t, err)
 	terms, _, _ := unstructured.NestedSlice(other.Object, "spec", "amiSelectorTerms")
 	assert.Equal(t, []any{map[string]any{"alias": "al2023@v20260714"}}, terms, "the other pool stays on AL2023")
-	_, err = kube.Resource(pdbs).Namespace("arc-runners").Get(ctx, "running-jobs", metav1.GetOptions{})
-	require.NoError(t, err, "the running-jobs budget guards the roll")
+	return after
 }

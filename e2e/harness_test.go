@@ -182,6 +182,10 @@ func newHarness(t *testing.T, ctx context.Context, e env, work string) *harness 
 		Log:        h.fakeLog,
 		ClientCert: filepath.Join(e.clusterDir, "admin.crt"),
 		ClientKey:  filepath.Join(e.clusterDir, "admin.key"),
+		// The system nodes roll on this API server; a drain a job blocks fails after 5 s,
+		// not EKS's 15 minutes (the rule is EKS's either way).
+		Kubeconfig:      filepath.Join(e.clusterDir, "kubeconfig"),
+		EvictionTimeout: systemDrainTimeout.String(),
 	}
 	fakeCfgPath := filepath.Join(work, "fakeaws.json")
 	writeJSON(t, fakeCfgPath, fakeCfg)

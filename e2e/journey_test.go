@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/common/apitype"
+	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
@@ -21,41 +22,29 @@ import (
 	"k8s.io/client-go/kubernetes"
 	karpv1 "sigs.k8s.io/karpenter/pkg/apis/v1"
 
+	"github.com/luxfi/lux-gpu-ci/internal/testsupport/fakeeks"
 	"github.com/luxfi/lux-gpu-ci/internal/wellknown"
 )
 
-// startSystemNodes registers the nodes the managed node group runs (its desired size, its
-// labels, in its first subnet's zone) with the kubelet stand-in.
-func startSystemNodes(t *testing.T, ctx context.Context, kubelet *kubeletStandIn, resources []apitype.ResourceV3) []string {
+// systemDrainTimeout is how long the fake EKS's node group update retries a refused
+// eviction before it fails with PodEvictionFailure (EKS: 15 minutes).
+const systemDrainTimeout = 5 * time.Second
+
+// startSystemNodes starts the nodes the managed node group runs, as EKS does once it is
+// created: its desired size, round-robin over its subnets' zones, with its labels.
+func startSystemNodes(t *testing.T, ctx context.Context, core kubernetes.Interface, resources []apitype.ResourceV3) []string {
 	zoneOf := map[string]string{}
 	for _, r := range resources {
 		if r.Type == "aws:ec2/subnet:Subnet" {
 			zoneOf[r.ID.String()] = fmt.Sprint(r.Outputs["availabilityZone"])
 		}
 	}
-	var names []string
-	for _, r := range resources {
-		if r.Type != "aws:eks/nodeGroup:NodeGroup" {
-			continue
-		}
-		scaling, _ := r.Outputs["scalingConfig"].(map[string]any)
-		desired, _ := scaling["desiredSize"].(float64)
-		require.Positive(t, desired, "the system node group runs nodes")
-		subnets, _ := r.Outputs["subnetIds"].([]any)
-		require.NotEmpty(t, subnets)
-		labels := map[string]string{}
-		if m, ok := r.Outputs["labels"].(map[string]any); ok {
-			for k, v := range m {
-				labels[k] = fmt.Sprint(v)
-			}
-		}
-		for i := range int(desired) {
-			name := fmt.Sprintf("ip-10-0-0-%d.us-west-2.compute.internal", 10+i)
-			require.NoError(t, kubelet.AddSystemNode(ctx, name, zoneOf[fmt.Sprint(subnets[i%len(subnets)])], labels, nil))
-			names = append(names, name)
-		}
-	}
-	require.NotEmpty(t, names, "the state holds the system node group")
+	group := findResource(t, resources, "aws:eks/nodeGroup:NodeGroup", "")
+	g, err := fakeeks.FromOutputs(resource.NewPropertyMapFromMap(group.Outputs), func(s string) string { return zoneOf[s] })
+	require.NoError(t, err)
+	require.Positive(t, g.DesiredSize, "the system node group runs nodes")
+	names, err := fakeeks.Launch(ctx, core, g, g.DesiredSize)
+	require.NoError(t, err)
 	return names
 }
 

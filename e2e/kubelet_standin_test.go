@@ -11,14 +11,13 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/util/retry"
 	karpv1 "sigs.k8s.io/karpenter/pkg/apis/v1"
 
+	"github.com/luxfi/lux-gpu-ci/internal/testsupport/fakeeks"
 	"github.com/luxfi/lux-gpu-ci/internal/wellknown"
 )
 
@@ -27,8 +26,9 @@ import (
 // placed, whether it may stay, when it goes) is the real scheduler's, the real Karpenter's and
 // the real DaemonSet controller's.
 //
-//   - A system node: one Node per node the managed node group runs, registered at once, with a
-//     t3.medium's capacity and the node group's labels and taints.
+//   - A system node: registered by EKS's stand-in (internal/testsupport/fakeeks), when the
+//     e2e starts the node group's nodes and when the fake AWS rolls them; this heartbeats it
+//     and runs its pods.
 //   - A GPU node: once Karpenter has launched an instance for a NodeClaim (its providerID is
 //     set), a Node registers for it as the kubelet does from the user data Karpenter writes:
 //     the NodeClaim's labels, its taints and startup taints, Karpenter's
@@ -43,43 +43,8 @@ type kubeletStandIn struct {
 	kube dynamic.Interface
 }
 
-// systemNodeCapacity is what a t3.medium registers in EKS (AL2023, the VPC CNI's 17 pods):
-// 2 vCPUs less kube-reserved 70m; 3.76 GiB of memory less kube-reserved 442 MiB
-// (255 MiB + 11 MiB × 17 pods) and the 100 MiB eviction threshold (amazon-eks-ami's
-// nodeadm kubelet config).
-var systemNodeCapacity = struct{ capacity, allocatable corev1.ResourceList }{
-	capacity: corev1.ResourceList{
-		corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourceMemory: resource.MustParse("3943360Ki"),
-		corev1.ResourcePods: resource.MustParse("17"), corev1.ResourceEphemeralStorage: resource.MustParse("20Gi"),
-	},
-	allocatable: corev1.ResourceList{
-		corev1.ResourceCPU: resource.MustParse("1930m"), corev1.ResourceMemory: resource.MustParse("3388352Ki"),
-		corev1.ResourcePods: resource.MustParse("17"), corev1.ResourceEphemeralStorage: resource.MustParse("18Gi"),
-	},
-}
-
 func newKubeletStandIn(core kubernetes.Interface, kube dynamic.Interface) *kubeletStandIn {
 	return &kubeletStandIn{core: core, kube: kube}
-}
-
-// AddSystemNode registers a node of the managed node group.
-func (k *kubeletStandIn) AddSystemNode(ctx context.Context, name, zone string, labels map[string]string, taints []corev1.Taint) error {
-	l := map[string]string{
-		corev1.LabelHostname: name, corev1.LabelOSStable: "linux", corev1.LabelArchStable: "amd64",
-		corev1.LabelInstanceTypeStable: "t3.medium", corev1.LabelTopologyZone: zone,
-	}
-	for key, v := range labels {
-		l[key] = v
-	}
-	node := &corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: l},
-		Spec:       corev1.NodeSpec{Taints: taints, ProviderID: "aws:///" + zone + "/i-" + name},
-	}
-	created, err := k.core.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
-	if err != nil {
-		return err
-	}
-	return k.ready(ctx, created, systemNodeCapacity.capacity, systemNodeCapacity.allocatable)
 }
 
 // Run reconciles until ctx ends.
@@ -182,21 +147,9 @@ func instanceID(nc *karpv1.NodeClaim) string {
 	return nc.Status.ProviderID[strings.LastIndex(nc.Status.ProviderID, "/")+1:]
 }
 
+// ready is the kubelet's status once it runs (a GPU node's kubelet is the cluster's version).
 func (k *kubeletStandIn) ready(ctx context.Context, node *corev1.Node, capacity, allocatable corev1.ResourceList) error {
-	nodes := k.core.CoreV1().Nodes()
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		n, err := nodes.Get(ctx, node.Name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		now := metav1.Now()
-		n.Status.Capacity, n.Status.Allocatable = capacity, allocatable
-		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",
-			LastHeartbeatTime: now, LastTransitionTime: now}}
-		n.Status.NodeInfo = corev1.NodeSystemInfo{KubeletVersion: "v1.35.0", OperatingSystem: "linux", Architecture: "amd64", ContainerRuntimeVersion: "containerd://2.1.0"}
-		_, err = nodes.UpdateStatus(ctx, n, metav1.UpdateOptions{})
-		return err
-	})
+	return fakeeks.MarkReady(ctx, k.core, node.Name, capacity, allocatable, "v1.35.0")
 }
 
 // heartbeat renews each node's Lease, as the kubelet does every 10 s (a quarter of the

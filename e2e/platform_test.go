@@ -29,15 +29,17 @@ import (
 // version). One up, through the real pulumi-eks:
 //   - EKS: the control plane, then the system node group to the version the control plane
 //     reports (the one after the other), and the add-ons to EKS's default for the new
-//     minor, all in place;
+//     minor, all in place; the node group's update replaces the system nodes (EKS's rules,
+//     run by the fake AWS), and what ran on them runs on the new ones;
 //   - Karpenter: the karpenter-crd release, then the controller's, both upgraded in place;
 //     every NodePool and EC2NodeClass kept (same UID, same spec generation), and a job that
 //     runs on a GPU node through the up still runs there after it;
 //   - nothing else: nothing created, deleted or replaced, no other Kubernetes resource changed.
 //
+// It returns the system nodes after.
 // Which AWS changes force a replacement is pulumi-aws's rule, not the fake's, which updates in
 // place; what the program and pulumi-eks send is the real thing.
-func platformBumped(t *testing.T, ctx context.Context, h *harness, core kubernetes.Interface, kube dynamic.Interface, work string) {
+func platformBumped(t *testing.T, ctx context.Context, h *harness, core kubernetes.Interface, kube dynamic.Interface, work string, systemNodes []string) []string {
 	type kept struct {
 		uid        string
 		generation int64
@@ -133,6 +135,10 @@ func platformBumped(t *testing.T, ctx context.Context, h *harness, core kubernet
 	require.NoError(t, err, "its GPU node survived the up")
 	assert.Nil(t, nc.GetDeletionTimestamp(), "its GPU node is not being disrupted")
 	require.NoError(t, pods.Delete(ctx, job.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}), "ARC ends the job")
+
+	// The node group's new version replaced the system nodes (EKS's update, by the fake);
+	// no job ran on them.
+	return systemNodesRolled(t, ctx, core, systemNodes, "v1.36.0")
 }
 
 // changedSteps are the steps that changed a resource (every one but "same").

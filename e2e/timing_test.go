@@ -52,6 +52,15 @@ func (h *harness) preview(t tb, ctx context.Context, opts ...optpreview.Option) 
 	return res, err
 }
 
+// previewWithSteps is preview, with the steps it plans.
+func (h *harness) previewWithSteps(t tb, ctx context.Context, opts ...optpreview.Option) (auto.PreviewResult, []stepSpan, error) {
+	t.Helper()
+	op := newOpTimer("preview")
+	res, err := h.stack.Preview(ctx, append([]optpreview.Option{optpreview.SuppressProgress(), optpreview.EventStreams(op.ch)}, opts...)...)
+	op.Log(t)
+	return res, op.steps, err
+}
+
 func (h *harness) destroy(t tb, ctx context.Context, opts ...optdestroy.Option) (auto.DestroyResult, error) {
 	t.Helper()
 	op := newOpTimer("destroy")

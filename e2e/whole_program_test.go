@@ -103,7 +103,7 @@ func TestWholeProgram(t *testing.T) {
 	kubelet := newKubeletStandIn(core, kube)
 	go kubelet.Run(ctx)
 	_, resources := h.state(t, ctx)
-	systemNodes := startSystemNodes(t, ctx, kubelet, resources)
+	systemNodes := startSystemNodes(t, ctx, core, resources)
 	karp := startKarpenter(t, ctx, core, filepath.Join(e.clusterDir, "kubeconfig"), work, resources)
 	gpuci := buildGpuci(t, ctx, work)
 
@@ -183,16 +183,23 @@ func TestWholeProgram(t *testing.T) {
 	// Karpenter's timers too.
 	step(t, "up --replace of ARC's CRD and Karpenter's CRD release: kept and adopted, no scale set or NodePool deleted", func(t *testing.T) { crdReplaced(t, ctx, h, kube, github) })
 
-	// It changes the AWS layer (here, the fake's) and Karpenter's releases, whose controller
-	// runs outside the cluster here: it runs beside Karpenter's timers too, while the GPU job's
-	// node and the container-form jobs' nodes are up.
-	step(t, "kubernetesVersion 1.35 → 1.36 and Karpenter's charts bumped, in one up: the control plane, the system node group, the add-ons, then karpenter-crd, then karpenter, all in place; NodePools, EC2NodeClasses and a running GPU job kept", func(t *testing.T) { platformBumped(t, ctx, h, core, kube, work) })
-
-	step(t, "meanwhile, the GPU job's node: kept while it ran, consolidated once it ended, its instance terminated", ending.Wait)
 	step(t, "meanwhile, a container-form job's spot node interrupted: Karpenter records it and takes the node; gpuci doctor names the job from the real events; gpuci retry --cluster, as the retry runner's account, re-runs exactly that job", interrupted.Wait)
 	step(t, "meanwhile, a container-form job's re-run: an on-demand node of the pool's twin, its instance terminated with it", rerun.Wait)
 
-	step(t, "a tag added and gpu-spot's images from a snapshot: everything updated in place", func(t *testing.T) { tagsAndSnapshotEdited(t, ctx, h, kube) })
+	// It changes the AWS layer (here, the fake's) and Karpenter's releases, whose controller
+	// runs outside the cluster here: it runs beside the GPU job's timers, while its node is
+	// up. It replaces the system nodes, so it comes after the container-form jobs above
+	// ended (their runners sit on system nodes: the tag edit below shows a job holding the
+	// update).
+	step(t, "kubernetesVersion 1.35 → 1.36 and Karpenter's charts bumped, in one up: the control plane, the system node group (its nodes replaced), the add-ons, then karpenter-crd, then karpenter, all in place; NodePools, EC2NodeClasses and a running GPU job kept", func(t *testing.T) {
+		systemNodes = platformBumped(t, ctx, h, core, kube, work, systemNodes)
+	})
+
+	step(t, "meanwhile, the GPU job's node: kept while it ran, consolidated once it ended, its instance terminated", ending.Wait)
+
+	step(t, "a tag added and gpu-spot's images from a snapshot, while a container-form job runs on a system node: the node group's update fails with PodEvictionFailure and the job runs on; the next deploy (up --refresh) replaces the system nodes; everything else updated in place", func(t *testing.T) {
+		systemNodes = tagsAndSnapshotEdited(t, ctx, h, core, kube, systemNodes)
+	})
 
 	step(t, "ARC across a minor version: every scale set back in GitHub, no job killed", func(t *testing.T) { arcMinorUpgrade(t, ctx, h, kube, github, work) })
 

@@ -1,7 +1,9 @@
 // Command fakeaws is the e2e's stand-in for AWS, one binary under three names (symlinks):
 //
 //	pulumi-resource-aws  the AWS provider plugin the engine and pulumi-eks talk to; it answers
-//	                     from internal/testsupport/fakeaws, the same fake the unit tests' mocks use
+//	                     from internal/testsupport/fakeaws, the same fake the unit tests' mocks use,
+//	                     and rolls the managed node group's nodes on the e2e's API server
+//	                     (internal/testsupport/fakeeks) when an update replaces them
 //	aws                  the AWS CLI as the kubeconfigs and pulumi-eks use it: `--version`,
 //	                     and `eks get-token`, which hands out the local API server's admin
 //	                     client certificate as an ExecCredential
@@ -12,6 +14,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -19,13 +22,18 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
+	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi/provider"
 	pulumirpc "github.com/pulumi/pulumi/sdk/v3/proto/go"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	clientauthv1beta1 "k8s.io/client-go/pkg/apis/clientauthentication/v1beta1"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/luxfi/lux-gpu-ci/internal/testsupport/fakeaws"
+	"github.com/luxfi/lux-gpu-ci/internal/testsupport/fakeeks"
 )
 
 func main() {
@@ -37,7 +45,15 @@ func main() {
 	switch name {
 	case "pulumi-resource-aws":
 		err = provider.Main("aws", func(*provider.HostClient) (pulumirpc.ResourceProviderServer, error) {
-			return fakeaws.NewProvider(cfg.Cloud, cfg.Log), nil
+			p := fakeaws.NewProvider(cfg.Cloud, cfg.Log)
+			if cfg.Kubeconfig != "" {
+				nodes, err := newNodeGroups(cfg)
+				if err != nil {
+					return nil, err
+				}
+				p.NodeGroups = nodes
+			}
+			return p, nil
 		})
 	case "aws":
 		err = awsCLI(os.Stdout, cfg, os.Args[1:])
@@ -49,6 +65,38 @@ func main() {
 	if err != nil {
 		fail(err)
 	}
+}
+
+// nodeGroups runs managed node groups' nodes on the e2e's API server (fakeeks).
+type nodeGroups struct {
+	core            kubernetes.Interface
+	evictionTimeout time.Duration
+}
+
+func newNodeGroups(cfg fakeaws.Config) (*nodeGroups, error) {
+	rest, err := clientcmd.BuildConfigFromFlags("", cfg.Kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	core, err := kubernetes.NewForConfig(rest)
+	if err != nil {
+		return nil, err
+	}
+	timeout := 15 * time.Minute // EKS's
+	if cfg.EvictionTimeout != "" {
+		if timeout, err = time.ParseDuration(cfg.EvictionTimeout); err != nil {
+			return nil, fmt.Errorf("evictionTimeout: %w", err)
+		}
+	}
+	return &nodeGroups{core: core, evictionTimeout: timeout}, nil
+}
+
+func (n *nodeGroups) Update(ctx context.Context, outputs resource.PropertyMap, zoneOf func(string) string) error {
+	g, err := fakeeks.FromOutputs(outputs, zoneOf)
+	if err != nil {
+		return err
+	}
+	return fakeeks.Update(ctx, n.core, g, n.evictionTimeout)
 }
 
 func fail(err error) {

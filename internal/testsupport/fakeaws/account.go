@@ -23,6 +23,8 @@ type accountState struct {
 	SpotRole bool `json:"spotRole,omitempty"`
 	// Subnets are the account's subnets, by ID (getSubnets and getSubnet read them).
 	Subnets map[string]Subnet `json:"subnets,omitempty"`
+	// NodeGroups are what each managed node group's nodes were last launched from, by ID.
+	NodeGroups map[string]Launched `json:"nodeGroups,omitempty"`
 }
 
 // Subnet is what the fake remembers of a subnet.
@@ -115,7 +117,11 @@ func (c *Cloud) refuse(typ string, r res, preview bool) error {
 
 // created records what AWS remembers of a new resource.
 func (c *Cloud) created(typ, id string, outputs resource.PropertyMap) error {
-	if typ != "aws:iam/serviceLinkedRole:ServiceLinkedRole" && typ != "aws:ec2/subnet:Subnet" {
+	switch typ {
+	case nodeGroupType:
+		return c.recordLaunch(id, outputs)
+	case "aws:iam/serviceLinkedRole:ServiceLinkedRole", "aws:ec2/subnet:Subnet":
+	default:
 		return nil
 	}
 	tags := map[string]string{}
@@ -139,7 +145,7 @@ func (c *Cloud) created(typ, id string, outputs resource.PropertyMap) error {
 
 // Delete records what AWS remembers of a deleted resource.
 func (c *Cloud) Delete(typ, id string, outputs resource.PropertyMap) error {
-	if typ != "aws:sqs/queue:Queue" && typ != "aws:ec2/subnet:Subnet" {
+	if typ != "aws:sqs/queue:Queue" && typ != "aws:ec2/subnet:Subnet" && typ != nodeGroupType {
 		return nil
 	}
 	return c.update(func(st *accountState) {
@@ -151,6 +157,8 @@ func (c *Cloud) Delete(typ, id string, outputs resource.PropertyMap) error {
 			st.DeletedQueues[str(outputs["name"])] = time.Now()
 		case "aws:ec2/subnet:Subnet":
 			delete(st.Subnets, id)
+		case nodeGroupType:
+			delete(st.NodeGroups, id)
 		}
 	})
 }

@@ -333,13 +333,62 @@ func (c *Cloud) Create(typ, name string, inputs resource.PropertyMap, preview bo
 	return id, outs, nil
 }
 
-// Update returns the outputs of an updated resource: the new inputs plus what AWS computes.
-// The resource exists, so everything computed is known, in a preview too.
-func (c *Cloud) Update(typ, name, id string, news resource.PropertyMap) (resource.PropertyMap, error) {
+// Update returns the outputs of an updated resource (olds are its outputs before): the new
+// inputs plus what AWS computes. The resource exists, so what it computed is known, in a
+// preview too, except what the update itself changes: a launch template's new version.
+func (c *Cloud) Update(typ, name, id string, olds, news resource.PropertyMap, preview bool) (resource.PropertyMap, error) {
 	if err := checkRequest(c, typ, news); err != nil {
 		return nil, err
 	}
-	return c.outputs(typ, name, id, news, false)
+	outs, err := c.outputs(typ, name, id, news, false)
+	if err != nil {
+		return nil, err
+	}
+	if typ == "aws:ec2/launchTemplate:LaunchTemplate" {
+		outs["latestVersion"] = launchTemplateVersion(olds, news, preview)
+	}
+	return outs, nil
+}
+
+// launchTemplateVersion is a launch template's latest version after an update
+// (terraform-provider-aws v5.100.0, ec2_launch_template.go): the update makes a new version
+// for a change of anything but its name, default version and resource tags
+// (resourceLaunchTemplateUpdate's updateKeys), and the plan shows it unknown for a change of
+// anything but its name, description and default version (CustomizeDiff's ComputedIf) — a
+// change of tags alone too, though it makes no version.
+func launchTemplateVersion(olds, news resource.PropertyMap, preview bool) resource.PropertyValue {
+	latest := olds["latestVersion"]
+	newVersion, unknown := false, false
+	for k := range changedInputs(olds, news) {
+		switch k {
+		case "name", "namePrefix", "defaultVersion", "updateDefaultVersion":
+		case "description":
+			newVersion = true
+		case "tags":
+			unknown = true
+		default:
+			newVersion, unknown = true, true
+		}
+	}
+	switch {
+	case preview && unknown:
+		return resource.MakeComputed(resource.NewProperty(""))
+	case !preview && newVersion && latest.IsNumber():
+		return resource.NewProperty(latest.NumberValue() + 1)
+	}
+	return latest
+}
+
+// changedInputs are the inputs news sets differently from olds (a resource's outputs, which
+// hold its inputs and what AWS computed).
+func changedInputs(olds, news resource.PropertyMap) map[resource.PropertyKey]bool {
+	changed := map[resource.PropertyKey]bool{}
+	for k, v := range news {
+		if !v.DeepEquals(olds[k]) {
+			changed[k] = true
+		}
+	}
+	return changed
 }
 
 func (c *Cloud) outputs(typ, name, id string, inputs resource.PropertyMap, preview bool) (resource.PropertyMap, error) {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"sort"
@@ -14,6 +15,8 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource/plugin"
 	pulumirpc "github.com/pulumi/pulumi/sdk/v3/proto/go"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/emptypb"
 	"google.golang.org/protobuf/types/known/structpb"
 )
@@ -45,6 +48,10 @@ type Provider struct {
 	mu    sync.Mutex
 	cloud Cloud
 	log   string
+
+	// NodeGroups runs managed node groups' nodes; nil: the fake has no cluster, and an
+	// update replaces no node.
+	NodeGroups NodeGroups
 }
 
 // NewProvider returns a provider for cloud that appends every call to logPath ("" for none).
@@ -189,7 +196,9 @@ func (p *Provider) Check(_ context.Context, req *pulumirpc.CheckRequest) (*pulum
 	return &pulumirpc.CheckResponse{Inputs: inputs}, err
 }
 
-// Diff reports which top-level inputs changed; every change is an in-place update.
+// Diff reports which top-level inputs changed; every change is an in-place update. A
+// managed node group's launch is diffed against its state, as the bridge diffs (the state is
+// what a refresh read, or what a failed update left).
 func (p *Provider) Diff(_ context.Context, req *pulumirpc.DiffRequest) (*pulumirpc.DiffResponse, error) {
 	typ, name := urnParts(req.GetUrn())
 	olds := req.GetOldInputs()
@@ -197,9 +206,20 @@ func (p *Provider) Diff(_ context.Context, req *pulumirpc.DiffRequest) (*pulumir
 		olds = req.GetOlds()
 	}
 	oldIn, err := unmarshal(olds)
-	var news resource.PropertyMap
+	var news, oldOuts resource.PropertyMap
 	if err == nil {
 		news, err = unmarshal(req.GetNews())
+	}
+	if err == nil && typ == nodeGroupType {
+		if oldOuts, err = unmarshal(req.GetOlds()); err == nil {
+			for _, k := range launchKeys {
+				if v, ok := oldOuts[k]; ok {
+					oldIn[k] = v
+				} else {
+					delete(oldIn, k)
+				}
+			}
+		}
 	}
 	p.record(Call{Method: "Diff", Type: typ, Name: name, URN: req.GetUrn()}, err)
 	if err != nil {
@@ -234,31 +254,57 @@ func (p *Provider) Create(_ context.Context, req *pulumirpc.CreateRequest) (*pul
 	return &pulumirpc.CreateResponse{Id: id, Properties: s}, err
 }
 
-// Update recomputes the outputs from the new inputs.
-func (p *Provider) Update(_ context.Context, req *pulumirpc.UpdateRequest) (*pulumirpc.UpdateResponse, error) {
+// Update recomputes the outputs from the new inputs. A managed node group's update that
+// replaces its nodes runs on the NodeGroups, and fails as the real provider does: the new
+// outputs are returned with the error (terraform-plugin-sdk saves the proposed state when an
+// update fails, and the bridge returns it as a partial failure), so the engine keeps them.
+func (p *Provider) Update(ctx context.Context, req *pulumirpc.UpdateRequest) (*pulumirpc.UpdateResponse, error) {
 	typ, name := urnParts(req.GetUrn())
 	news, err := unmarshal(req.GetNews())
-	var outs resource.PropertyMap
+	var olds, outs resource.PropertyMap
 	if err == nil {
-		outs, err = p.cloud.Update(typ, name, req.GetId(), news)
+		olds, err = unmarshal(req.GetOlds())
 	}
-	p.record(Call{Method: "Update", Type: typ, Name: name, URN: req.GetUrn(), Preview: req.GetPreview()}, err)
+	if err == nil {
+		outs, err = p.cloud.Update(typ, name, req.GetId(), olds, news, req.GetPreview())
+	}
+	var rolled error
+	if err == nil && typ == nodeGroupType && !req.GetPreview() {
+		rolled = p.rollNodes(ctx, req.GetId(), olds, outs)
+	}
+	p.record(Call{Method: "Update", Type: typ, Name: name, URN: req.GetUrn(), Preview: req.GetPreview()}, errors.Join(err, rolled))
 	if err != nil {
 		return nil, err
 	}
 	s, err := marshal(outs)
-	return &pulumirpc.UpdateResponse{Properties: s}, err
+	if err != nil {
+		return nil, err
+	}
+	if rolled != nil {
+		failed, serr := status.New(codes.Unknown, rolled.Error()).WithDetails(&pulumirpc.ErrorResourceInitFailed{
+			Id: req.GetId(), Properties: s, Inputs: req.GetNews(), Reasons: []string{rolled.Error()},
+		})
+		if serr != nil {
+			return nil, serr
+		}
+		return nil, failed.Err()
+	}
+	return &pulumirpc.UpdateResponse{Properties: s}, nil
 }
 
-// Read returns the resource as the state has it (a refresh changes nothing); for an import
+// Read returns the resource as the state has it (a refresh changes nothing), except a
+// managed node group, which reads what its nodes were last launched from; for an import
 // (no state yet) it reads what the account holds: only the EC2 Spot service-linked role,
 // which the program adopts when the account has it.
 func (p *Provider) Read(_ context.Context, req *pulumirpc.ReadRequest) (*pulumirpc.ReadResponse, error) {
 	typ, name := urnParts(req.GetUrn())
 	resp := &pulumirpc.ReadResponse{Id: req.GetId(), Properties: req.GetProperties(), Inputs: req.GetInputs()}
 	var err error
-	if len(req.GetProperties().GetFields()) == 0 {
+	switch {
+	case len(req.GetProperties().GetFields()) == 0:
 		resp, err = p.importRead(typ, req.GetId())
+	case typ == nodeGroupType:
+		resp.Properties, err = p.readNodeGroup(req.GetId(), req.GetProperties())
 	}
 	p.record(Call{Method: "Read", Type: typ, Name: name, URN: req.GetUrn()}, err)
 	return resp, err
@@ -311,6 +357,12 @@ type Config struct {
 	// (the local API server's admin client certificate).
 	ClientCert string `json:"clientCert"`
 	ClientKey  string `json:"clientKey"`
+	// Kubeconfig is the admin kubeconfig of the API server that plays the EKS cluster, where
+	// the managed node group's nodes run ("": an update replaces no node).
+	Kubeconfig string `json:"kubeconfig,omitempty"`
+	// EvictionTimeout is how long a node group update's drain retries refused evictions
+	// before it fails with PodEvictionFailure (EKS: 15 minutes; a Go duration).
+	EvictionTimeout string `json:"evictionTimeout,omitempty"`
 }
 
 // LoadConfig reads the Config that ConfigEnv names.

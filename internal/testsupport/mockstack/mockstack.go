@@ -158,7 +158,7 @@ func (m *Mocks) NewResource(args pulumi.MockResourceArgs) (string, resource.Prop
 		// An import: the resource exists in the account.
 		var err error
 		id = args.ID
-		if outs, err = m.cloud().Update(args.TypeToken, args.Name, id, args.Inputs); err != nil {
+		if outs, err = m.cloud().Update(args.TypeToken, args.Name, id, args.Inputs, args.Inputs, false); err != nil {
 			return "", nil, err
 		}
 	case strings.HasPrefix(args.TypeToken, "aws:"):
