@@ -179,9 +179,14 @@ func tagsAndSnapshotEdited(t *testing.T, ctx context.Context, h *harness, core k
 		pdb, err := core.PolicyV1().PodDisruptionBudgets(wellknown.RunnersNamespace).Get(ctx, k8s.RunningJobsBudget, metav1.GetOptions{})
 		return err == nil && pdb.Status.ObservedGeneration >= pdb.Generation && pdb.Status.CurrentHealthy >= 1 && pdb.Status.DisruptionsAllowed == 0
 	}, time.Minute, 250*time.Millisecond, "the running-jobs budget counts the job")
-	_, steps, err := h.upWithSteps(t, ctx)
-	require.Error(t, err, "the node group's update cannot drain the job's node")
-	assert.Contains(t, err.Error(), "PodEvictionFailure", "EKS's error, through the provider")
+	_, steps, upErr := h.upWithSteps(t, ctx)
+	job, err := core.CoreV1().Pods(wellknown.RunnersNamespace).Get(ctx, runner.Name, metav1.GetOptions{})
+	require.NoError(t, err, "the job was not killed")
+	assert.Nil(t, job.DeletionTimestamp, "the job was not evicted")
+	assert.Equal(t, corev1.PodRunning, job.Status.Phase)
+	assert.Equal(t, runner.Spec.NodeName, job.Spec.NodeName, "on the node it started on")
+	require.Error(t, upErr, "the node group's update cannot drain the job's node")
+	assert.Contains(t, upErr.Error(), "PodEvictionFailure", "EKS's error, through the provider")
 	var done []string
 	for _, s := range changedSteps(steps) {
 		done = append(done, s.op+" "+s.resource())
@@ -192,11 +197,6 @@ func tagsAndSnapshotEdited(t *testing.T, ctx context.Context, h *harness, core k
 		assert.NotContains(t, d, " kubernetes:", "the Kubernetes layer depends on the system nodes: its part of the edit waits for the next deploy")
 	}
 
-	job, err := core.CoreV1().Pods(wellknown.RunnersNamespace).Get(ctx, runner.Name, metav1.GetOptions{})
-	require.NoError(t, err, "the job was not killed")
-	assert.Nil(t, job.DeletionTimestamp, "the job was not evicted")
-	assert.Equal(t, corev1.PodRunning, job.Status.Phase)
-	assert.Equal(t, runner.Spec.NodeName, job.Spec.NodeName, "on the node it started on")
 	nodes := systemNodesNow(t, ctx, core)
 	assert.True(t, nodes[runner.Spec.NodeName].Spec.Unschedulable, "the job's node stays cordoned, as EKS leaves it")
 	assert.Greater(t, len(nodes), len(systemNodes), "the new nodes stay")

@@ -58,6 +58,28 @@ func TestWorkflowsTakeTheRegionFromTheStack(t *testing.T) {
 	assert.Equal(t, 2, assumed, "deploy.yml and preview.yml assume an AWS role")
 }
 
+// deploy.yml's up refreshes first: a deploy that failed half-way (a scale set's removal that
+// outlived runnerDrainTimeout, a system-node update a running job held with
+// PodEvictionFailure) left the state saying more than AWS and the cluster did, and only a
+// refresh lets the next deploy finish it (make e2e walks both, with up --refresh).
+func TestDeployRefreshesBeforeItsUp(t *testing.T) {
+	t.Parallel()
+	var w workflow
+	b, err := os.ReadFile(filepath.Join(testkit.RepoRoot(t), ".github", "workflows", "deploy.yml"))
+	require.NoError(t, err)
+	require.NoError(t, yaml.Unmarshal(b, &w))
+	deploys := 0
+	for _, job := range w.Jobs {
+		for _, s := range job.Steps {
+			if strings.HasPrefix(s.Uses, "pulumi/actions@") {
+				deploys++
+				assert.Equal(t, "true", s.With["refresh"], "deploy.yml's pulumi step refreshes")
+			}
+		}
+	}
+	assert.Equal(t, 1, deploys, "deploy.yml runs pulumi once")
+}
+
 func TestGpuciEnvIsTheStackFilesRegion(t *testing.T) {
 	t.Parallel()
 	out, err := gpuci(t, "", "env", "--project", testkit.FixtureDir(t), "--stack", "prod")
