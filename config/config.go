@@ -93,6 +93,10 @@ type Network struct {
 type SystemNodes struct {
 	InstanceType string
 	Count        int
+	// Replace lets an up replace the live group (a new instance type or AMI type): EKS
+	// deletes the old group's nodes with a drain it gives up on after 5 minutes, so a
+	// container-form job running there is killed. Off, such a change is refused.
+	Replace bool
 }
 
 // Budget is the opt-in AWS Budgets guard: e-mail when actual spend passes 80% of the monthly
@@ -125,6 +129,7 @@ func Parse(stack string, get Getter, isSecret func(key string) bool) (*Config, e
 		SystemNodes: SystemNodes{
 			InstanceType: p.str(KeySystemNodeInstanceType),
 			Count:        p.integer(KeySystemNodeCount),
+			Replace:      p.boolean(KeyReplaceSystemNodes),
 		},
 		CreateSpotServiceLinkedRole: p.boolean(KeyCreateSpotServiceLinkedRole),
 		HelmSkipAwait:               p.boolean(KeyHelmSkipAwait),

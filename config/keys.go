@@ -14,6 +14,7 @@ const (
 	KeyNatMode                     = "natMode"
 	KeySystemNodeInstanceType      = "systemNodeInstanceType"
 	KeySystemNodeCount             = "systemNodeCount"
+	KeyReplaceSystemNodes          = "replaceSystemNodes"
 	KeyPublicAccessCidrs           = "publicAccessCidrs"
 	KeyAdminPrincipals             = "adminPrincipals"
 	KeyTags                        = "tags"
@@ -75,10 +76,13 @@ var Defaults = map[string]any{
 	KeyNatMode:                NatSingle,
 	KeySystemNodeInstanceType: "t3.medium",
 	KeySystemNodeCount:        1,
-	KeyPublicAccessCidrs:      []string{"0.0.0.0/0"},
-	KeyAdminPrincipals:        []string{},
-	KeyTags:                   map[string]string{},
-	KeyAddonVersions:          map[string]string{},
+	// false: an up refuses what would replace the live system node group (see
+	// SystemNodes.Replace).
+	KeyReplaceSystemNodes: false,
+	KeyPublicAccessCidrs:  []string{"0.0.0.0/0"},
+	KeyAdminPrincipals:    []string{},
+	KeyTags:               map[string]string{},
+	KeyAddonVersions:      map[string]string{},
 	// true: create the account's EC2 Spot service-linked role if it does not exist yet.
 	KeyCreateSpotServiceLinkedRole: true,
 	KeyGPUPools:                    []GPUPool{DefaultPool()},

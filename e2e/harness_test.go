@@ -90,6 +90,10 @@ const e2eConsolidateAfter = "5s"
 // e2eProfile is the AWS profile the e2e deploys with.
 const e2eProfile = "lux-gpu-ci-e2e"
 
+// systemDrainTimeout is how long the fake EKS's node group update retries a refused
+// eviction before it fails with PodEvictionFailure (EKS: 15 minutes).
+const systemDrainTimeout = 5 * time.Second
+
 // fakeAccount is the AWS account the e2e deploys into: one of its zones offers no GPU type,
 // and it already has the EC2 Spot service-linked role.
 func fakeAccount(work string) fakeaws.Cloud {

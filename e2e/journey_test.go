@@ -26,10 +26,6 @@ import (
 	"github.com/luxfi/lux-gpu-ci/internal/wellknown"
 )
 
-// systemDrainTimeout is how long the fake EKS's node group update retries a refused
-// eviction before it fails with PodEvictionFailure (EKS: 15 minutes).
-const systemDrainTimeout = 5 * time.Second
-
 // startSystemNodes starts the nodes the managed node group runs, as EKS does once it is
 // created: its desired size, round-robin over its subnets' zones, with its labels.
 func startSystemNodes(t *testing.T, ctx context.Context, core kubernetes.Interface, resources []apitype.ResourceV3) []string {

@@ -147,7 +147,8 @@ func instanceID(nc *karpv1.NodeClaim) string {
 	return nc.Status.ProviderID[strings.LastIndex(nc.Status.ProviderID, "/")+1:]
 }
 
-// ready is the kubelet's status once it runs (a GPU node's kubelet is the cluster's version).
+// ready is the kubelet's status once it runs: a GPU node's, from the AMI the e2e pins (1.35's,
+// which a kubernetesVersion bump does not move here: see docs/operations.md › Upgrading).
 func (k *kubeletStandIn) ready(ctx context.Context, node *corev1.Node, capacity, allocatable corev1.ResourceList) error {
 	return fakeeks.MarkReady(ctx, k.core, node.Name, capacity, allocatable, "v1.35.0")
 }

@@ -2,10 +2,9 @@
 
 package e2e
 
-// The system node group updated on the running stack. The fake AWS runs EKS's update of a
-// managed node group on this API server (internal/testsupport/fakeeks): new nodes, the old
-// ones cordoned and drained through the eviction API, a drain that a PodDisruptionBudget
-// holds past the timeout fails the update with PodEvictionFailure.
+// What the system nodes look like after the system node group's update, which the fake AWS
+// runs on this API server as EKS does (internal/testsupport/fakeeks). The phases that update
+// the group are platformBumped and tagsAndSnapshotEdited.
 
 import (
 	"context"
@@ -23,7 +22,7 @@ import (
 	"github.com/luxfi/lux-gpu-ci/internal/wellknown"
 )
 
-// systemNodes are the system node group's nodes, by name, and each one's node.
+// systemNodesNow are the system nodes (the stack's label), by name.
 func systemNodesNow(t *testing.T, ctx context.Context, core kubernetes.Interface) map[string]corev1.Node {
 	t.Helper()
 	list, err := core.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: wellknown.SystemNodeLabel + "=" + wellknown.SystemNodeValue})

@@ -163,7 +163,7 @@ func TestWholeProgram(t *testing.T) {
 		h.editStackFile(t, func(cfg map[string]any) { setPoolField(t, cfg, "capacityTypes", []any{"spot"}) })
 	})
 
-	step(t, "zones are kept: raising azCount is refused, naming the key", func(t *testing.T) {
+	step(t, "zones and the system node group are kept: raising azCount, or a system instance type that would replace the group, is refused, naming the key", func(t *testing.T) {
 		_, before := h.state(t, ctx)
 		h.editStackFile(t, func(cfg map[string]any) { cfg[config.Project+":"+config.KeyAzCount] = 3 })
 		_, err := h.up(t, ctx)
@@ -171,6 +171,13 @@ func TestWholeProgram(t *testing.T) {
 		assert.Contains(t, err.Error(), "lux-gpu-ci:azCount: the stack's subnets are in 2 availability zones")
 		assert.Contains(t, err.Error(), "fix: pulumi config set azCount 2")
 		h.editStackFile(t, func(cfg map[string]any) { delete(cfg, config.Project+":"+config.KeyAzCount) })
+		// EKS would delete the old group's nodes, its drain cut off after 5 minutes.
+		h.editStackFile(t, func(cfg map[string]any) { cfg[config.Project+":"+config.KeySystemNodeInstanceType] = "t3.large" })
+		_, err = h.up(t, ctx)
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "lux-gpu-ci:systemNodeInstanceType: the system node group ")
+		assert.Contains(t, err.Error(), "would be replaced (instance type t3.medium → t3.large)")
+		h.editStackFile(t, func(cfg map[string]any) { cfg[config.Project+":"+config.KeySystemNodeInstanceType] = "t3.medium" })
 		// The state is as it was, resource by resource (a preview would say the same, in 6 s).
 		// The failed up wrote the checkpoint again, each secret encrypted anew: secrets are
 		// compared as secrets, not by ciphertext.

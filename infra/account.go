@@ -13,6 +13,7 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
 	"github.com/luxfi/lux-gpu-ci/config"
+	"github.com/luxfi/lux-gpu-ci/internal/wellknown"
 )
 
 // What the AWS layer looks up in the account before it creates anything, so that a stack
@@ -187,6 +188,56 @@ func checkAdmins(ctx *pulumi.Context, cluster string, admins []string, callerArn
 	if slices.Contains(admins, session.IssuerArn) {
 		return fmt.Errorf("%s:%s: %q is the identity creating cluster %s; EKS makes the identity that creates the cluster an admin itself, and a second access entry for it fails with ResourceInUseException (fix: remove it from %s:%s in Pulumi.<stack>.yaml; list only other principals)",
 			config.Project, config.KeyAdminPrincipals, session.IssuerArn, cluster, config.Project, config.KeyAdminPrincipals)
+	}
+	return nil
+}
+
+// keepSystemNodes refuses what would replace the live system node group: a new instance type
+// or AMI type (pulumi-aws replaces a node group for either; EKS has no update for them). EKS
+// deletes the old group's nodes with a drain it gives up on after 5 minutes ("Delete a managed
+// node group"), so a container-form job running there would be killed; an update that
+// replaces the nodes in place (a new version or launch template) waits for the jobs instead.
+// replaceSystemNodes lets it through, for a deploy when no container-form job runs.
+func keepSystemNodes(ctx *pulumi.Context, cluster string, want config.SystemNodes, amiType string) error {
+	existing, err := eks.GetClusters(ctx)
+	if err != nil {
+		return fmt.Errorf("looking up the region's EKS clusters: %w", err)
+	}
+	if !slices.Contains(existing.Names, cluster) {
+		return nil
+	}
+	groups, err := eks.GetNodeGroups(ctx, &eks.GetNodeGroupsArgs{ClusterName: cluster})
+	if err != nil {
+		return fmt.Errorf("looking up cluster %s's node groups: %w", cluster, err)
+	}
+	for _, name := range groups.Names {
+		g, err := eks.LookupNodeGroup(ctx, &eks.LookupNodeGroupArgs{ClusterName: cluster, NodeGroupName: name})
+		if err != nil {
+			return fmt.Errorf("looking up node group %s: %w", name, err)
+		}
+		if g.Labels[wellknown.SystemNodeLabel] != wellknown.SystemNodeValue {
+			continue
+		}
+		running := strings.Join(g.InstanceTypes, ", ")
+		var changes []string
+		key, fix := config.KeyReplaceSystemNodes, ""
+		if !slices.Equal(g.InstanceTypes, []string{want.InstanceType}) {
+			changes = append(changes, fmt.Sprintf("instance type %s → %s", running, want.InstanceType))
+			key, fix = config.KeySystemNodeInstanceType, fmt.Sprintf("pulumi config set %s %s; or, ", config.KeySystemNodeInstanceType, running)
+		}
+		if g.AmiType != amiType {
+			changes = append(changes, fmt.Sprintf("AMI type %s → %s (versions.SystemAMIType)", g.AmiType, amiType))
+		}
+		if len(changes) == 0 {
+			continue
+		}
+		const consequence = "EKS terminates the old nodes 5 minutes into their drain, killing the container-form jobs running there"
+		if want.Replace {
+			return ctx.Log.Warn(fmt.Sprintf("%s:%s is set: the system node group %s is replaced (%s); %s. Unset it after this deploy.",
+				config.Project, config.KeyReplaceSystemNodes, name, strings.Join(changes, "; "), consequence), nil)
+		}
+		return fmt.Errorf("%s:%s: the system node group %s would be replaced (%s), and %s (fix: %sto replace the group, deploy once with pulumi config set %s true when no container-form job runs, then unset it)",
+			config.Project, key, name, strings.Join(changes, "; "), consequence, fix, config.KeyReplaceSystemNodes)
 	}
 	return nil
 }

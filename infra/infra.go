@@ -12,6 +12,7 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
 	"github.com/luxfi/lux-gpu-ci/config"
+	"github.com/luxfi/lux-gpu-ci/versions"
 )
 
 // Outputs is what the Kubernetes layer and the stack exports need from the AWS layer.
@@ -65,6 +66,9 @@ func New(ctx *pulumi.Context, cfg *config.Config) (*Outputs, error) {
 		return nil, fmt.Errorf("looking up the AWS account (are credentials set?): %w", err)
 	}
 	if err := checkAdmins(ctx, cfg.ClusterName, cfg.AdminPrincipals, caller.Arn); err != nil {
+		return nil, err
+	}
+	if err := keepSystemNodes(ctx, cfg.ClusterName, cfg.SystemNodes, versions.SystemAMIType); err != nil {
 		return nil, err
 	}
 	var existingSpotRole string

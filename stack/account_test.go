@@ -1,8 +1,8 @@
 package stack_test
 
 // What the AWS layer checks in the account before it creates anything: the zones it can use,
-// the identity running the update, the spot service-linked role; and names of its own per
-// stack, so two stacks share an account.
+// the identity running the update, the spot service-linked role, the live system node group;
+// and names of its own per stack, so two stacks share an account.
 
 import (
 	"strings"
@@ -13,6 +13,8 @@ import (
 
 	"github.com/luxfi/lux-gpu-ci/internal/testsupport/fakeaws"
 	"github.com/luxfi/lux-gpu-ci/internal/testsupport/testkit"
+	"github.com/luxfi/lux-gpu-ci/internal/wellknown"
+	"github.com/luxfi/lux-gpu-ci/versions"
 )
 
 // Zones are chosen by ID among those EKS accepts, and only where every pool's GPU types are
@@ -109,4 +111,39 @@ func TestDevStackUsesTheRunbooksNames(t *testing.T) {
 	assert.Equal(t, "gpu-ci", path(m.get(t, "kubernetes:karpenter.sh/v1:NodePool", "gpu-ci-gpu-spot-nodepool").Inputs["spec"], "template", "metadata", "labels", "workload"))
 	assert.Equal(t, "lux-gpu-ci", m.one(t, "aws:ec2/tag:Tag").Inputs["value"], "karpenter.sh/discovery=lux-gpu-ci")
 	assert.Equal(t, "lux-gpu-t4", path(releaseNamed(t, m, "lux-gpu-t4").Inputs["values"], "runnerScaleSetName"))
+}
+
+// A change that would replace the live system node group (its instance type, its AMI type) is
+// refused: EKS terminates the old group's nodes 5 minutes into their drain, with the
+// container-form jobs running there. replaceSystemNodes lets one deploy through; another
+// team's node group in the cluster is none of the stack's business.
+func TestTheLiveSystemNodeGroupIsNotReplacedUnasked(t *testing.T) {
+	live := func(instanceType, amiType string) *mocks {
+		m := newMocks()
+		m.Cloud.Clusters = []string{"lux-gpu-ci"}
+		m.Cloud.NodeGroups = []fakeaws.NodeGroup{
+			{Cluster: "lux-gpu-ci", Name: "team-x", InstanceTypes: []string{"m5.large"}, AMIType: "BOTTLEROCKET_x86_64"},
+			{Cluster: "lux-gpu-ci", Name: "cluster-system-0a1b", InstanceTypes: []string{instanceType}, AMIType: amiType,
+				Labels: map[string]string{wellknown.SystemNodeLabel: wellknown.SystemNodeValue}},
+		}
+		return m
+	}
+	m := live("t3.medium", versions.SystemAMIType)
+	require.NoError(t, m.run(testkit.StackConfig(t, "dev")), "the same group: kept")
+
+	m = live("t3.medium", versions.SystemAMIType)
+	err := m.run(testkit.With(testkit.StackConfig(t, "dev"), "systemNodeInstanceType", "t3.large"))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "lux-gpu-ci:systemNodeInstanceType: the system node group cluster-system-0a1b would be replaced (instance type t3.medium → t3.large)")
+	assert.Contains(t, err.Error(), "killing the container-form jobs running there (fix: pulumi config set systemNodeInstanceType t3.medium; or, to replace the group, deploy once with pulumi config set replaceSystemNodes true")
+	assert.Empty(t, names(m.programResources()), "nothing is created or changed")
+
+	m = live("t3.medium", "AL2_x86_64")
+	err = m.run(testkit.StackConfig(t, "dev"))
+	require.Error(t, err, "a new system AMI type (versions.SystemAMIType) replaces the group too")
+	assert.Contains(t, err.Error(), "lux-gpu-ci:replaceSystemNodes: the system node group cluster-system-0a1b would be replaced (AMI type AL2_x86_64 → "+versions.SystemAMIType)
+
+	m = live("t3.medium", versions.SystemAMIType)
+	require.NoError(t, m.run(testkit.With(testkit.StackConfig(t, "dev"), "systemNodeInstanceType", "t3.large", "replaceSystemNodes", "true")), "asked for")
+	assert.Equal(t, []any{"t3.large"}, m.one(t, "eks:index:ManagedNodeGroup").Inputs["instanceTypes"])
 }

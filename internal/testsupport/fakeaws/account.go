@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -23,8 +24,10 @@ type accountState struct {
 	SpotRole bool `json:"spotRole,omitempty"`
 	// Subnets are the account's subnets, by ID (getSubnets and getSubnet read them).
 	Subnets map[string]Subnet `json:"subnets,omitempty"`
-	// NodeGroups are what each managed node group's nodes were last launched from, by ID.
-	NodeGroups map[string]Launched `json:"nodeGroups,omitempty"`
+	// Clusters are the EKS clusters the stack created, by name.
+	Clusters []string `json:"clusters,omitempty"`
+	// NodeGroups are the managed node groups the stack created, by ID.
+	NodeGroups map[string]NodeGroup `json:"nodeGroups,omitempty"`
 }
 
 // Subnet is what the fake remembers of a subnet.
@@ -119,7 +122,14 @@ func (c *Cloud) refuse(typ string, r res, preview bool) error {
 func (c *Cloud) created(typ, id string, outputs resource.PropertyMap) error {
 	switch typ {
 	case nodeGroupType:
-		return c.recordLaunch(id, outputs)
+		return c.update(func(st *accountState) {
+			if st.NodeGroups == nil {
+				st.NodeGroups = map[string]NodeGroup{}
+			}
+			st.NodeGroups[id] = nodeGroupOf(outputs)
+		})
+	case clusterType:
+		return c.update(func(st *accountState) { st.Clusters = append(st.Clusters, str(outputs["name"])) })
 	case "aws:iam/serviceLinkedRole:ServiceLinkedRole", "aws:ec2/subnet:Subnet":
 	default:
 		return nil
@@ -145,7 +155,7 @@ func (c *Cloud) created(typ, id string, outputs resource.PropertyMap) error {
 
 // Delete records what AWS remembers of a deleted resource.
 func (c *Cloud) Delete(typ, id string, outputs resource.PropertyMap) error {
-	if typ != "aws:sqs/queue:Queue" && typ != "aws:ec2/subnet:Subnet" && typ != nodeGroupType {
+	if typ != "aws:sqs/queue:Queue" && typ != "aws:ec2/subnet:Subnet" && typ != nodeGroupType && typ != clusterType {
 		return nil
 	}
 	return c.update(func(st *accountState) {
@@ -159,6 +169,8 @@ func (c *Cloud) Delete(typ, id string, outputs resource.PropertyMap) error {
 			delete(st.Subnets, id)
 		case nodeGroupType:
 			delete(st.NodeGroups, id)
+		case clusterType:
+			st.Clusters = slices.DeleteFunc(st.Clusters, func(n string) bool { return n == str(outputs["name"]) })
 		}
 	})
 }

@@ -12,6 +12,7 @@ package fakeaws
 import (
 	"encoding/base64"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -61,8 +62,10 @@ type Cloud struct {
 	// Offerings are the instance types each zone offers, by zone name; a zone not listed
 	// offers every type (nil: every zone offers every type).
 	Offerings map[string][]string `json:"offerings,omitempty"`
-	// Clusters are the EKS clusters the account already has (getClusters).
-	Clusters []string `json:"clusters,omitempty"`
+	// Clusters are the EKS clusters the account already has (getClusters), besides the ones
+	// the stack creates; NodeGroups, the managed node groups they run.
+	Clusters   []string    `json:"clusters,omitempty"`
+	NodeGroups []NodeGroup `json:"nodeGroups,omitempty"`
 	// SpotRoleExists: the account already has the EC2 Spot service-linked role, so creating
 	// it again fails, as in AWS.
 	SpotRoleExists bool `json:"spotRoleExists,omitempty"`
@@ -344,7 +347,7 @@ func (c *Cloud) Update(typ, name, id string, olds, news resource.PropertyMap, pr
 	if err != nil {
 		return nil, err
 	}
-	if typ == "aws:ec2/launchTemplate:LaunchTemplate" {
+	if typ == "aws:ec2/launchTemplate:LaunchTemplate" && olds["latestVersion"].IsNumber() {
 		outs["latestVersion"] = launchTemplateVersion(olds, news, preview)
 	}
 	return outs, nil
@@ -359,32 +362,38 @@ func (c *Cloud) Update(typ, name, id string, olds, news resource.PropertyMap, pr
 func launchTemplateVersion(olds, news resource.PropertyMap, preview bool) resource.PropertyValue {
 	latest := olds["latestVersion"]
 	newVersion, unknown := false, false
-	for k := range changedInputs(olds, news) {
+	for k := range changedInputs(olds, news, "arn", "name", "latestVersion", "defaultVersion") {
 		switch k {
-		case "name", "namePrefix", "defaultVersion", "updateDefaultVersion":
-		case "description":
-			newVersion = true
-		case "tags":
-			unknown = true
+		case "name", "defaultVersion", "updateDefaultVersion", "tags", "tagsAll":
 		default:
-			newVersion, unknown = true, true
+			newVersion = true
+		}
+		switch k {
+		case "name", "namePrefix", "description", "defaultVersion", "updateDefaultVersion":
+		default:
+			unknown = true
 		}
 	}
 	switch {
 	case preview && unknown:
 		return resource.MakeComputed(resource.NewProperty(""))
-	case !preview && newVersion && latest.IsNumber():
+	case !preview && newVersion:
 		return resource.NewProperty(latest.NumberValue() + 1)
 	}
 	return latest
 }
 
-// changedInputs are the inputs news sets differently from olds (a resource's outputs, which
-// hold its inputs and what AWS computed).
-func changedInputs(olds, news resource.PropertyMap) map[resource.PropertyKey]bool {
+// changedInputs are the inputs news sets differently from olds (a resource's outputs: its
+// inputs and what AWS computed, the computed keys).
+func changedInputs(olds, news resource.PropertyMap, computed ...resource.PropertyKey) map[resource.PropertyKey]bool {
 	changed := map[resource.PropertyKey]bool{}
 	for k, v := range news {
 		if !v.DeepEquals(olds[k]) {
+			changed[k] = true
+		}
+	}
+	for k := range olds {
+		if _, ok := news[k]; !ok && !slices.Contains(computed, k) {
 			changed[k] = true
 		}
 	}

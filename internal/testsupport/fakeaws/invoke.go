@@ -111,11 +111,49 @@ var invokes = map[string]func(c *Cloud, args resource.PropertyMap) (map[string]a
 		return out, nil
 	},
 	"aws:eks/getClusters:getClusters": func(c *Cloud, _ resource.PropertyMap) (map[string]any, error) {
+		st, err := c.read()
+		if err != nil {
+			return nil, err
+		}
 		names := []any{}
-		for _, n := range c.Clusters {
+		for _, n := range append(slices.Clone(c.Clusters), st.Clusters...) {
 			names = append(names, n)
 		}
 		return map[string]any{"names": names, "id": c.region()}, nil
+	},
+	"aws:eks/getNodeGroups:getNodeGroups": func(c *Cloud, args resource.PropertyMap) (map[string]any, error) {
+		groups, err := c.nodeGroups()
+		if err != nil {
+			return nil, err
+		}
+		cluster := str(args["clusterName"])
+		names := []any{}
+		for _, g := range groups {
+			if g.Cluster == cluster {
+				names = append(names, g.Name)
+			}
+		}
+		return map[string]any{"clusterName": cluster, "names": names, "id": cluster}, nil
+	},
+	"aws:eks/getNodeGroup:getNodeGroup": func(c *Cloud, args resource.PropertyMap) (map[string]any, error) {
+		groups, err := c.nodeGroups()
+		if err != nil {
+			return nil, err
+		}
+		cluster, name := str(args["clusterName"]), str(args["nodeGroupName"])
+		for _, g := range groups {
+			if g.Cluster == cluster && g.Name == name {
+				types, labels := []any{}, map[string]any{}
+				for _, t := range g.InstanceTypes {
+					types = append(types, t)
+				}
+				for k, v := range g.Labels {
+					labels[k] = v
+				}
+				return map[string]any{"clusterName": cluster, "nodeGroupName": name, "instanceTypes": types, "amiType": g.AMIType, "labels": labels, "id": cluster + ":" + name}, nil
+			}
+		}
+		return nil, fmt.Errorf("reading EKS Node Group (%s:%s): ResourceNotFoundException: No node group found for name: %s", cluster, name, name)
 	},
 	"aws:index/getRegion:getRegion": func(c *Cloud, _ resource.PropertyMap) (map[string]any, error) {
 		return map[string]any{"name": c.region(), "id": c.region(), "endpoint": "ec2." + c.region() + ".amazonaws.com", "description": c.region()}, nil

@@ -2,13 +2,44 @@ package fakeaws
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
+	"maps"
+	"slices"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
 	"google.golang.org/protobuf/types/known/structpb"
 )
 
-const nodeGroupType = "aws:eks/nodeGroup:NodeGroup"
+const (
+	clusterType   = "aws:eks/cluster:Cluster"
+	nodeGroupType = "aws:eks/nodeGroup:NodeGroup"
+)
+
+// NodeGroup is what the fake remembers of a managed node group: what DescribeNodegroup gives.
+type NodeGroup struct {
+	Cluster       string            `json:"cluster"`
+	Name          string            `json:"name"`
+	InstanceTypes []string          `json:"instanceTypes"`
+	AMIType       string            `json:"amiType"`
+	Labels        map[string]string `json:"labels,omitempty"`
+	// Launched is what its nodes were last launched from: its launchKeys after its creation
+	// or its last update of them that succeeded.
+	Launched Launched `json:"launched,omitempty"`
+}
+
+func nodeGroupOf(outputs resource.PropertyMap) NodeGroup {
+	labels := map[string]string{}
+	if m, ok := outputs["labels"].Mappable().(map[string]any); ok {
+		for k, v := range m {
+			labels[k] = fmt.Sprint(v)
+		}
+	}
+	return NodeGroup{
+		Cluster: str(outputs["clusterName"]), Name: str(outputs["nodeGroupName"]), InstanceTypes: stringList(outputs["instanceTypes"]),
+		AMIType: str(outputs["amiType"]), Labels: labels, Launched: launchedFrom(outputs),
+	}
+}
 
 // launchKeys are a managed node group's inputs that UpdateNodegroupVersion changes, and so
 // what its nodes are launched from (terraform-provider-aws's resourceNodeGroupUpdate calls it
@@ -48,19 +79,39 @@ func launchChanged(olds, news resource.PropertyMap) bool {
 	return false
 }
 
-// rollNodes runs the update's node replacement when it changes what the nodes are launched
-// from, and records the group's launch once it succeeded.
+// stateOf is what the bridge diffs a node group's new inputs against: its state, for every
+// input it had or is given (the fake's outputs hold the inputs, besides what AWS computed).
+func stateOf(oldInputs, oldOutputs, news resource.PropertyMap) resource.PropertyMap {
+	state := resource.PropertyMap{}
+	for _, m := range []resource.PropertyMap{oldInputs, news} {
+		for k := range m {
+			if v, ok := oldOutputs[k]; ok {
+				state[k] = v
+			}
+		}
+	}
+	return state
+}
+
+// rollNodes runs UpdateNodegroupVersion when the update changes what the nodes are launched
+// from (from the state's, which a refresh read), and records the group's launch once it
+// succeeded; any other update (tags, scaling, labels) leaves the nodes and the record alone.
 func (p *Provider) rollNodes(ctx context.Context, id string, olds, outs resource.PropertyMap) error {
-	if p.NodeGroups == nil || !launchChanged(olds, outs) {
-		return p.cloud.recordLaunch(id, outs)
+	if !launchChanged(olds, outs) {
+		return nil
 	}
-	st, err := p.cloud.read()
-	if err != nil {
-		return err
-	}
-	zoneOf := func(subnet string) string { return st.Subnets[subnet].AZ }
-	if err := p.NodeGroups.Update(ctx, outs, zoneOf); err != nil {
-		return fmt.Errorf("waiting for EKS Node Group (%s) version update: unexpected state 'Failed', wanted target 'Successful'. last error: %w", id, err)
+	if p.NodeGroups != nil {
+		st, err := p.cloud.read()
+		if err != nil {
+			return err
+		}
+		zoneOf := func(subnet string) string { return st.Subnets[subnet].AZ }
+		if err := p.NodeGroups.Update(ctx, outs, zoneOf); err != nil {
+			// terraform-provider-aws's waiter (waitNodegroupUpdateSuccessful) on a failed update.
+			update := sha256.Sum256([]byte(id + fmt.Sprint(launchedFrom(outs))))
+			return fmt.Errorf("waiting for EKS Node Group (%s) version update (%x-%x-%x-%x-%x): unexpected state 'Failed', wanted target 'Successful'. last error: %w",
+				id, update[0:4], update[4:6], update[6:8], update[8:10], update[10:16], err)
+		}
 	}
 	return p.cloud.recordLaunch(id, outs)
 }
@@ -73,10 +124,11 @@ func (p *Provider) readNodeGroup(id string, props *structpb.Struct) (*structpb.S
 	if err != nil {
 		return nil, err
 	}
-	launched, ok := st.NodeGroups[id]
+	group, ok := st.NodeGroups[id]
 	if !ok {
 		return props, nil
 	}
+	launched := group.Launched
 	outs, err := unmarshal(props)
 	if err != nil {
 		return nil, err
@@ -90,11 +142,25 @@ func (p *Provider) readNodeGroup(id string, props *structpb.Struct) (*structpb.S
 	return marshal(outs)
 }
 
+// recordLaunch records what an update that succeeded launched the group's nodes from.
 func (c *Cloud) recordLaunch(id string, outputs resource.PropertyMap) error {
 	return c.update(func(st *accountState) {
-		if st.NodeGroups == nil {
-			st.NodeGroups = map[string]Launched{}
+		if g, ok := st.NodeGroups[id]; ok {
+			g.Launched = launchedFrom(outputs)
+			st.NodeGroups[id] = g
 		}
-		st.NodeGroups[id] = launchedFrom(outputs)
 	})
+}
+
+// nodeGroups are the account's node groups: the ones it had, and the ones the stack created.
+func (c *Cloud) nodeGroups() ([]NodeGroup, error) {
+	st, err := c.read()
+	if err != nil {
+		return nil, err
+	}
+	groups := slices.Clone(c.NodeGroups)
+	for _, id := range slices.Sorted(maps.Keys(st.NodeGroups)) {
+		groups = append(groups, st.NodeGroups[id])
+	}
+	return groups, nil
 }

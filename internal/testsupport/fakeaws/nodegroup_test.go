@@ -108,7 +108,7 @@ func TestNodeGroupUpdateThatFailsIsSeenOnlyByARefresh(t *testing.T) {
 	require.NoError(t, err, "a tag replaces no node")
 	assert.Zero(t, eks.updates)
 
-	_, err = p.Update(ctx, &pulumirpc.UpdateRequest{Urn: urn, Id: id, Olds: created.GetProperties(), News: props("2", nil)})
+	_, err = p.Update(ctx, &pulumirpc.UpdateRequest{Urn: urn, Id: id, Olds: created.GetProperties(), News: props("2", map[string]any{"team": "gpu"})})
 	require.Error(t, err)
 	assert.Equal(t, 1, eks.updates)
 	st := status.Convert(err)
@@ -122,15 +122,18 @@ func TestNodeGroupUpdateThatFailsIsSeenOnlyByARefresh(t *testing.T) {
 	require.NotNil(t, partial, "the new outputs come with the error")
 	saved := partial.GetProperties()
 	assert.Equal(t, "2", launchVersion(saved))
-	assert.Empty(t, diff(saved, props("2", nil)), "an up without a refresh sees nothing to do")
+	assert.Empty(t, diff(saved, props("2", map[string]any{"team": "gpu"})), "an up without a refresh sees nothing to do, the tag included")
+	_, err = p.Update(ctx, &pulumirpc.UpdateRequest{Urn: urn, Id: id, Olds: saved, News: props("2", map[string]any{"team": "ml"})})
+	require.NoError(t, err, "a later tag edit alone")
+	assert.Equal(t, 1, eks.updates, "replaces no node")
 
 	read, err := p.Read(ctx, &pulumirpc.ReadRequest{Urn: urn, Id: id, Properties: saved})
 	require.NoError(t, err)
 	assert.Equal(t, "1", launchVersion(read.GetProperties()), "the nodes still come from version 1")
-	assert.Equal(t, []string{"launchTemplate"}, diff(read.GetProperties(), props("2", nil)), "after a refresh, the update is planned again")
+	assert.Equal(t, []string{"launchTemplate"}, diff(read.GetProperties(), props("2", map[string]any{"team": "gpu"})), "after a refresh, the update is planned again")
 
 	eks.blocked = false
-	_, err = p.Update(ctx, &pulumirpc.UpdateRequest{Urn: urn, Id: id, Olds: read.GetProperties(), News: props("2", nil)})
+	_, err = p.Update(ctx, &pulumirpc.UpdateRequest{Urn: urn, Id: id, Olds: read.GetProperties(), News: props("2", map[string]any{"team": "gpu"})})
 	require.NoError(t, err)
 	assert.Equal(t, 2, eks.updates)
 	read, err = p.Read(ctx, &pulumirpc.ReadRequest{Urn: urn, Id: id, Properties: saved})

@@ -197,8 +197,8 @@ func (p *Provider) Check(_ context.Context, req *pulumirpc.CheckRequest) (*pulum
 }
 
 // Diff reports which top-level inputs changed; every change is an in-place update. A
-// managed node group's launch is diffed against its state, as the bridge diffs (the state is
-// what a refresh read, or what a failed update left).
+// managed node group is diffed against its state (its outputs), as the bridge diffs: the
+// state is what a refresh read, or what a failed update left.
 func (p *Provider) Diff(_ context.Context, req *pulumirpc.DiffRequest) (*pulumirpc.DiffResponse, error) {
 	typ, name := urnParts(req.GetUrn())
 	olds := req.GetOldInputs()
@@ -212,13 +212,7 @@ func (p *Provider) Diff(_ context.Context, req *pulumirpc.DiffRequest) (*pulumir
 	}
 	if err == nil && typ == nodeGroupType {
 		if oldOuts, err = unmarshal(req.GetOlds()); err == nil {
-			for _, k := range launchKeys {
-				if v, ok := oldOuts[k]; ok {
-					oldIn[k] = v
-				} else {
-					delete(oldIn, k)
-				}
-			}
+			oldIn = stateOf(oldIn, oldOuts, news)
 		}
 	}
 	p.record(Call{Method: "Diff", Type: typ, Name: name, URN: req.GetUrn()}, err)
