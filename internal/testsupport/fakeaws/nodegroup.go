@@ -1,5 +1,10 @@
 package fakeaws
 
+// A managed node group: an update that changes what its nodes are launched from runs EKS's
+// node replacement (NodeGroups), which can fail half-way; the fake then keeps, as AWS and
+// pulumi-aws do, two truths: the state holds the update's outputs, EKS what the nodes were
+// last launched from, which only a refresh reads.
+
 import (
 	"context"
 	"crypto/sha256"

@@ -41,7 +41,9 @@ type Call struct {
 
 // Provider serves the fake as a pulumi-resource-aws plugin: Check passes inputs through,
 // Diff compares inputs, Create/Update compute outputs with the Cloud (unknown in previews),
-// Delete forgets, Invoke answers data sources. It refuses what the Cloud does not know.
+// Delete forgets, Invoke answers data sources. It refuses what the Cloud does not know. A
+// managed node group is the exception where AWS's state and the stack's can part: see
+// nodegroup.go.
 type Provider struct {
 	pulumirpc.UnimplementedResourceProviderServer
 
