@@ -307,3 +307,30 @@ func buildGpuci(t *testing.T, ctx context.Context, dir string) string {
 	require.NoError(t, err, "go build ./cmd/gpuci: %s", out)
 	return bin
 }
+
+// doctorFinding is one finding of `gpuci doctor --json`.
+type doctorFinding struct {
+	Symptom  string   `json:"symptom"`
+	Problem  bool     `json:"problem"`
+	Evidence []string `json:"evidence"`
+}
+
+// gpuciDoctor runs `gpuci doctor --json` as an operator does and returns the finding named
+// symptom (the run fails if doctor does not examine it).
+func gpuciDoctor(t tb, ctx context.Context, gpuci, kubeconfig, symptom string) doctorFinding {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, gpuci, "doctor", "--project", repoRoot(t), "--stack", stackName, "--kubeconfig", kubeconfig, "--json")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	_ = cmd.Run() // doctor exits non-zero when it finds a problem
+	var findings []doctorFinding
+	require.NoError(t, json.Unmarshal(stdout.Bytes(), &findings), "gpuci doctor --json: %s%s", stdout.String(), stderr.String())
+	for _, f := range findings {
+		if f.Symptom == symptom {
+			t.Logf("gpuci doctor: %s:\n%s", f.Symptom, strings.Join(f.Evidence, "\n"))
+			return f
+		}
+	}
+	require.Fail(t, "gpuci doctor does not examine "+symptom, stdout.String())
+	return doctorFinding{}
+}

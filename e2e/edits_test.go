@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -154,7 +155,7 @@ func poolEditedWhileAnEarlierZoneGainsItsTypes(t *testing.T, ctx context.Context
 // terraform-plugin-sdk does), so only a refresh sees the nodes were not replaced: the next
 // deploy (deploy.yml's up --refresh), once the job ended, replaces them with no manual step.
 // It returns the system nodes after.
-func tagsAndSnapshotEdited(t *testing.T, ctx context.Context, h *harness, core kubernetes.Interface, kube dynamic.Interface, systemNodes []string) []string {
+func tagsAndSnapshotEdited(t *testing.T, ctx context.Context, h *harness, core kubernetes.Interface, kube dynamic.Interface, systemNodes []string, gpuci, kubeconfig string) []string {
 	const snapshot = "snap-0123456789abcdef0"
 	runner := containerFormRunner(t, ctx, core, kube, systemNodes, "lux-gpu-t4-container-e2e-runner-t")
 	h.editStackFile(t, func(cfg map[string]any) {
@@ -199,6 +200,10 @@ func tagsAndSnapshotEdited(t *testing.T, ctx context.Context, h *harness, core k
 	nodes := systemNodesNow(t, ctx, core)
 	assert.True(t, nodes[runner.Spec.NodeName].Spec.Unschedulable, "the job's node stays cordoned, as EKS leaves it")
 	assert.Greater(t, len(nodes), len(systemNodes), "the new nodes stay")
+	// What the operator who sees the failed deploy finds.
+	held := gpuciDoctor(t, ctx, gpuci, kubeconfig, "System nodes cordoned: a node group update waits for running jobs")
+	assert.True(t, held.Problem, "gpuci doctor reports the held update")
+	assert.Contains(t, strings.Join(held.Evidence, "\n"), "system node "+runner.Spec.NodeName+" cordoned (SchedulingDisabled); on it: runner pods "+runner.Name)
 	_, resources := h.state(t, ctx)
 	group := findResource(t, resources, "aws:eks/nodeGroup:NodeGroup", "")
 	template := findResource(t, resources, "aws:ec2/launchTemplate:LaunchTemplate", "cluster-system")

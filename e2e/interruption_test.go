@@ -3,10 +3,7 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"os/exec"
 	"strings"
 	"time"
 
@@ -91,29 +88,11 @@ func spotInterruption(t tb, ctx context.Context, core kubernetes.Interface, kube
 		return len(c) == 0 || c[0].DeletionTimestamp != nil
 	}, time.Minute, 250*time.Millisecond, "Karpenter takes the interrupted node away")
 
-	cmd := exec.CommandContext(ctx, gpuci, "doctor", "--project", repoRoot(t), "--stack", stackName, "--kubeconfig", kubeconfig, "--json")
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	_ = cmd.Run() // doctor exits non-zero when it finds a problem, as here
-	var findings []struct {
-		Symptom  string   `json:"symptom"`
-		Problem  bool     `json:"problem"`
-		Evidence []string `json:"evidence"`
-	}
-	require.NoError(t, json.Unmarshal(stdout.Bytes(), &findings), "gpuci doctor --json: %s%s", stdout.String(), stderr.String())
-	var found bool
-	for _, f := range findings {
-		if f.Symptom != "Jobs failed by spot interruptions" {
-			continue
-		}
-		found = true
-		assert.True(t, f.Problem, "doctor reports the interruption")
-		evidence := strings.Join(f.Evidence, "\n")
-		t.Logf("gpuci doctor: %s:\n%s", f.Symptom, evidence)
-		assert.Contains(t, evidence, "node "+node, "the interrupted node")
-		assert.Contains(t, evidence, name, "the job pod it ended, named for its runner "+runner.Name)
-	}
-	require.True(t, found, "gpuci doctor examines spot interruptions:\n%s", stdout.String())
+	f := gpuciDoctor(t, ctx, gpuci, kubeconfig, "Jobs failed by spot interruptions")
+	assert.True(t, f.Problem, "doctor reports the interruption")
+	evidence := strings.Join(f.Evidence, "\n")
+	assert.Contains(t, evidence, "node "+node, "the interrupted node")
+	assert.Contains(t, evidence, name, "the job pod it ended, named for its runner "+runner.Name)
 
 	// EC2 reclaims the instance two minutes after its warning, and the job's pod goes with it;
 	// the runner fails the job and ARC ends it.

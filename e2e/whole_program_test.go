@@ -205,7 +205,7 @@ func TestWholeProgram(t *testing.T) {
 	step(t, "meanwhile, the GPU job's node: kept while it ran, consolidated once it ended, its instance terminated", ending.Wait)
 
 	step(t, "a tag added and gpu-spot's images from a snapshot, while a container-form job runs on a system node: the node group's update fails with PodEvictionFailure and the job runs on; the next deploy (up --refresh) replaces the system nodes; everything else updated in place", func(t *testing.T) {
-		systemNodes = tagsAndSnapshotEdited(t, ctx, h, core, kube, systemNodes)
+		systemNodes = tagsAndSnapshotEdited(t, ctx, h, core, kube, systemNodes, gpuci, filepath.Join(e.clusterDir, "kubeconfig"))
 	})
 
 	step(t, "ARC across a minor version: every scale set back in GitHub, no job killed", func(t *testing.T) { arcMinorUpgrade(t, ctx, h, kube, github, work) })

@@ -70,6 +70,7 @@ func (d Doctor) Examine(ctx context.Context) []Finding {
 		d.costSpike(ctx, gpuNodes),
 		d.stuckTeardown(ctx, claims),
 		d.arcCRDOwners(ctx),
+		d.systemNodeUpdateHeld(ctx),
 	}
 }
 
@@ -361,6 +362,44 @@ func (d Doctor) arcCRDOwners(ctx context.Context) Finding {
 	}
 	if !f.Problem {
 		f.Evidence = append(f.Evidence, fmt.Sprintf("%d ARC CRD(s), each owned by the stack alone (%s)", len(crds), wellknown.ARCCRDFieldManager))
+	}
+	return f
+}
+
+// systemNodeUpdateHeld reports cordoned system nodes. EKS's update of the system node group
+// (a kubernetesVersion bump, a tags edit) cordons every old node first, and leaves them so
+// when it fails with PodEvictionFailure: the running-jobs budget keeps a container-form job's
+// runner from being evicted. The deploy failed, nothing was killed, and a plain `pulumi up`
+// would show no change (pulumi-aws keeps the failed update's values in the state).
+func (d Doctor) systemNodeUpdateHeld(ctx context.Context) Finding {
+	f := Finding{Symptom: "System nodes cordoned: a node group update waits for running jobs", Fix: "the system node group's update failed with PodEvictionFailure (or is still running): the running-jobs budget keeps these jobs, nothing is killed. Once they end, the next deploy (up --refresh, as deploy.yml runs it) replaces the nodes; by hand, pulumi up --refresh (a plain pulumi up shows no change). See docs/operations.md › A system-node update a job holds"}
+	nodes, err := d.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: wellknown.SystemNodeLabel + "=" + wellknown.SystemNodeValue})
+	if err != nil {
+		f.Evidence = append(f.Evidence, "cannot list the system nodes: "+err.Error())
+		return f
+	}
+	pods, _ := d.Kube.CoreV1().Pods(wellknown.RunnersNamespace).List(ctx, metav1.ListOptions{})
+	for _, n := range nodes.Items {
+		if !n.Spec.Unschedulable {
+			continue
+		}
+		f.Problem = true
+		jobs := []string{}
+		if pods != nil {
+			for _, p := range pods.Items {
+				if p.Spec.NodeName == n.Name && p.Status.Phase == corev1.PodRunning {
+					jobs = append(jobs, p.Name)
+				}
+			}
+		}
+		running := "no runner pod"
+		if len(jobs) > 0 {
+			running = "runner pods " + strings.Join(jobs, ", ")
+		}
+		f.Evidence = append(f.Evidence, fmt.Sprintf("system node %s cordoned (SchedulingDisabled); on it: %s", n.Name, running))
+	}
+	if !f.Problem {
+		f.Evidence = append(f.Evidence, fmt.Sprintf("%d system node(s), none cordoned", len(nodes.Items)))
 	}
 	return f
 }

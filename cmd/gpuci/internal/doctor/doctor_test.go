@@ -70,7 +70,7 @@ func problem(findings []doctor.Finding) []string {
 
 func TestDoctorHealthyCluster(t *testing.T) {
 	_, findings, out := examine(t, doctorCluster())
-	assert.Len(t, findings, 10)
+	assert.Len(t, findings, 11)
 	assert.Empty(t, problem(findings), out)
 	assert.Contains(t, out, "listener lux-gpu-t4-listener Running; last log lines: fake logs")
 }
@@ -142,6 +142,16 @@ func TestDoctorFindsEachSymptom(t *testing.T) {
 		"ARC's CRDs co-owned": {func(c *fakecluster.Cluster) {
 			c.Custom[len(c.Custom)-1] = fakecluster.ARCCRD("autoscalingrunnersets.actions.github.com", wellknown.ARCCRDFieldManager, "helm")
 		}, "ARC's CRDs co-owned: an ARC upgrade would keep the fields it drops", "CRD autoscalingrunnersets.actions.github.com: fields also owned by helm"},
+		"system node update held": {func(c *fakecluster.Cluster) {
+			for _, o := range c.Objects {
+				if n, ok := o.(*corev1.Node); ok && n.Name == "ip-10-0-1-1" {
+					n.Spec.Unschedulable = true
+				}
+			}
+			runner := fakecluster.Pod("arc-runners", "lux-gpu-t4-container-7xk2p-runner-abcde", nil, corev1.PodRunning)
+			runner.Spec.NodeName = "ip-10-0-1-1"
+			c.Objects = append(c.Objects, runner)
+		}, "System nodes cordoned: a node group update waits for running jobs", "system node ip-10-0-1-1 cordoned (SchedulingDisabled); on it: runner pods lux-gpu-t4-container-7xk2p-runner-abcde"},
 		"stuck teardown": {func(c *fakecluster.Cluster) {
 			c.Custom = append(c.Custom, nodeClaim("gpu-spot-x3", nil, &longAgo))
 		}, "GPU nodes stuck at teardown", "deleting for 1h0m0s"},
