@@ -93,7 +93,7 @@ type Network struct {
 type SystemNodes struct {
 	InstanceType string
 	Count        int
-	// Replace lets an up replace the live group (a new instance type or AMI type): EKS
+	// Replace lets an up replace the live group (a new instance type, AMI type or subnets): EKS
 	// deletes the old group's nodes with a drain it gives up on after 5 minutes, so a
 	// container-form job running there is killed. Off, such a change is refused.
 	Replace bool

@@ -26,6 +26,7 @@ import (
 
 	"github.com/luxfi/lux-gpu-ci/config"
 	"github.com/luxfi/lux-gpu-ci/internal/testsupport/fakeaws"
+	"github.com/luxfi/lux-gpu-ci/internal/testsupport/fakeeks"
 	"github.com/luxfi/lux-gpu-ci/internal/wellknown"
 	"github.com/luxfi/lux-gpu-ci/k8s"
 )
@@ -198,12 +199,12 @@ func tagsAndSnapshotEdited(t *testing.T, ctx context.Context, h *harness, core k
 	}
 
 	nodes := systemNodesNow(t, ctx, core)
-	assert.True(t, nodes[runner.Spec.NodeName].Spec.Unschedulable, "the job's node stays cordoned, as EKS leaves it")
+	assert.Contains(t, nodes[runner.Spec.NodeName].Spec.Taints, fakeeks.UnschedulableTaint, "the job's node keeps EKS's taint: no new pod lands there")
 	assert.Greater(t, len(nodes), len(systemNodes), "the new nodes stay")
 	// What the operator who sees the failed deploy finds.
-	held := gpuciDoctor(t, ctx, gpuci, kubeconfig, "System nodes cordoned: a node group update waits for running jobs")
+	held := gpuciDoctor(t, ctx, gpuci, kubeconfig, "System node update held by running jobs")
 	assert.True(t, held.Problem, "gpuci doctor reports the held update")
-	assert.Contains(t, strings.Join(held.Evidence, "\n"), "system node "+runner.Spec.NodeName+" cordoned (SchedulingDisabled); on it: runner pods "+runner.Name)
+	assert.Contains(t, strings.Join(held.Evidence, "\n"), "system node "+runner.Spec.NodeName+" tainted eks.amazonaws.com/nodegroup=unschedulable:NoSchedule; on it: runner pods "+runner.Name)
 	_, resources := h.state(t, ctx)
 	group := findResource(t, resources, "aws:eks/nodeGroup:NodeGroup", "")
 	template := findResource(t, resources, "aws:ec2/launchTemplate:LaunchTemplate", "cluster-system")

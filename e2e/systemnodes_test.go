@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/luxfi/lux-gpu-ci/internal/testsupport/fakeeks"
 	"github.com/luxfi/lux-gpu-ci/internal/wellknown"
 )
 
@@ -46,6 +47,7 @@ func systemNodesRolled(t *testing.T, ctx context.Context, core kubernetes.Interf
 	for name, n := range nodes {
 		assert.NotContains(t, before, name, "an old node is gone once the update ended")
 		assert.False(t, n.Spec.Unschedulable, "%s is schedulable", name)
+		assert.NotContains(t, n.Spec.Taints, fakeeks.UnschedulableTaint, "%s is not an old node", name)
 		assert.Equal(t, kubeletVersion, n.Status.NodeInfo.KubeletVersion, "%s runs the new kubelet", name)
 		names = append(names, name)
 	}

@@ -192,13 +192,18 @@ func checkAdmins(ctx *pulumi.Context, cluster string, admins []string, callerArn
 	return nil
 }
 
-// keepSystemNodes refuses what would replace the live system node group: a new instance type
-// or AMI type (pulumi-aws replaces a node group for either; EKS has no update for them). EKS
-// deletes the old group's nodes with a drain it gives up on after 5 minutes ("Delete a managed
-// node group"), so a container-form job running there would be killed; an update that
-// replaces the nodes in place (a new version or launch template) waits for the jobs instead.
-// replaceSystemNodes lets it through, for a deploy when no container-form job runs.
-func keepSystemNodes(ctx *pulumi.Context, cluster string, want config.SystemNodes, amiType string) error {
+// keepSystemNodes refuses what would replace the live system node group: a new instance type,
+// AMI type or subnets (natMode moves the nodes between private and public subnets);
+// pulumi-aws replaces a node group for any of them, EKS having no update for them. EKS
+// deletes the old group's nodes with a drain it gives up on after 5 minutes ("Delete a
+// managed node group"), so a container-form job running there would be killed; an update
+// that replaces the nodes in place (a new version or launch template) waits for the jobs
+// instead. replaceSystemNodes lets it through, for a deploy when no container-form job runs.
+//
+// A system group that already is what the stack asks for is the stack's (a replacement that
+// failed half-way leaves the old group beside it, which the next up deletes): then nothing
+// is refused.
+func keepSystemNodes(ctx *pulumi.Context, cluster string, want config.SystemNodes, amiType string, nat bool) error {
 	existing, err := eks.GetClusters(ctx)
 	if err != nil {
 		return fmt.Errorf("looking up the region's EKS clusters: %w", err)
@@ -210,6 +215,12 @@ func keepSystemNodes(ctx *pulumi.Context, cluster string, want config.SystemNode
 	if err != nil {
 		return fmt.Errorf("looking up cluster %s's node groups: %w", cluster, err)
 	}
+	wantTier := map[bool]string{true: "private", false: "public"}[nat]
+	type mismatch struct {
+		name, key, fix string
+		changes        []string
+	}
+	var mismatches []mismatch
 	for _, name := range groups.Names {
 		g, err := eks.LookupNodeGroup(ctx, &eks.LookupNodeGroupArgs{ClusterName: cluster, NodeGroupName: name})
 		if err != nil {
@@ -218,28 +229,59 @@ func keepSystemNodes(ctx *pulumi.Context, cluster string, want config.SystemNode
 		if g.Labels[wellknown.SystemNodeLabel] != wellknown.SystemNodeValue {
 			continue
 		}
+		m := mismatch{name: name, key: config.KeyReplaceSystemNodes}
 		running := strings.Join(g.InstanceTypes, ", ")
-		var changes []string
-		key, fix := config.KeyReplaceSystemNodes, ""
 		if !slices.Equal(g.InstanceTypes, []string{want.InstanceType}) {
-			changes = append(changes, fmt.Sprintf("instance type %s → %s", running, want.InstanceType))
-			key, fix = config.KeySystemNodeInstanceType, fmt.Sprintf("pulumi config set %s %s; or, ", config.KeySystemNodeInstanceType, running)
+			m.changes = append(m.changes, fmt.Sprintf("instance type %s → %s", running, want.InstanceType))
+			m.key, m.fix = config.KeySystemNodeInstanceType, fmt.Sprintf("pulumi config set %s %s; ", config.KeySystemNodeInstanceType, running)
 		}
 		if g.AmiType != amiType {
-			changes = append(changes, fmt.Sprintf("AMI type %s → %s (versions.SystemAMIType)", g.AmiType, amiType))
+			m.changes = append(m.changes, fmt.Sprintf("AMI type %s → %s (versions.SystemAMIType)", g.AmiType, amiType))
 		}
-		if len(changes) == 0 {
-			continue
+		tier, err := subnetTier(ctx, g.SubnetIds)
+		if err != nil {
+			return err
 		}
-		const consequence = "EKS terminates the old nodes 5 minutes into their drain, killing the container-form jobs running there"
-		if want.Replace {
-			return ctx.Log.Warn(fmt.Sprintf("%s:%s is set: the system node group %s is replaced (%s); %s. Unset it after this deploy.",
-				config.Project, config.KeyReplaceSystemNodes, name, strings.Join(changes, "; "), consequence), nil)
+		if tier != wantTier {
+			m.changes = append(m.changes, fmt.Sprintf("%s subnets → %s (natMode)", tier, wantTier))
+			m.key, m.fix = config.KeyNatMode, fmt.Sprintf("set %s back (its nodes are in %s subnets); ", config.KeyNatMode, tier)
 		}
-		return fmt.Errorf("%s:%s: the system node group %s would be replaced (%s), and %s (fix: %sto replace the group, deploy once with pulumi config set %s true when no container-form job runs, then unset it)",
-			config.Project, key, name, strings.Join(changes, "; "), consequence, fix, config.KeyReplaceSystemNodes)
+		if len(m.changes) == 0 {
+			return nil // the stack's group
+		}
+		mismatches = append(mismatches, m)
 	}
-	return nil
+	if len(mismatches) == 0 {
+		return nil
+	}
+	m := mismatches[0]
+	const consequence = "EKS terminates the old nodes 5 minutes into their drain, killing the container-form jobs running there"
+	if want.Replace {
+		return ctx.Log.Warn(fmt.Sprintf("%s:%s is set: the system node group %s is replaced (%s); %s. Unset it after this deploy.",
+			config.Project, config.KeyReplaceSystemNodes, m.name, strings.Join(m.changes, "; "), consequence), nil)
+	}
+	if len(m.changes) > 1 {
+		m.fix = "undo the changes; or, " // one undone still leaves the other's replacement
+	} else if m.fix != "" {
+		m.fix += "or, "
+	}
+	return fmt.Errorf("%s:%s: the system node group %s would be replaced (%s), and %s (fix: %sto replace the group, deploy once with pulumi config set %s true when no container-form job runs, then unset it)",
+		config.Project, m.key, m.name, strings.Join(m.changes, "; "), consequence, m.fix, config.KeyReplaceSystemNodes)
+}
+
+// subnetTier is "private" or "public": the tier of the subnets, by the load-balancer role
+// the network tags them with (kubernetes.io/role/internal-elb on private ones).
+func subnetTier(ctx *pulumi.Context, ids []string) (string, error) {
+	for _, id := range ids {
+		sn, err := ec2.LookupSubnet(ctx, &ec2.LookupSubnetArgs{Id: &id})
+		if err != nil {
+			return "", fmt.Errorf("looking up subnet %s: %w", id, err)
+		}
+		if _, ok := sn.Tags["kubernetes.io/role/internal-elb"]; ok {
+			return "private", nil
+		}
+	}
+	return "public", nil
 }
 
 // spotRoleArn is the ARN of the account's EC2 Spot service-linked role, or "" if it has none.

@@ -68,7 +68,7 @@ func New(ctx *pulumi.Context, cfg *config.Config) (*Outputs, error) {
 	if err := checkAdmins(ctx, cfg.ClusterName, cfg.AdminPrincipals, caller.Arn); err != nil {
 		return nil, err
 	}
-	if err := keepSystemNodes(ctx, cfg.ClusterName, cfg.SystemNodes, versions.SystemAMIType); err != nil {
+	if err := keepSystemNodes(ctx, cfg.ClusterName, cfg.SystemNodes, versions.SystemAMIType, cfg.Network.NatMode == config.NatSingle); err != nil {
 		return nil, err
 	}
 	var existingSpotRole string

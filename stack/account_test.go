@@ -113,37 +113,73 @@ func TestDevStackUsesTheRunbooksNames(t *testing.T) {
 	assert.Equal(t, "lux-gpu-t4", path(releaseNamed(t, m, "lux-gpu-t4").Inputs["values"], "runnerScaleSetName"))
 }
 
-// A change that would replace the live system node group (its instance type, its AMI type) is
-// refused: EKS terminates the old group's nodes 5 minutes into their drain, with the
-// container-form jobs running there. replaceSystemNodes lets one deploy through; another
-// team's node group in the cluster is none of the stack's business.
+// A change that would replace the live system node group (its instance type, its AMI type, its
+// subnets through natMode) is refused: EKS terminates the old group's nodes 5 minutes into
+// their drain, with the container-form jobs running there. replaceSystemNodes lets one deploy
+// through; a group that already is what the stack asks for is the stack's (a replacement that
+// failed half-way leaves the old one beside it); another team's node group is ignored.
 func TestTheLiveSystemNodeGroupIsNotReplacedUnasked(t *testing.T) {
-	live := func(instanceType, amiType string) *mocks {
-		m := newMocks()
-		m.Cloud.Clusters = []string{"lux-gpu-ci"}
-		m.Cloud.NodeGroups = []fakeaws.NodeGroup{
-			{Cluster: "lux-gpu-ci", Name: "team-x", InstanceTypes: []string{"m5.large"}, AMIType: "BOTTLEROCKET_x86_64"},
-			{Cluster: "lux-gpu-ci", Name: "cluster-system-0a1b", InstanceTypes: []string{instanceType}, AMIType: amiType,
-				Labels: map[string]string{wellknown.SystemNodeLabel: wellknown.SystemNodeValue}},
+	account := t.TempDir() // the fake account, as it persists between runs
+	first := newMocks()
+	first.Cloud.StateDir = account
+	require.NoError(t, first.run(testkit.StackConfig(t, "dev")), "the stack's first up")
+	var private, public []string
+	for _, sn := range first.all("aws:ec2/subnet:Subnet") {
+		if strings.HasPrefix(sn.Name, "network-private-") {
+			private = append(private, fakeaws.ID(sn.Name))
+		} else {
+			public = append(public, fakeaws.ID(sn.Name))
 		}
+	}
+	require.NotEmpty(t, private)
+	require.NotEmpty(t, public)
+	system := func(name, instanceType, amiType string, subnets []string) fakeaws.NodeGroup {
+		return fakeaws.NodeGroup{Cluster: "lux-gpu-ci", Name: name, InstanceTypes: []string{instanceType}, AMIType: amiType, SubnetIDs: subnets,
+			Labels: map[string]string{wellknown.SystemNodeLabel: wellknown.SystemNodeValue}}
+	}
+	live := func(groups ...fakeaws.NodeGroup) *mocks {
+		m := newMocks()
+		m.Cloud.StateDir = account
+		m.Cloud.Clusters = []string{"lux-gpu-ci"}
+		m.Cloud.NodeGroups = append([]fakeaws.NodeGroup{
+			{Cluster: "lux-gpu-ci", Name: "team-x", InstanceTypes: []string{"m5.large"}, AMIType: "BOTTLEROCKET_x86_64", SubnetIDs: public},
+		}, groups...)
 		return m
 	}
-	m := live("t3.medium", versions.SystemAMIType)
+	current := system("cluster-system-0a1b", "t3.medium", versions.SystemAMIType, private)
+
+	m := live(current)
 	require.NoError(t, m.run(testkit.StackConfig(t, "dev")), "the same group: kept")
 
-	m = live("t3.medium", versions.SystemAMIType)
+	m = live(current)
 	err := m.run(testkit.With(testkit.StackConfig(t, "dev"), "systemNodeInstanceType", "t3.large"))
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "lux-gpu-ci:systemNodeInstanceType: the system node group cluster-system-0a1b would be replaced (instance type t3.medium → t3.large)")
 	assert.Contains(t, err.Error(), "killing the container-form jobs running there (fix: pulumi config set systemNodeInstanceType t3.medium; or, to replace the group, deploy once with pulumi config set replaceSystemNodes true")
 	assert.Empty(t, names(m.programResources()), "nothing is created or changed")
 
-	m = live("t3.medium", "AL2_x86_64")
+	m = live(system("cluster-system-0a1b", "t3.medium", "AL2_x86_64", private))
 	err = m.run(testkit.StackConfig(t, "dev"))
 	require.Error(t, err, "a new system AMI type (versions.SystemAMIType) replaces the group too")
 	assert.Contains(t, err.Error(), "lux-gpu-ci:replaceSystemNodes: the system node group cluster-system-0a1b would be replaced (AMI type AL2_x86_64 → "+versions.SystemAMIType)
+	assert.Contains(t, err.Error(), "(fix: to replace the group, deploy once")
 
-	m = live("t3.medium", versions.SystemAMIType)
+	m = live(current)
+	err = m.run(testkit.With(testkit.StackConfig(t, "dev"), "natMode", "none"))
+	require.Error(t, err, "natMode moves the nodes to the public subnets: a new group")
+	assert.Contains(t, err.Error(), "lux-gpu-ci:natMode: the system node group cluster-system-0a1b would be replaced (private subnets → public (natMode))")
+
+	m = live(current)
+	err = m.run(testkit.With(testkit.StackConfig(t, "dev"), "systemNodeInstanceType", "t3.large", "natMode", "none"))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "(instance type t3.medium → t3.large; private subnets → public (natMode))")
+	assert.Contains(t, err.Error(), "(fix: undo the changes; or, to replace the group")
+
+	m = live(current)
 	require.NoError(t, m.run(testkit.With(testkit.StackConfig(t, "dev"), "systemNodeInstanceType", "t3.large", "replaceSystemNodes", "true")), "asked for")
 	assert.Equal(t, []any{"t3.large"}, m.one(t, "eks:index:ManagedNodeGroup").Inputs["instanceTypes"])
+
+	m = live(current, system("cluster-system-9f8e", "t3.large", versions.SystemAMIType, private))
+	require.NoError(t, m.run(testkit.With(testkit.StackConfig(t, "dev"), "systemNodeInstanceType", "t3.large")),
+		"a replacement that failed half-way: the new group is the stack's, the old one goes with the next up")
 }

@@ -143,14 +143,17 @@ var invokes = map[string]func(c *Cloud, args resource.PropertyMap) (map[string]a
 		cluster, name := str(args["clusterName"]), str(args["nodeGroupName"])
 		for _, g := range groups {
 			if g.Cluster == cluster && g.Name == name {
-				types, labels := []any{}, map[string]any{}
+				types, labels, subnets := []any{}, map[string]any{}, []any{}
 				for _, t := range g.InstanceTypes {
 					types = append(types, t)
+				}
+				for _, s := range g.SubnetIDs {
+					subnets = append(subnets, s)
 				}
 				for k, v := range g.Labels {
 					labels[k] = v
 				}
-				return map[string]any{"clusterName": cluster, "nodeGroupName": name, "instanceTypes": types, "amiType": g.AMIType, "labels": labels, "id": cluster + ":" + name}, nil
+				return map[string]any{"clusterName": cluster, "nodeGroupName": name, "instanceTypes": types, "amiType": g.AMIType, "subnetIds": subnets, "labels": labels, "id": cluster + ":" + name}, nil
 			}
 		}
 		return nil, fmt.Errorf("reading EKS Node Group (%s:%s): ResourceNotFoundException: No node group found for name: %s", cluster, name, name)

@@ -27,6 +27,7 @@ type NodeGroup struct {
 	Name          string            `json:"name"`
 	InstanceTypes []string          `json:"instanceTypes"`
 	AMIType       string            `json:"amiType"`
+	SubnetIDs     []string          `json:"subnetIds,omitempty"`
 	Labels        map[string]string `json:"labels,omitempty"`
 	// Launched is what its nodes were last launched from: its launchKeys after its creation
 	// or its last update of them that succeeded.
@@ -42,7 +43,7 @@ func nodeGroupOf(outputs resource.PropertyMap) NodeGroup {
 	}
 	return NodeGroup{
 		Cluster: str(outputs["clusterName"]), Name: str(outputs["nodeGroupName"]), InstanceTypes: stringList(outputs["instanceTypes"]),
-		AMIType: str(outputs["amiType"]), Labels: labels, Launched: launchedFrom(outputs),
+		AMIType: str(outputs["amiType"]), SubnetIDs: stringList(outputs["subnetIds"]), Labels: labels, Launched: launchedFrom(outputs),
 	}
 }
 
@@ -102,6 +103,18 @@ func stateOf(oldInputs, oldOutputs, news resource.PropertyMap) resource.Property
 // from (from the state's, which a refresh read), and records the group's launch once it
 // succeeded; any other update (tags, scaling, labels) leaves the nodes and the record alone.
 func (p *Provider) rollNodes(ctx context.Context, id string, olds, outs resource.PropertyMap) error {
+	// What an update changes in place besides the nodes' launch (the fake updates in place
+	// what AWS would replace, too).
+	if err := p.cloud.update(func(st *accountState) {
+		if g, ok := st.NodeGroups[id]; ok {
+			launched := g.Launched
+			g = nodeGroupOf(outs)
+			g.Launched = launched
+			st.NodeGroups[id] = g
+		}
+	}); err != nil {
+		return err
+	}
 	if !launchChanged(olds, outs) {
 		return nil
 	}

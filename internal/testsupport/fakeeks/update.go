@@ -3,6 +3,7 @@ package fakeeks
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -14,8 +15,15 @@ import (
 	"k8s.io/client-go/util/retry"
 )
 
-// ExcludeFromLBLabel is what EKS labels an old node with when it cordons it for an update.
-const ExcludeFromLBLabel = "node.kubernetes.io/exclude-from-external-load-balancers"
+// What EKS marks an old node with at the start of an update: the taint that keeps new pods
+// off it, and the label that takes it out of external load balancers.
+const (
+	UnschedulableTaintKey = "eks.amazonaws.com/nodegroup"
+	ExcludeFromLBLabel    = "node.kubernetes.io/exclude-from-external-load-balancers"
+)
+
+// UnschedulableTaint is eks.amazonaws.com/nodegroup=unschedulable:NoSchedule.
+var UnschedulableTaint = corev1.Taint{Key: UnschedulableTaintKey, Value: "unschedulable", Effect: corev1.TaintEffectNoSchedule}
 
 // UpdateError is a failed update's error detail, as DescribeUpdate gives it (errorCode,
 // errorMessage, resourceIds).
@@ -36,15 +44,17 @@ func (e *UpdateError) Error() string {
 //  1. scale up: new nodes launched from the new configuration, so that the group has its
 //     desired size of them (EKS launches up to twice its zones' count and scales back at
 //     the end; the fake launches what it keeps);
-//  2. every old node cordoned, and labelled to leave external load balancers;
+//  2. every old node (not launched from the new configuration: a node a failed update
+//     already replaced is spared) tainted eks.amazonaws.com/nodegroup=unschedulable:NoSchedule,
+//     so no new pod lands there, and labelled to leave external load balancers;
 //  3. the old nodes drained one at a time (maxUnavailable 1, the default; EKS picks at
 //     random, the fake by name): every pod but DaemonSets' and finished ones is evicted
 //     through the eviction API, retried while a PodDisruptionBudget refuses, until it is
-//     gone; then the instance terminates (its Node goes; the pod garbage collector takes
-//     what was left on it). A drain that has not ended within evictionTimeout (EKS: 15
-//     minutes) fails the update with PodEvictionFailure, unless Force, which deletes the
-//     pods it could not evict;
-//  4. a failed update leaves everything as it is: the new nodes, the old ones cordoned, the
+//     gone; then the node is cordoned and its instance terminates (its Node goes; the pod
+//     garbage collector takes what was left on it). A drain that has not ended within
+//     evictionTimeout (EKS: 15 minutes) fails the update with PodEvictionFailure, unless
+//     Force, which deletes the pods it could not evict;
+//  4. a failed update leaves everything as it is: the new nodes, the old ones tainted, the
 //     pods a drain could not move where they are. The next update goes on from there.
 //
 // Not modelled: the 60 s EKS waits after cordoning a drained node (the e2e's time budget).
@@ -71,7 +81,7 @@ func Update(ctx context.Context, core kubernetes.Interface, g NodeGroup, evictio
 		}
 	}
 	for _, n := range old {
-		if err := cordon(ctx, core, n.Name); err != nil {
+		if err := markOld(ctx, core, n.Name); err != nil {
 			return err
 		}
 	}
@@ -88,6 +98,9 @@ func Update(ctx context.Context, core kubernetes.Interface, g NodeGroup, evictio
 				return err
 			}
 		}
+		if err := cordon(ctx, core, n.Name); err != nil {
+			return err
+		}
 		if err := core.CoreV1().Nodes().Delete(ctx, n.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 			return err
 		}
@@ -95,15 +108,29 @@ func Update(ctx context.Context, core kubernetes.Interface, g NodeGroup, evictio
 	return nil
 }
 
+// markOld taints an old node and takes it out of external load balancers.
+func markOld(ctx context.Context, core kubernetes.Interface, name string) error {
+	return updateNode(ctx, core, name, func(n *corev1.Node) {
+		if !slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.MatchTaint(&UnschedulableTaint) }) {
+			n.Spec.Taints = append(n.Spec.Taints, UnschedulableTaint)
+		}
+		n.Labels[ExcludeFromLBLabel] = "true"
+	})
+}
+
+// cordon marks a drained node unschedulable, before its instance goes.
 func cordon(ctx context.Context, core kubernetes.Interface, name string) error {
+	return updateNode(ctx, core, name, func(n *corev1.Node) { n.Spec.Unschedulable = true })
+}
+
+func updateNode(ctx context.Context, core kubernetes.Interface, name string, change func(n *corev1.Node)) error {
 	nodes := core.CoreV1().Nodes()
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		n, err := nodes.Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
-		n.Spec.Unschedulable = true
-		n.Labels[ExcludeFromLBLabel] = "true"
+		change(n)
 		_, err = nodes.Update(ctx, n, metav1.UpdateOptions{})
 		return err
 	})

@@ -366,40 +366,55 @@ func (d Doctor) arcCRDOwners(ctx context.Context) Finding {
 	return f
 }
 
-// systemNodeUpdateHeld reports cordoned system nodes. EKS's update of the system node group
-// (a kubernetesVersion bump, a tags edit) cordons every old node first, and leaves them so
-// when it fails with PodEvictionFailure: the running-jobs budget keeps a container-form job's
-// runner from being evicted. The deploy failed, nothing was killed, and a plain `pulumi up`
-// would show no change (pulumi-aws keeps the failed update's values in the state).
+// eksUpdateTaint is what EKS taints a managed node group's old nodes with when an update
+// starts ("managed node update behavior": eks.amazonaws.com/nodegroup=unschedulable:NoSchedule).
+const eksUpdateTaint = "eks.amazonaws.com/nodegroup"
+
+// systemNodeUpdateHeld reports system nodes an update of the system node group has closed to
+// new pods (a kubernetesVersion bump, a tags edit). EKS taints every old node first, drains
+// them one by one, and cordons each once its pods are gone; when it fails with
+// PodEvictionFailure (the running-jobs budget keeps a container-form job's runner), the old
+// node stays so, with the job on it. The deploy failed, nothing was killed, and a plain
+// `pulumi up` would show no change (pulumi-aws keeps the failed update's values in the state).
 func (d Doctor) systemNodeUpdateHeld(ctx context.Context) Finding {
-	f := Finding{Symptom: "System nodes cordoned: a node group update waits for running jobs", Fix: "the system node group's update failed with PodEvictionFailure (or is still running): the running-jobs budget keeps these jobs, nothing is killed. Once they end, the next deploy (up --refresh, as deploy.yml runs it) replaces the nodes; by hand, pulumi up --refresh (a plain pulumi up shows no change). See docs/operations.md › A system-node update a job holds"}
+	f := Finding{Symptom: "System node update held by running jobs", Fix: "the system node group's update failed with PodEvictionFailure (or is still running): the running-jobs budget keeps these jobs, nothing is killed. Once they end, the next deploy (up --refresh, as deploy.yml runs it) replaces the nodes; by hand, pulumi up --refresh (a plain pulumi up shows no change). See docs/operations.md › A system-node update a job holds"}
 	nodes, err := d.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: wellknown.SystemNodeLabel + "=" + wellknown.SystemNodeValue})
 	if err != nil {
 		f.Evidence = append(f.Evidence, "cannot list the system nodes: "+err.Error())
 		return f
 	}
-	pods, _ := d.Kube.CoreV1().Pods(wellknown.RunnersNamespace).List(ctx, metav1.ListOptions{})
+	pods, err := d.Kube.CoreV1().Pods(wellknown.RunnersNamespace).List(ctx, metav1.ListOptions{})
 	for _, n := range nodes.Items {
-		if !n.Spec.Unschedulable {
+		var how []string
+		if slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == eksUpdateTaint && t.Value == "unschedulable" }) {
+			how = append(how, "tainted "+eksUpdateTaint+"=unschedulable:NoSchedule")
+		}
+		if n.Spec.Unschedulable {
+			how = append(how, "cordoned")
+		}
+		if len(how) == 0 {
 			continue
 		}
 		f.Problem = true
-		jobs := []string{}
-		if pods != nil {
+		on := "no runner pod"
+		switch {
+		case err != nil:
+			on = "runner pods unknown (" + err.Error() + ")"
+		default:
+			var jobs []string
 			for _, p := range pods.Items {
 				if p.Spec.NodeName == n.Name && p.Status.Phase == corev1.PodRunning {
 					jobs = append(jobs, p.Name)
 				}
 			}
+			if len(jobs) > 0 {
+				on = "runner pods " + strings.Join(jobs, ", ")
+			}
 		}
-		running := "no runner pod"
-		if len(jobs) > 0 {
-			running = "runner pods " + strings.Join(jobs, ", ")
-		}
-		f.Evidence = append(f.Evidence, fmt.Sprintf("system node %s cordoned (SchedulingDisabled); on it: %s", n.Name, running))
+		f.Evidence = append(f.Evidence, fmt.Sprintf("system node %s %s; on it: %s", n.Name, strings.Join(how, ", "), on))
 	}
 	if !f.Problem {
-		f.Evidence = append(f.Evidence, fmt.Sprintf("%d system node(s), none cordoned", len(nodes.Items)))
+		f.Evidence = append(f.Evidence, fmt.Sprintf("%d system node(s), none closed by an update", len(nodes.Items)))
 	}
 	return f
 }

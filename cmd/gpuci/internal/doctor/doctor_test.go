@@ -145,13 +145,20 @@ func TestDoctorFindsEachSymptom(t *testing.T) {
 		"system node update held": {func(c *fakecluster.Cluster) {
 			for _, o := range c.Objects {
 				if n, ok := o.(*corev1.Node); ok && n.Name == "ip-10-0-1-1" {
-					n.Spec.Unschedulable = true
+					n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: "eks.amazonaws.com/nodegroup", Value: "unschedulable", Effect: corev1.TaintEffectNoSchedule})
 				}
 			}
 			runner := fakecluster.Pod("arc-runners", "lux-gpu-t4-container-7xk2p-runner-abcde", nil, corev1.PodRunning)
 			runner.Spec.NodeName = "ip-10-0-1-1"
 			c.Objects = append(c.Objects, runner)
-		}, "System nodes cordoned: a node group update waits for running jobs", "system node ip-10-0-1-1 cordoned (SchedulingDisabled); on it: runner pods lux-gpu-t4-container-7xk2p-runner-abcde"},
+		}, "System node update held by running jobs", "system node ip-10-0-1-1 tainted eks.amazonaws.com/nodegroup=unschedulable:NoSchedule; on it: runner pods lux-gpu-t4-container-7xk2p-runner-abcde"},
+		"system node cordoned": {func(c *fakecluster.Cluster) {
+			for _, o := range c.Objects {
+				if n, ok := o.(*corev1.Node); ok && n.Name == "ip-10-0-1-1" {
+					n.Spec.Unschedulable = true
+				}
+			}
+		}, "System node update held by running jobs", "system node ip-10-0-1-1 cordoned; on it: no runner pod"},
 		"stuck teardown": {func(c *fakecluster.Cluster) {
 			c.Custom = append(c.Custom, nodeClaim("gpu-spot-x3", nil, &longAgo))
 		}, "GPU nodes stuck at teardown", "deleting for 1h0m0s"},
