@@ -168,10 +168,7 @@ func tagsAndSnapshotEdited(t *testing.T, ctx context.Context, h *harness, core k
 	require.NoError(t, err)
 	t.Logf("preview: %v", pre.ChangeSummary)
 	assert.Zero(t, pre.ChangeSummary[apitype.OpCreate]+pre.ChangeSummary[apitype.OpDelete]+pre.ChangeSummary[apitype.OpReplace], "a tag edit replaces nothing")
-	var plan []string
-	for _, s := range changedSteps(planned) {
-		plan = append(plan, s.op+" "+s.resource())
-	}
+	plan := stepsDone(planned)
 	for _, want := range []string{"update aws:ec2/launchTemplate:LaunchTemplate::cluster-system", "update aws:eks/nodeGroup:NodeGroup::cluster-system"} {
 		assert.Contains(t, plan, want, "the plan rolls the system nodes: a new launch template version")
 	}
@@ -188,10 +185,7 @@ func tagsAndSnapshotEdited(t *testing.T, ctx context.Context, h *harness, core k
 	assert.Equal(t, corev1.PodRunning, job.Status.Phase)
 	require.Error(t, upErr, "the node group's update cannot drain the job's node")
 	assert.Contains(t, upErr.Error(), "PodEvictionFailure", "EKS's error, through the provider")
-	var done []string
-	for _, s := range changedSteps(steps) {
-		done = append(done, s.op+" "+s.resource())
-	}
+	done := stepsDone(steps)
 	t.Logf("up (failed): %v", done)
 	assert.Contains(t, done, "update aws:ec2/launchTemplate:LaunchTemplate::cluster-system", "the new launch template version is made")
 	for _, d := range done {
@@ -214,12 +208,7 @@ func tagsAndSnapshotEdited(t *testing.T, ctx context.Context, h *harness, core k
 	require.NoError(t, core.CoreV1().Pods(runner.Namespace).Delete(ctx, runner.Name, metav1.DeleteOptions{}), "ARC ends the job")
 	next, steps, err := h.upWithSteps(t, ctx, optup.Refresh())
 	require.NoError(t, err, "the next deploy replaces the nodes by itself")
-	var redone []string
-	for _, s := range changedSteps(steps) {
-		if s.op != "refresh" {
-			redone = append(redone, s.op+" "+s.resource())
-		}
-	}
+	redone := stepsDone(steps)
 	t.Logf("up --refresh: %v; changed %v", *next.Summary.ResourceChanges, redone)
 	assert.Contains(t, redone, "update aws:eks/nodeGroup:NodeGroup::cluster-system", "the refresh read the nodes' real launch template version")
 	after := systemNodesRolled(t, ctx, core, systemNodes, "v1.36.0")

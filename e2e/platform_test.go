@@ -141,6 +141,17 @@ func platformBumped(t *testing.T, ctx context.Context, h *harness, core kubernet
 	return systemNodesRolled(t, ctx, core, systemNodes, "v1.36.0")
 }
 
+// stepsDone are the changed steps as "op type::name", the reads of a refresh left out.
+func stepsDone(steps []stepSpan) []string {
+	var out []string
+	for _, s := range changedSteps(steps) {
+		if s.op != "refresh" {
+			out = append(out, s.op+" "+s.resource())
+		}
+	}
+	return out
+}
+
 // changedSteps are the steps that changed a resource (every one but "same").
 func changedSteps(steps []stepSpan) []stepSpan {
 	var out []stepSpan

@@ -166,19 +166,22 @@ func skippedNote(skipped []string) string {
 	return "; skipped: " + strings.Join(skipped, "; ")
 }
 
+// clusterExists tells whether the region has the stack's EKS cluster: a live stack, whose
+// creator's access entry is settled and whose system node group exists.
+func clusterExists(ctx *pulumi.Context, cluster string) (bool, error) {
+	existing, err := eks.GetClusters(ctx)
+	if err != nil {
+		return false, fmt.Errorf("looking up the region's EKS clusters: %w", err)
+	}
+	return slices.Contains(existing.Names, cluster), nil
+}
+
 // checkAdmins refuses an admin principal that is the identity creating the cluster: EKS makes
 // the creator an admin itself (pulumi-eks sets bootstrapClusterCreatorAdminPermissions), and a
 // second access entry for the same principal fails the update with ResourceInUseException.
 // Once the cluster exists, whoever runs `up` may be a listed admin.
-func checkAdmins(ctx *pulumi.Context, cluster string, admins []string, callerArn string) error {
-	if len(admins) == 0 {
-		return nil
-	}
-	existing, err := eks.GetClusters(ctx)
-	if err != nil {
-		return fmt.Errorf("looking up the region's EKS clusters: %w", err)
-	}
-	if slices.Contains(existing.Names, cluster) {
+func checkAdmins(ctx *pulumi.Context, cluster string, live bool, admins []string, callerArn string) error {
+	if len(admins) == 0 || live {
 		return nil
 	}
 	session, err := iam.GetSessionContext(ctx, &iam.GetSessionContextArgs{Arn: callerArn})
@@ -203,12 +206,8 @@ func checkAdmins(ctx *pulumi.Context, cluster string, admins []string, callerArn
 // A system group that already is what the stack asks for is the stack's (a replacement that
 // failed half-way leaves the old group beside it, which the next up deletes): then nothing
 // is refused.
-func keepSystemNodes(ctx *pulumi.Context, cluster string, want config.SystemNodes, amiType string, nat bool) error {
-	existing, err := eks.GetClusters(ctx)
-	if err != nil {
-		return fmt.Errorf("looking up the region's EKS clusters: %w", err)
-	}
-	if !slices.Contains(existing.Names, cluster) {
+func keepSystemNodes(ctx *pulumi.Context, cluster string, live bool, want config.SystemNodes, amiType string, nat bool) error {
+	if !live {
 		return nil
 	}
 	groups, err := eks.GetNodeGroups(ctx, &eks.GetNodeGroupsArgs{ClusterName: cluster})

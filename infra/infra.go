@@ -65,10 +65,14 @@ func New(ctx *pulumi.Context, cfg *config.Config) (*Outputs, error) {
 	if err != nil {
 		return nil, fmt.Errorf("looking up the AWS account (are credentials set?): %w", err)
 	}
-	if err := checkAdmins(ctx, cfg.ClusterName, cfg.AdminPrincipals, caller.Arn); err != nil {
+	live, err := clusterExists(ctx, cfg.ClusterName)
+	if err != nil {
 		return nil, err
 	}
-	if err := keepSystemNodes(ctx, cfg.ClusterName, cfg.SystemNodes, versions.SystemAMIType, cfg.Network.NatMode == config.NatSingle); err != nil {
+	if err := checkAdmins(ctx, cfg.ClusterName, live, cfg.AdminPrincipals, caller.Arn); err != nil {
+		return nil, err
+	}
+	if err := keepSystemNodes(ctx, cfg.ClusterName, live, cfg.SystemNodes, versions.SystemAMIType, cfg.Network.NatMode == config.NatSingle); err != nil {
 		return nil, err
 	}
 	var existingSpotRole string

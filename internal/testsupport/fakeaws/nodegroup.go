@@ -43,7 +43,7 @@ func nodeGroupOf(outputs resource.PropertyMap) NodeGroup {
 	}
 	return NodeGroup{
 		Cluster: str(outputs["clusterName"]), Name: str(outputs["nodeGroupName"]), InstanceTypes: stringList(outputs["instanceTypes"]),
-		AMIType: str(outputs["amiType"]), SubnetIDs: stringList(outputs["subnetIds"]), Labels: labels, Launched: launchedFrom(outputs),
+		AMIType: str(outputs["amiType"]), SubnetIDs: stringList(outputs["subnetIds"]), Labels: labels, Launched: LaunchedFrom(outputs),
 	}
 }
 
@@ -65,7 +65,9 @@ type NodeGroups interface {
 // last update that succeeded (DescribeNodegroup's answer).
 type Launched map[string]any
 
-func launchedFrom(outputs resource.PropertyMap) Launched {
+// LaunchedFrom is what a node group's outputs launch its nodes from (fakeeks marks each node
+// with it).
+func LaunchedFrom(outputs resource.PropertyMap) Launched {
 	l := Launched{}
 	for _, k := range launchKeys {
 		if v, ok := outputs[k]; ok && !v.IsNull() {
@@ -100,25 +102,12 @@ func stateOf(oldInputs, oldOutputs, news resource.PropertyMap) resource.Property
 }
 
 // rollNodes runs UpdateNodegroupVersion when the update changes what the nodes are launched
-// from (from the state's, which a refresh read), and records the group's launch once it
-// succeeded; any other update (tags, scaling, labels) leaves the nodes and the record alone.
+// from (from the state's, which a refresh read), and records the group as the update left
+// it: its launch only once the nodes were replaced (any other update, of tags, scaling or
+// labels, leaves the nodes and their launch alone), nothing if the update failed.
 func (p *Provider) rollNodes(ctx context.Context, id string, olds, outs resource.PropertyMap) error {
-	// What an update changes in place besides the nodes' launch (the fake updates in place
-	// what AWS would replace, too).
-	if err := p.cloud.update(func(st *accountState) {
-		if g, ok := st.NodeGroups[id]; ok {
-			launched := g.Launched
-			g = nodeGroupOf(outs)
-			g.Launched = launched
-			st.NodeGroups[id] = g
-		}
-	}); err != nil {
-		return err
-	}
-	if !launchChanged(olds, outs) {
-		return nil
-	}
-	if p.NodeGroups != nil {
+	rolled := launchChanged(olds, outs)
+	if rolled && p.NodeGroups != nil {
 		st, err := p.cloud.read()
 		if err != nil {
 			return err
@@ -126,12 +115,24 @@ func (p *Provider) rollNodes(ctx context.Context, id string, olds, outs resource
 		zoneOf := func(subnet string) string { return st.Subnets[subnet].AZ }
 		if err := p.NodeGroups.Update(ctx, outs, zoneOf); err != nil {
 			// terraform-provider-aws's waiter (waitNodegroupUpdateSuccessful) on a failed update.
-			update := sha256.Sum256([]byte(id + fmt.Sprint(launchedFrom(outs))))
+			update := sha256.Sum256([]byte(id + fmt.Sprint(LaunchedFrom(outs))))
 			return fmt.Errorf("waiting for EKS Node Group (%s) version update (%x-%x-%x-%x-%x): unexpected state 'Failed', wanted target 'Successful'. last error: %w",
 				id, update[0:4], update[4:6], update[6:8], update[8:10], update[10:16], err)
 		}
 	}
-	return p.cloud.recordLaunch(id, outs)
+	// What the update changed (the fake updates in place what AWS would replace, too); the
+	// nodes' launch only if they were replaced.
+	return p.cloud.update(func(st *accountState) {
+		if g, ok := st.NodeGroups[id]; ok {
+			launched := g.Launched
+			if rolled {
+				launched = LaunchedFrom(outs)
+			}
+			g = nodeGroupOf(outs)
+			g.Launched = launched
+			st.NodeGroups[id] = g
+		}
+	})
 }
 
 // readNodeGroup is the node group as DescribeNodegroup gives it: what its nodes were last
@@ -158,16 +159,6 @@ func (p *Provider) readNodeGroup(id string, props *structpb.Struct) (*structpb.S
 		}
 	}
 	return marshal(outs)
-}
-
-// recordLaunch records what an update that succeeded launched the group's nodes from.
-func (c *Cloud) recordLaunch(id string, outputs resource.PropertyMap) error {
-	return c.update(func(st *accountState) {
-		if g, ok := st.NodeGroups[id]; ok {
-			g.Launched = launchedFrom(outputs)
-			st.NodeGroups[id] = g
-		}
-	})
 }
 
 // nodeGroups are the account's node groups: the ones it had, and the ones the stack created.

@@ -15,6 +15,8 @@ import (
 
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/luxfi/lux-gpu-ci/internal/testsupport/fakeaws"
 )
 
 // NodeGroup is what a managed node group's nodes are made from: the outputs of
@@ -31,7 +33,8 @@ type NodeGroup struct {
 	// Version is the Kubernetes minor its nodes' kubelets run ("1.36").
 	Version string
 	// LaunchedFrom is what UpdateNodegroupVersion changes, and so what a node is replaced
-	// for: the launch template and its version, the Kubernetes version, the AMI release.
+	// for: the launch template and its version, the Kubernetes version, the AMI release
+	// (fakeaws.LaunchedFrom, as JSON).
 	LaunchedFrom string
 	// Force is forceUpdateVersion: a drain that times out deletes the pods it could not
 	// evict instead of failing the update.
@@ -85,7 +88,7 @@ func FromOutputs(p resource.PropertyMap, zoneOf func(subnet string) string) (Nod
 		t, _ := t.(map[string]any)
 		g.Taints = append(g.Taints, corev1.Taint{Key: str(t["key"]), Value: str(t["value"]), Effect: effects[str(t["effect"])]})
 	}
-	launched, err := json.Marshal([]any{m["launchTemplate"], m["version"], m["releaseVersion"]})
+	launched, err := json.Marshal(fakeaws.LaunchedFrom(p))
 	if err != nil {
 		return g, err
 	}
