@@ -1,8 +1,9 @@
 package hack_test
 
-// The retry workflow's install step, run as the retry runner runs it: the released gpuci and
-// SHA256SUMS downloaded (from a local server standing in for GitHub's release downloads),
-// checked, installed and on PATH, in seconds; a binary that does not match its sum is refused.
+// The retry workflow's install step, run as the retry runner runs it: the released gpuci
+// downloaded (from a local server standing in for GitHub's release downloads), checked against
+// the SHA-256 the workflow pins, installed and on PATH, in seconds; a binary that does not
+// match the pin is refused, even when the release's own sums file was rewritten to match it.
 
 import (
 	"crypto/sha256"
@@ -56,10 +57,11 @@ func TestRetryWorkflowInstallsGpuciInSeconds(t *testing.T) {
 	bin, err := os.ReadFile(gpuciBin)
 	require.NoError(t, err)
 
-	// A release as make dist lays it out: the binaries and their sums (this one Linux binary
-	// is real; the sum of a platform not downloaded is listed too).
+	pin := sha256.Sum256(bin)
+	// A release as make dist lays it out: the binaries and their sums, here the sums of what
+	// it serves (whoever replaces a binary in a release can replace its sums file too).
 	serve := func(t *testing.T, binary []byte) string {
-		sum := sha256.Sum256(bin)
+		sum := sha256.Sum256(binary)
 		sums := hex.EncodeToString(sum[:]) + "  gpuci_linux_amd64\n" + strings.Repeat("0", 64) + "  gpuci_darwin_arm64\n"
 		files := map[string][]byte{"gpuci_linux_amd64": binary, "SHA256SUMS": []byte(sums)}
 		mux := http.NewServeMux()
@@ -75,21 +77,21 @@ func TestRetryWorkflowInstallsGpuciInSeconds(t *testing.T) {
 		t.Cleanup(srv.Close)
 		return srv.URL + "/releases/download"
 	}
-	run := func(t *testing.T, releases string) (string, string, error) {
+	run := func(t *testing.T, releases, pinned string) (string, string, error) {
 		temp := t.TempDir()
 		path := filepath.Join(temp, "github_path")
 		cmd := exec.Command("bash", "-e", "-o", "pipefail", "-c", script)
-		cmd.Env = append(os.Environ(), "RUNNER_TEMP="+temp, "GITHUB_PATH="+path, "GPUCI_VERSION="+version, "GPUCI_RELEASES="+releases)
+		cmd.Env = append(os.Environ(), "RUNNER_TEMP="+temp, "GITHUB_PATH="+path, "GPUCI_VERSION="+version, "GPUCI_RELEASES="+releases, "GPUCI_SHA256="+pinned)
 		out, err := cmd.CombinedOutput()
 		added, _ := os.ReadFile(path)
 		return string(out), strings.TrimSpace(string(added)), err
 	}
 
 	start := time.Now()
-	out, added, err := run(t, serve(t, bin))
+	out, added, err := run(t, serve(t, bin), hex.EncodeToString(pin[:]))
 	elapsed := time.Since(start)
 	require.NoError(t, err, "%s", out)
-	assert.Contains(t, out, "gpuci_linux_amd64: OK", "the download matches its sum")
+	assert.Contains(t, out, "gpuci_linux_amd64: OK", "the download matches the workflow's pin")
 	assert.Contains(t, out, "pins: ARC", "the installed gpuci runs (gpuci version)")
 	require.NotEmpty(t, added, "gpuci's directory goes on the job's PATH")
 	assert.FileExists(t, filepath.Join(added, "gpuci"))
@@ -99,10 +101,15 @@ func TestRetryWorkflowInstallsGpuciInSeconds(t *testing.T) {
 	// make dist's linux/amd64 binary measured 78 MB.)
 	t.Logf("install step: %s locally for a %.1f MB gpuci (~%.0f s more at 10 MB/s)", elapsed.Round(10*time.Millisecond), float64(len(bin))/1e6, float64(len(bin))/10e6)
 
-	// A binary that is not the one the release's sums name is refused.
+	// A binary that is not the pinned one is refused, though the release's sums match it.
 	tampered := append([]byte{}, bin...)
 	tampered[len(tampered)/2] ^= 0xff
-	out, _, err = run(t, serve(t, tampered))
+	out, _, err = run(t, serve(t, tampered), hex.EncodeToString(pin[:]))
 	require.Error(t, err, "a tampered download is refused")
 	assert.Contains(t, out, "gpuci_linux_amd64: FAILED")
+
+	// Without a pin, nothing is downloaded or run.
+	out, _, err = run(t, serve(t, bin), "")
+	require.Error(t, err, "no pin, no install")
+	assert.Contains(t, out, "Set GPUCI_SHA256")
 }

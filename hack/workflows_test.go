@@ -4,6 +4,7 @@ package hack_test
 // literal of their own: a stack in another region deploys from the same workflow.
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,14 +21,117 @@ import (
 )
 
 type workflow struct {
-	Jobs map[string]struct {
-		Steps []struct {
+	On          any               `yaml:"on"`
+	Permissions map[string]string `yaml:"permissions"`
+	Jobs        map[string]struct {
+		If          string            `yaml:"if"`
+		Environment string            `yaml:"environment"`
+		Permissions map[string]string `yaml:"permissions"`
+		Env         map[string]string `yaml:"env"`
+		Steps       []struct {
 			Name string            `yaml:"name"`
 			Uses string            `yaml:"uses"`
 			Run  string            `yaml:"run"`
 			With map[string]string `yaml:"with"`
+			Env  map[string]string `yaml:"env"`
 		} `yaml:"steps"`
 	} `yaml:"jobs"`
+}
+
+// workflows reads every workflow the repository runs or ships, by file name.
+func workflows(t *testing.T) map[string]workflow {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(testkit.RepoRoot(t), ".github", "workflows", "*.yml"))
+	require.NoError(t, err)
+	examples, err := filepath.Glob(filepath.Join(testkit.RepoRoot(t), "examples", "workflows", "*.yml"))
+	require.NoError(t, err)
+	out := map[string]workflow{}
+	for _, f := range append(files, examples...) {
+		b, err := os.ReadFile(f)
+		require.NoError(t, err)
+		var w workflow
+		require.NoError(t, yaml.Unmarshal(b, &w), f)
+		out[filepath.Base(f)] = w
+	}
+	require.GreaterOrEqual(t, len(out), 7, "the repository's five workflows and the two examples")
+	return out
+}
+
+// pinnedAction is an action pinned to a commit: owner/repo[/path]@<40 hex>. A tag or branch
+// moves under the workflow (whoever can push a tag to the action's repository runs code
+// here); a commit does not. Dependabot (.github/dependabot.yml) keeps the pins current.
+var pinnedAction = regexp.MustCompile(`^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+(/[A-Za-z0-9_./-]+)?@[0-9a-f]{40}$`)
+
+func TestActionsArePinnedByCommit(t *testing.T) {
+	t.Parallel()
+	uses := 0
+	for file, w := range workflows(t) {
+		for name, job := range w.Jobs {
+			for _, s := range job.Steps {
+				if s.Uses == "" || strings.HasPrefix(s.Uses, "./") {
+					continue
+				}
+				uses++
+				assert.Regexp(t, pinnedAction, s.Uses, "%s job %s: pin %q to a commit (owner/repo@<sha> # vX.Y.Z)", file, name, s.Uses)
+			}
+		}
+	}
+	assert.Greater(t, uses, 10, "the workflows use actions")
+	b, err := os.ReadFile(filepath.Join(testkit.RepoRoot(t), ".github", "dependabot.yml"))
+	require.NoError(t, err)
+	assert.Contains(t, string(b), "package-ecosystem: github-actions", "Dependabot moves the pins")
+	// The pattern refuses what a tag pin looks like.
+	for _, tag := range []string{"actions/checkout@v4", "actions/checkout@v4.4.0", "actions/checkout@main", "actions/checkout@11d5960"} {
+		assert.NotRegexp(t, pinnedAction, tag)
+	}
+}
+
+// The stacks' passphrase decrypts every credential in their files. A job that reads it runs in
+// a GitHub environment (deploy's, limited to main; preview's, behind a maintainer's
+// approval), so it is an environment secret that no pull request's own code reads unasked.
+func TestThePassphraseIsReadOnlyInAnEnvironment(t *testing.T) {
+	t.Parallel()
+	readers := 0
+	for file, w := range workflows(t) {
+		for name, job := range w.Jobs {
+			reads := strings.Contains(fmt.Sprint(job.Env), "secrets.PULUMI_CONFIG_PASSPHRASE")
+			for _, s := range job.Steps {
+				reads = reads || strings.Contains(fmt.Sprint(s.Env), "secrets.PULUMI_CONFIG_PASSPHRASE")
+			}
+			if reads {
+				readers++
+				assert.NotEmpty(t, job.Environment, "%s job %s reads the passphrase outside an environment", file, name)
+			}
+		}
+	}
+	assert.Equal(t, 2, readers, "deploy.yml and preview.yml read it")
+	assert.Equal(t, "github.ref == 'refs/heads/main'", workflows(t)["deploy.yml"].Jobs["deploy"].If, "only main deploys, however dispatched")
+}
+
+// release.yml runs the repository's code (its tests, its build) with a read-only token and no
+// credential kept in .git/config; the job that writes the release runs none of it.
+func TestReleaseWritesFromAJobThatRunsNoCode(t *testing.T) {
+	t.Parallel()
+	w := workflows(t)["release.yml"]
+	assert.Equal(t, map[string]string{"contents": "read"}, w.Permissions)
+	writers := 0
+	for name, job := range w.Jobs {
+		for _, s := range job.Steps {
+			if strings.HasPrefix(s.Uses, "actions/checkout@") {
+				assert.Equal(t, "false", s.With["persist-credentials"], "job %s keeps no token in .git/config", name)
+			}
+		}
+		if job.Permissions["contents"] != "write" {
+			continue
+		}
+		writers++
+		for _, s := range job.Steps {
+			assert.False(t, strings.HasPrefix(s.Uses, "actions/checkout@"), "job %s, which may write, checks out no code", name)
+			assert.NotContains(t, s.Run, "make ", "job %s, which may write, runs no make target", name)
+		}
+		assert.Equal(t, "write", job.Permissions["attestations"], "job %s attests what it publishes", name)
+	}
+	assert.Equal(t, 1, writers, "one job writes the release")
 }
 
 func TestWorkflowsTakeTheRegionFromTheStack(t *testing.T) {
@@ -103,17 +207,19 @@ func TestRetryWorkflowDownloadsTheReleasedGpuci(t *testing.T) {
 	require.NoError(t, err)
 	retry := string(b)
 	assert.NotContains(t, retry, "go install", "no compile on the hosted runner")
-	assert.Contains(t, retry, `for f in gpuci_linux_amd64 SHA256SUMS; do`)
 	assert.Contains(t, retry, `GPUCI_RELEASES: https://github.com/luxfi/lux-gpu-ci/releases/download`)
-	assert.Contains(t, retry, `curl -fsSLO --retry 3 "$GPUCI_RELEASES/$GPUCI_VERSION/$f"`)
+	assert.Contains(t, retry, `curl -fsSLO --retry 3 "$GPUCI_RELEASES/$GPUCI_VERSION/gpuci_linux_amd64"`)
 	assert.Contains(t, retry, "runs-on: lux-gpu-retry", "in the cluster, where its evidence is (dev's retryScaleSetName)")
 	assert.Contains(t, retry, "gpuci retry --cluster ")
-	assert.Contains(t, retry, "sha256sum -c SHA256SUMS --ignore-missing")
+	// Checked against the workflow's own pin, never against a sums file the same release
+	// serves (whoever can replace the binary there can replace its sum).
+	assert.Contains(t, retry, `echo "$GPUCI_SHA256  gpuci_linux_amd64" | sha256sum -c -`)
+	assert.NotContains(t, retry, "SHA256SUMS")
 
 	b, err = os.ReadFile(filepath.Join(testkit.RepoRoot(t), ".github", "workflows", "release.yml"))
 	require.NoError(t, err)
 	assert.Contains(t, string(b), `make dist VERSION="$TAG"`)
-	assert.Contains(t, string(b), `gh release create "$TAG" dist/* --verify-tag`)
+	assert.Contains(t, string(b), `gh release create "$TAG" dist/* --repo "$REPO" --verify-tag`)
 	out, err := exec.Command("make", "-s", "-n", "-C", "..", "dist", "VERSION=v0.0.0-test").CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	assert.Contains(t, string(out), "-o dist/gpuci_${p%/*}_${p#*/} ./cmd/gpuci")
