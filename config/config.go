@@ -67,10 +67,20 @@ type Config struct {
 	// HelmCharts overrides where charts come from, by chart name (a mirror registry, or a
 	// local directory); a chart not listed comes from versions.
 	HelmCharts map[string]versions.Chart
-	// RetryScaleSetName is the stack's retry runner scale set (k8s.RetryRunner): a small runner
-	// on the system nodes, with a read-only account for the cluster's events and the runners'
-	// pods, where a retry workflow runs `gpuci retry --cluster`. "" for none.
-	RetryScaleSetName string
+	// RetryRunner is the stack's retry runner, where a retry workflow runs `gpuci retry
+	// --cluster`; its zero value is none.
+	RetryRunner RetryRunner
+}
+
+// RetryRunner is a runner scale set of the stack's own (k8s.RetryScaleSetValues): a small
+// runner on the system nodes whose account may read the cluster's events. Whatever a job on it
+// runs reads them too, so it registers in a runner group of its own, which the organization
+// limits to the repositories (and, where the plan allows, the one workflow) that re-run jobs.
+type RetryRunner struct {
+	// ScaleSetName is its scale set and `runs-on:` value; "" for no retry runner.
+	ScaleSetName string
+	// RunnerGroup is the GitHub runner group it registers in: never the Default group.
+	RunnerGroup string
 }
 
 // AWSAuth is the AWS provider's own credential settings, which the program reads so that
@@ -134,7 +144,7 @@ func Parse(stack string, get Getter, isSecret func(key string) bool) (*Config, e
 		CreateSpotServiceLinkedRole: p.boolean(KeyCreateSpotServiceLinkedRole),
 		HelmSkipAwait:               p.boolean(KeyHelmSkipAwait),
 		RunnerDrainTimeout:          p.drainTimeout(),
-		RetryScaleSetName:           p.str(KeyRetryScaleSetName),
+		RetryRunner:                 RetryRunner{ScaleSetName: p.str(KeyRetryScaleSetName), RunnerGroup: p.str(KeyRetryRunnerGroup)},
 	}
 	c.GPUPools = p.parsePools()
 	c.GitHub = p.parseGitHub()
@@ -153,7 +163,7 @@ func Parse(stack string, get Getter, isSecret func(key string) bool) (*Config, e
 	if len(p.errs) == 0 {
 		c.validate(p)
 		c.validatePools(p)
-		c.validateRetryScaleSet(p)
+		c.validateRetryRunner(p)
 	}
 	if len(p.errs) > 0 {
 		return nil, fmt.Errorf("invalid stack configuration:\n  %w", errors.Join(p.errs...))

@@ -33,6 +33,7 @@ const (
 	KeyImageCache                  = "imageCache"
 	KeyRegistryCredentials         = "registryCredentials"
 	KeyRetryScaleSetName           = "retryScaleSetName"
+	KeyRetryRunnerGroup            = "retryRunnerGroup"
 
 	// The AWS provider's own keys; read, not declared by this project.
 	KeyRegion     = "aws:region"
@@ -100,6 +101,9 @@ var Defaults = map[string]any{
 	KeyRegistryCredentials: "",
 	// "": no retry runner; gpuci retry then runs where a workflow puts it, on GitHub's evidence.
 	KeyRetryScaleSetName: "",
+	// "": required once retryScaleSetName is set (validateRetryRunner): the retry runner's
+	// account reads the cluster, so it is never left in the Default group every repository may use.
+	KeyRetryRunnerGroup: "",
 }
 
 // Required are the keys a stack must set: Pulumi.yaml declares them without a default, so the

@@ -156,6 +156,11 @@ func DefaultPool() GPUPool {
 	}
 }
 
+// validRunnerGroup: a runner group's name as GitHub shows it.
+func validRunnerGroup(g string) bool {
+	return g == strings.TrimSpace(g) && !strings.ContainsAny(g, "\n\t") && len(g) <= 100
+}
+
 var (
 	dnsLabelRE     = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
 	karpenterDurRE = regexp.MustCompile(`^([0-9]+(s|m|h))+$`)
@@ -320,7 +325,7 @@ func (pool GPUPool) problems() []fieldProblem {
 	if sn := pool.RunnerScaleSetName; len(sn) > 45 || !dnsLabelRE.MatchString(sn) {
 		bad("runnerScaleSetName", fmt.Sprintf("%q must be lower-case letters, digits and '-', at most 45 characters (ARC's limit)", sn))
 	}
-	if g := pool.RunnerGroup; g != strings.TrimSpace(g) || strings.ContainsAny(g, "\n\t") || len(g) > 100 {
+	if g := pool.RunnerGroup; g != "" && !validRunnerGroup(g) {
 		bad("runnerGroup", fmt.Sprintf("%q must be a runner group's name as GitHub shows it (no surrounding spaces, at most 100 characters)", g))
 	}
 	if len(pool.RunnerLabels) == 0 {

@@ -103,8 +103,8 @@ func TestActionlintKnowsOurRunnerLabels(t *testing.T) {
 				assert.True(t, slices.Contains(cfg.SelfHostedRunner.Labels, l) || slices.Contains(builtin, l), "%s: add %q to .github/actionlint.yaml", f, l)
 			}
 		}
-		if c.RetryScaleSetName != "" {
-			assert.Contains(t, cfg.SelfHostedRunner.Labels, c.RetryScaleSetName, "%s: add the retry scale set to .github/actionlint.yaml", f)
+		if r := c.RetryRunner.ScaleSetName; r != "" {
+			assert.Contains(t, cfg.SelfHostedRunner.Labels, r, "%s: add the retry scale set to .github/actionlint.yaml", f)
 		}
 	}
 }
@@ -181,11 +181,15 @@ func TestStacksDoNotShareScaleSets(t *testing.T) {
 
 	// Retry runners' scale sets are scale sets too: one name in two stacks clashes.
 	sep[1].GPUPools[0].RunnerGroup = "production"
-	sep[0].RetryScaleSetName, sep[1].RetryScaleSetName = "lux-gpu-retry", "lux-gpu-retry"
+	sep[0].RetryRunner = config.RetryRunner{ScaleSetName: "lux-gpu-retry", RunnerGroup: "retry"}
+	sep[1].RetryRunner = config.RetryRunner{ScaleSetName: "lux-gpu-retry", RunnerGroup: "retry"}
 	clashes = config.ScaleSetClashes(sep)
 	require.Len(t, clashes, 1, "%q", clashes)
 	assert.Contains(t, clashes[0], `both register scale set "lux-gpu-retry"`)
-	sep[1].RetryScaleSetName = "lux-prod-gpu-retry"
+	assert.Contains(t, clashes[0], `runner group "retry"`, "in the retry runner's own group")
+	sep[1].RetryRunner.RunnerGroup = "prod-retry"
+	assert.Empty(t, config.ScaleSetClashes(sep), "one name in two groups is two scale sets")
+	sep[1].RetryRunner = config.RetryRunner{ScaleSetName: "lux-prod-gpu-retry", RunnerGroup: "retry"}
 	assert.Empty(t, config.ScaleSetClashes(sep))
 }
 

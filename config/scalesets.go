@@ -25,9 +25,9 @@ func ScaleSetClashes(stacks []*Config) []string {
 	var out []string
 	for _, c := range stacks {
 		pools := c.GPUPools
-		if c.RetryScaleSetName != "" {
-			// The retry runner's scale set, in the default group; reached by its name only.
-			pools = append(slices.Clone(pools), GPUPool{Name: "(" + KeyRetryScaleSetName + ")", RunnerScaleSetName: c.RetryScaleSetName})
+		if r := c.RetryRunner; r.ScaleSetName != "" {
+			// The retry runner's scale set, in its own group; reached by its name only.
+			pools = append(slices.Clone(pools), GPUPool{Name: "(" + KeyRetryScaleSetName + ")", RunnerScaleSetName: r.ScaleSetName, RunnerGroup: r.RunnerGroup})
 		}
 		for _, p := range pools {
 			group := p.RunnerGroup

@@ -34,6 +34,10 @@ func (c *Config) validate(p *parser) {
 		p.fail(KeyClusterName, fmt.Sprintf("%q is %d characters; at most %d fit the IAM role names derived from it (unset, it is lux-gpu-ci-<stack>)", c.ClusterName, len(c.ClusterName), MaxClusterNameLen), "a shorter name, e.g. lux-gpu-ci-dev")
 	case !clusterNameRE.MatchString(c.ClusterName):
 		p.fail(KeyClusterName, fmt.Sprintf("%q must be lower-case letters, digits and '-', starting with a letter", c.ClusterName), "e.g. lux-gpu-ci-dev")
+	case strings.Contains(c.ClusterName, "--"):
+		// The image cache's ECR repository prefixes start with the name (RepositoryPrefix),
+		// and ECR's pattern allows no two separators in a row: the up would fail half-way.
+		p.fail(KeyClusterName, fmt.Sprintf("%q has two '-' in a row, which ECR refuses in the image cache's repository names", c.ClusterName), strings.Join(strings.FieldsFunc(c.ClusterName, func(r rune) bool { return r == '-' }), "-"))
 	}
 
 	if m := k8sVersionRE.FindStringSubmatch(c.KubernetesVersion); m == nil {
@@ -199,20 +203,34 @@ func (p *parser) drainTimeout() time.Duration {
 	return d
 }
 
-// validateRetryScaleSet: the retry runner's scale set is named like a pool's, and names a
-// scale set of its own.
-func (c *Config) validateRetryScaleSet(p *parser) {
-	name := c.RetryScaleSetName
-	if name == "" {
+// validateRetryRunner: the retry runner's scale set is named like a pool's and names a scale
+// set of its own, and it registers in a runner group of its own: its account reads the
+// cluster's events, so a job from any repository the Default group admits must not land there.
+func (c *Config) validateRetryRunner(p *parser) {
+	r := c.RetryRunner
+	if r.ScaleSetName == "" {
+		if r.RunnerGroup != "" {
+			p.fail(KeyRetryRunnerGroup, fmt.Sprintf("%q is set, but retryScaleSetName is not, so there is no retry runner to put in it", r.RunnerGroup), `""`)
+		}
 		return
 	}
-	if len(name) > 45 || !dnsLabelRE.MatchString(name) {
-		p.fail(KeyRetryScaleSetName, fmt.Sprintf("%q must be lower-case letters, digits and '-', at most 45 characters (ARC's limit)", name), "lux-gpu-retry")
+	if len(r.ScaleSetName) > 45 || !dnsLabelRE.MatchString(r.ScaleSetName) {
+		p.fail(KeyRetryScaleSetName, fmt.Sprintf("%q must be lower-case letters, digits and '-', at most 45 characters (ARC's limit)", r.ScaleSetName), "lux-gpu-retry")
 		return
 	}
 	for _, pool := range c.GPUPools {
-		if pool.RunnerScaleSetName == name {
-			p.fail(KeyRetryScaleSetName, fmt.Sprintf("%q is pool %s's scale set: a retry job would take a GPU runner, and a GPU job the retry runner", name, pool.Name), "a name of its own, e.g. lux-gpu-retry")
+		if pool.RunnerScaleSetName == r.ScaleSetName {
+			p.fail(KeyRetryScaleSetName, fmt.Sprintf("%q is pool %s's scale set: a retry job would take a GPU runner, and a GPU job the retry runner", r.ScaleSetName, pool.Name), "a name of its own, e.g. lux-gpu-retry")
 		}
+	}
+	const howToGroup = "create a runner group in the organization's Actions settings, limited to the repositories whose retry workflow runs there " +
+		"(and to that workflow, where the plan allows: docs/operations.md), then pulumi config set " + KeyRetryRunnerGroup + " <group>"
+	switch g := r.RunnerGroup; {
+	case g == "":
+		p.failHow(KeyRetryRunnerGroup, fmt.Sprintf("is not set, so the retry runner %s would register in the Default runner group, where any repository's job may run with its account, which reads the cluster's events", r.ScaleSetName), howToGroup)
+	case strings.EqualFold(g, DefaultRunnerGroup):
+		p.failHow(KeyRetryRunnerGroup, fmt.Sprintf("%q is the Default runner group, which admits every repository's jobs", g), howToGroup)
+	case !validRunnerGroup(g):
+		p.fail(KeyRetryRunnerGroup, fmt.Sprintf("%q must be a runner group's name as GitHub shows it (no surrounding spaces, at most 100 characters)", g), "lux-gpu-retry")
 	}
 }

@@ -38,8 +38,8 @@ func configuredScaleSets(t *testing.T) []string {
 	for _, p := range cfg.GPUPools {
 		names = append(names, p.RunnerScaleSetName)
 	}
-	if cfg.RetryScaleSetName != "" {
-		names = append(names, cfg.RetryScaleSetName)
+	if r := cfg.RetryRunner.ScaleSetName; r != "" {
+		names = append(names, r)
 	}
 	slices.Sort(names)
 	require.NotEmpty(t, names)

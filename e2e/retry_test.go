@@ -14,13 +14,11 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
-	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	authenticationv1 "k8s.io/api/authentication/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
@@ -132,30 +130,16 @@ func retryAccountKubeconfig(t tb, ctx context.Context, core kubernetes.Interface
 // account's token, reads what Karpenter and the scheduler recorded and re-runs exactly that
 // job. Beside it in the run, a job on another container-form runner failed with a lost-runner
 // annotation a step printed itself, while its node (a system node) had no interruption: the
-// cluster knows better, and it is not re-run. The account reads nothing else: not the
-// runners' Secrets, not another namespace's pods.
+// cluster knows better, and it is not re-run. The account reads events and nothing else.
 func retryFromTheCluster(t tb, ctx context.Context, core kubernetes.Interface, gpuci, adminKubeconfig, interruptedRunner, healthyRunner, node string, started time.Time) {
 	dir, err := os.MkdirTemp("", "e2e-retry-")
 	require.NoError(t, err)
 	defer os.RemoveAll(dir)
 	kubeconfig, account := retryAccountKubeconfig(t, ctx, core, adminKubeconfig, dir)
 
-	_, err = account.CoreV1().Secrets(wellknown.RunnersNamespace).List(ctx, metav1.ListOptions{})
-	assert.True(t, apierrors.IsForbidden(err), "the retry account cannot read the runners' GitHub credentials: %v", err)
-	_, err = account.CoreV1().Pods(wellknown.KarpenterNamespace).List(ctx, metav1.ListOptions{})
-	assert.True(t, apierrors.IsForbidden(err), "nor another namespace's pods: %v", err)
-	_, err = account.CoreV1().Pods(wellknown.RunnersNamespace).List(ctx, metav1.ListOptions{})
-	require.NoError(t, err, "it reads the runners' pods")
-	cms := account.CoreV1().ConfigMaps(wellknown.RunnersNamespace)
-	memory, err := cms.Get(ctx, wellknown.RetryEvidenceConfigMap, metav1.GetOptions{})
-	require.NoError(t, err, "it reads its memory, which the program created")
-	memory.Data = map[string]string{rememberedKey: time.Now().UTC().Format(time.RFC3339) + " e2e: kept across every later up"}
-	_, err = cms.Update(ctx, memory, metav1.UpdateOptions{FieldManager: "gpuci-retry"})
-	require.NoError(t, err, "and writes it (what it keeps stays through the later phases' ups: assertMemoryKept)")
-	hooks, err := core.CoreV1().ConfigMaps(wellknown.RunnersNamespace).Get(ctx, "lux-gpu-t4-container-job-pod", metav1.GetOptions{})
-	require.NoError(t, err)
-	_, err = cms.Update(ctx, hooks, metav1.UpdateOptions{})
-	assert.True(t, apierrors.IsForbidden(err), "but no other ConfigMap, such as a pool's job pod template: %v", err)
+	// What else the account may not do, a hostile job under it tries (hostileJobs).
+	_, err = account.CoreV1().Events(wellknown.RunnersNamespace).List(ctx, metav1.ListOptions{})
+	require.NoError(t, err, "it reads the runners' events")
 
 	gh := &githubRun{jobs: []githubJob{
 		{id: 101, name: "in-container", runner: interruptedRunner, note: "Error: Process completed with exit code 137.", started: started, completed: time.Now()},
@@ -192,16 +176,4 @@ func retryFromTheCluster(t tb, ctx context.Context, core kubernetes.Interface, g
 	defer gh.mu.Unlock()
 	assert.Equal(t, []int64{101}, gh.jobReruns, "exactly the interrupted job is re-run")
 	assert.Zero(t, gh.failedJobsRerunCalls, "never the run's failed jobs: unit failed by itself")
-}
-
-// rememberedKey is the entry retryFromTheCluster writes into the retry runner's memory.
-const rememberedKey = "job-424242"
-
-// assertMemoryKept: the entry written into the retry runner's memory survived every up since
-// (tags, CRD replace, an ARC minor upgrade, a pool added and removed, an up --refresh): the
-// program declares the ConfigMap without data, so no up takes what gpuci retry keeps.
-func assertMemoryKept(t *testing.T, ctx context.Context, core kubernetes.Interface) {
-	cm, err := core.CoreV1().ConfigMaps(wellknown.RunnersNamespace).Get(ctx, wellknown.RetryEvidenceConfigMap, metav1.GetOptions{})
-	require.NoError(t, err)
-	assert.Contains(t, cm.Data[rememberedKey], "e2e: kept across every later up")
 }

@@ -96,10 +96,14 @@ func TestWholeProgram(t *testing.T) {
 		t.Run("images come through the cache, inside AWS", func(t *testing.T) { assertImagePath(t, ctx, up.Outputs, resources, kube) })
 	})
 
-	// From here on nodes exist and pods run: the system node group's nodes, and the real
-	// Karpenter over a fake AWS seeded with what the program created.
 	core, err := kubernetes.NewForConfig(restCfg)
 	require.NoError(t, err)
+	step(t, "hostile jobs (runner form, container form, on the retry runner) are refused everything beyond their job by the real ServiceAccount admission, RBAC and Pod Security admission", func(t *testing.T) {
+		hostileJobs(t, ctx, restCfg, core, kube)
+	})
+
+	// From here on nodes exist and pods run: the system node group's nodes, and the real
+	// Karpenter over a fake AWS seeded with what the program created.
 	kubelet := newKubeletStandIn(core, kube)
 	go kubelet.Run(ctx)
 	_, resources := h.state(t, ctx)
@@ -213,7 +217,6 @@ func TestWholeProgram(t *testing.T) {
 	step(t, "a pool added, then removed while its runner holds a job", func(t *testing.T) { poolRemovedWhileItsJobRuns(t, ctx, h, kube, github) })
 
 	step(t, "destroy", func(t *testing.T) {
-		assertMemoryKept(t, ctx, core)
 		_, err := h.destroy(t, ctx)
 		require.NoError(t, err)
 		_, left := h.state(t, ctx)

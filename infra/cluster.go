@@ -88,7 +88,7 @@ func NewCluster(ctx *pulumi.Context, name string, args *ClusterArgs, opts ...pul
 
 	nodeRole, nodeAttachments, err := newRole(ctx, c, name+"-system-node", roleSpec{
 		Description: "EKS system node group of " + args.Name,
-		Trust:       serviceTrust("ec2.amazonaws.com", "sts:AssumeRole"),
+		Trust:       serviceTrust("ec2.amazonaws.com", []string{"sts:AssumeRole"}),
 		Managed:     managedPolicyARNs(args.Partition, systemNodePolicies),
 		Tags:        b.tags,
 	})
@@ -229,8 +229,18 @@ func (b *clusterBuilder) discoveryTag(cl *eks.Cluster) (pulumi.StringOutput, err
 	return sgID, nil
 }
 
+// addonConfigurations are the add-ons' configuration values (each add-on's JSON schema, from
+// `aws eks describe-addon-configuration`). vpc-cni enforces NetworkPolicies with
+// enableNetworkPolicy (VPC CNI ≥ 1.14; amazon-vpc-cni-k8s charts/aws-vpc-cni values.yaml
+// enableNetworkPolicy, which feeds the node agent's --enable-network-policy and the
+// amazon-vpc-cni ConfigMap): the runners' namespace is drawn with them (k8s.RunnersNetworkPolicies).
+// Pods in namespaces without a policy are not affected.
+var addonConfigurations = map[string]map[string]string{
+	"vpc-cni": {"enableNetworkPolicy": "true"},
+}
+
 // addon installs an EKS managed add-on at its pinned version, or at the default version EKS
-// publishes for the cluster's Kubernetes version.
+// publishes for the cluster's Kubernetes version, with its configuration values.
 func (b *clusterBuilder) addon(cl *eks.Cluster, addonName string, deps ...pulumi.Resource) (*awseks.Addon, error) {
 	version := pulumi.StringPtr(b.args.AddonVersions[addonName]).ToStringPtrOutput()
 	if b.args.AddonVersions[addonName] == "" {
@@ -240,10 +250,19 @@ func (b *clusterBuilder) addon(cl *eks.Cluster, addonName string, deps ...pulumi
 			MostRecent:        pulumi.Bool(false),
 		}, pulumi.Parent(b.component)).Version().ToStringPtrOutput()
 	}
+	var configuration pulumi.StringPtrInput
+	if values, ok := addonConfigurations[addonName]; ok {
+		j, err := json.Marshal(values)
+		if err != nil {
+			return nil, err
+		}
+		configuration = pulumi.String(string(j))
+	}
 	a, err := awseks.NewAddon(b.ctx, b.name+"-"+addonName, &awseks.AddonArgs{
-		ClusterName:  cl.EksCluster.Name(),
-		AddonName:    pulumi.String(addonName),
-		AddonVersion: version,
+		ClusterName:         cl.EksCluster.Name(),
+		AddonName:           pulumi.String(addonName),
+		AddonVersion:        version,
+		ConfigurationValues: configuration,
 		// EKS installs self-managed vpc-cni, kube-proxy and CoreDNS with the cluster; the
 		// managed add-on takes them over.
 		ResolveConflictsOnCreate: pulumi.String("OVERWRITE"),
@@ -257,8 +276,9 @@ func (b *clusterBuilder) addon(cl *eks.Cluster, addonName string, deps ...pulumi
 	return a, nil
 }
 
-// systemLaunchTemplate is the system nodes' launch template: IMDSv2 (hop limit 2, for pods
-// on the node), and the stack's tags on their instances and volumes, which a managed node
+// systemLaunchTemplate is the system nodes' launch template: IMDSv2 with hop limit 1
+// (wellknown.IMDSHopLimit: the node role stays the node's; a job in a runner on a system node
+// cannot take it), and the stack's tags on their instances and volumes, which a managed node
 // group's default template does not tag, so cost allocation would miss them.
 func (b *clusterBuilder) systemLaunchTemplate() (*ec2.LaunchTemplate, error) {
 	tags := tagMap(b.args.Tags, map[string]string{"Name": b.args.Name + "-system"})
@@ -267,7 +287,7 @@ func (b *clusterBuilder) systemLaunchTemplate() (*ec2.LaunchTemplate, error) {
 		MetadataOptions: &ec2.LaunchTemplateMetadataOptionsArgs{
 			HttpEndpoint:            pulumi.String("enabled"),
 			HttpTokens:              pulumi.String("required"),
-			HttpPutResponseHopLimit: pulumi.Int(2),
+			HttpPutResponseHopLimit: pulumi.Int(wellknown.IMDSHopLimit),
 		},
 		TagSpecifications: ec2.LaunchTemplateTagSpecificationArray{
 			&ec2.LaunchTemplateTagSpecificationArgs{ResourceType: pulumi.String("instance"), Tags: tags},

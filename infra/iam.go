@@ -19,6 +19,9 @@ type statement struct {
 	Resources  pulumi.StringArray
 	Principals []principal
 	Conditions []condition
+	// OutputConditions are conditions whose values are other resources' outputs (the ARNs of
+	// the rules a queue takes messages from).
+	OutputConditions []outputCondition
 }
 
 type principal struct {
@@ -30,6 +33,11 @@ type condition struct {
 	Test     string // "StringEquals", "StringLike", ...
 	Variable string
 	Values   []string
+}
+
+type outputCondition struct {
+	Test, Variable string
+	Values         pulumi.StringArrayInput
 }
 
 func (s statement) args() iam.GetPolicyDocumentStatementArgs {
@@ -57,6 +65,9 @@ func (s statement) args() iam.GetPolicyDocumentStatementArgs {
 	for _, c := range s.Conditions {
 		cs = append(cs, iam.GetPolicyDocumentStatementConditionArgs{Test: pulumi.String(c.Test), Variable: pulumi.String(c.Variable), Values: pulumi.ToStringArray(c.Values)})
 	}
+	for _, c := range s.OutputConditions {
+		cs = append(cs, iam.GetPolicyDocumentStatementConditionArgs{Test: pulumi.String(c.Test), Variable: pulumi.String(c.Variable), Values: c.Values})
+	}
 	if len(cs) > 0 {
 		a.Conditions = cs
 	}
@@ -76,11 +87,13 @@ func policyDocument(ctx *pulumi.Context, parent pulumi.Resource, id string, stat
 	return iam.GetPolicyDocumentOutput(ctx, args, pulumi.Parent(parent)).Json()
 }
 
-// serviceTrust is a trust policy letting an AWS service principal assume a role.
-func serviceTrust(service string, actions ...string) []statement {
+// serviceTrust is a trust policy letting an AWS service principal assume a role, under
+// conditions (none: whenever the service asks).
+func serviceTrust(service string, actions []string, conditions ...condition) []statement {
 	return []statement{{
 		Actions:    actions,
 		Principals: []principal{{Type: "Service", Identifiers: []string{service}}},
+		Conditions: conditions,
 	}}
 }
 

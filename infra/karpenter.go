@@ -137,13 +137,56 @@ func (b *karpenterBuilder) interruptionQueue() (*sqs.Queue, error) {
 		return nil, fmt.Errorf("creating interruption queue: %w", err)
 	}
 	b.created.add(queue)
+	var ruleArns pulumi.StringArray
+	var targets []func(pulumi.Resource) error
+	for _, r := range interruptionRules {
+		pattern, err := json.Marshal(map[string][]string{"source": {r.Source}, "detail-type": {r.DetailType}})
+		if err != nil {
+			return nil, err
+		}
+		rule, err := cloudwatch.NewEventRule(b.ctx, b.name+"-"+r.Name, &cloudwatch.EventRuleArgs{
+			Description:  pulumi.Sprintf("Karpenter interruption handling for %s: %s", b.args.ClusterName, r.DetailType),
+			EventPattern: pulumi.String(string(pattern)),
+			Tags:         b.tags,
+		}, b.parent())
+		if err != nil {
+			return nil, fmt.Errorf("creating EventBridge rule %s: %w", r.Name, err)
+		}
+		b.created.add(rule)
+		ruleArns = append(ruleArns, rule.Arn)
+		targets = append(targets, func(policy pulumi.Resource) error {
+			target, err := cloudwatch.NewEventTarget(b.ctx, b.name+"-"+r.Name, &cloudwatch.EventTargetArgs{
+				Rule:     rule.Name,
+				TargetId: pulumi.String("KarpenterInterruptionQueueTarget"),
+				Arn:      queue.Arn,
+			}, b.parent(), pulumi.DependsOn([]pulumi.Resource{policy}))
+			if err != nil {
+				return fmt.Errorf("creating EventBridge target %s: %w", r.Name, err)
+			}
+			b.created.add(target)
+			return nil
+		})
+	}
+	// Karpenter's CloudFormation (v1.14.1 cloudformation.yaml, KarpenterInterruptionQueuePolicy)
+	// lets events.amazonaws.com and sqs.amazonaws.com send, from anywhere. EventBridge may
+	// send here only for this stack's rules (aws:SourceArn, as EventBridge's guide for an SQS
+	// target recommends): nobody's rule in another account or stack can feed Karpenter
+	// interruptions that drain its nodes.
 	policy, err := sqs.NewQueuePolicy(b.ctx, b.name+"-interruption", &sqs.QueuePolicyArgs{
 		QueueUrl: queue.Url,
 		Policy: policyDocument(b.ctx, b.component, "EC2InterruptionPolicy",
 			statement{
+				Sid:              "EventBridgeRulesOfThisStack",
+				Actions:          []string{"sqs:SendMessage"},
+				Resources:        pulumi.StringArray{queue.Arn},
+				Principals:       []principal{{Type: "Service", Identifiers: []string{"events.amazonaws.com"}}},
+				OutputConditions: []outputCondition{{"ArnEquals", "aws:SourceArn", ruleArns}},
+			},
+			statement{
+				Sid:        "SQS",
 				Actions:    []string{"sqs:SendMessage"},
 				Resources:  pulumi.StringArray{queue.Arn},
-				Principals: []principal{{Type: "Service", Identifiers: []string{"events.amazonaws.com", "sqs.amazonaws.com"}}},
+				Principals: []principal{{Type: "Service", Identifiers: []string{"sqs.amazonaws.com"}}},
 			},
 			statement{
 				Sid:        "DenyHTTP",
@@ -158,28 +201,10 @@ func (b *karpenterBuilder) interruptionQueue() (*sqs.Queue, error) {
 		return nil, fmt.Errorf("creating interruption queue policy: %w", err)
 	}
 	b.created.add(policy)
-	for _, r := range interruptionRules {
-		pattern, err := json.Marshal(map[string][]string{"source": {r.Source}, "detail-type": {r.DetailType}})
-		if err != nil {
+	for _, target := range targets {
+		if err := target(policy); err != nil {
 			return nil, err
 		}
-		rule, err := cloudwatch.NewEventRule(b.ctx, b.name+"-"+r.Name, &cloudwatch.EventRuleArgs{
-			Description:  pulumi.Sprintf("Karpenter interruption handling for %s: %s", b.args.ClusterName, r.DetailType),
-			EventPattern: pulumi.String(string(pattern)),
-			Tags:         b.tags,
-		}, b.parent())
-		if err != nil {
-			return nil, fmt.Errorf("creating EventBridge rule %s: %w", r.Name, err)
-		}
-		target, err := cloudwatch.NewEventTarget(b.ctx, b.name+"-"+r.Name, &cloudwatch.EventTargetArgs{
-			Rule:     rule.Name,
-			TargetId: pulumi.String("KarpenterInterruptionQueueTarget"),
-			Arn:      queue.Arn,
-		}, b.parent())
-		if err != nil {
-			return nil, fmt.Errorf("creating EventBridge target %s: %w", r.Name, err)
-		}
-		b.created.add(rule, target)
 	}
 	return queue, nil
 }
@@ -191,7 +216,7 @@ func (b *karpenterBuilder) nodeRole() (*iam.Role, error) {
 	role, attachments, err := newRole(b.ctx, b.component, b.name+"-node", roleSpec{
 		Name:        NodeRoleName(b.args.ClusterName),
 		Description: "Nodes Karpenter launches for " + b.args.ClusterName,
-		Trust:       serviceTrust("ec2.amazonaws.com", "sts:AssumeRole"),
+		Trust:       serviceTrust("ec2.amazonaws.com", []string{"sts:AssumeRole"}),
 		Managed:     managedPolicyARNs(b.args.Partition, karpenterNodePolicies),
 		Tags:        b.tags,
 	})
@@ -220,7 +245,7 @@ func (b *karpenterBuilder) controllerRole(nodeRole *iam.Role, queue *sqs.Queue) 
 	role, _, err := newRole(b.ctx, b.component, b.name+"-controller", roleSpec{
 		Name:        cluster + "-karpenter",
 		Description: "Karpenter controller of " + cluster,
-		Trust:       serviceTrust("pods.eks.amazonaws.com", "sts:AssumeRole", "sts:TagSession"),
+		Trust:       serviceTrust("pods.eks.amazonaws.com", []string{"sts:AssumeRole", "sts:TagSession"}, PodIdentitySource(b.args.Partition, b.args.Region, b.args.AccountID, cluster)...),
 		Tags:        b.tags,
 	})
 	if err != nil {
@@ -262,6 +287,19 @@ func (b *karpenterBuilder) controllerRole(nodeRole *iam.Role, queue *sqs.Queue) 
 	}
 	b.created.add(assoc)
 	return role, nil
+}
+
+// PodIdentitySource limits a Pod Identity trust to Karpenter's ServiceAccount in this
+// cluster: EKS Pod Identity tags the session it asks for with the cluster's ARN and the pod's
+// namespace and ServiceAccount ("Define which pods can assume a role": session tags
+// eks-cluster-arn, kubernetes-namespace, kubernetes-service-account), so another cluster's
+// association with the role, or another account's, gets nothing.
+func PodIdentitySource(partition, region, account, cluster string) []condition {
+	return []condition{
+		{"StringEquals", "aws:RequestTag/eks-cluster-arn", []string{fmt.Sprintf("arn:%s:eks:%s:%s:cluster/%s", partition, region, account, cluster)}},
+		{"StringEquals", "aws:RequestTag/kubernetes-namespace", []string{wellknown.KarpenterNamespace}},
+		{"StringEquals", "aws:RequestTag/kubernetes-service-account", []string{wellknown.KarpenterServiceAccount}},
+	}
 }
 
 // spotServiceLinkedRole makes sure the account has the EC2 Spot service-linked role: it is

@@ -78,7 +78,7 @@ func containerFormRunnerTemplate(pool config.GPUPool, cache ImageCache) k8scorev
 	const volume = "job-pod-template"
 	// Our own account: with it set, the chart creates no kube-mode Role of its own.
 	t := systemRunnerPod(wellknown.ContainerHooksServiceAccount, cache.Pull(pool.RunnerImage), runnerPullPolicy(pool))
-	t.Labels = map[string]string{wellknown.PoolLabel: pool.Name}
+	t.Labels[wellknown.PoolLabel] = pool.Name
 	runner := &t.Spec.Containers[0]
 	runner.Env = []k8scorev1.EnvVar{
 		{Name: hookTemplateEnv, Value: path.Join(hookTemplateDir, hookTemplateKey)},
@@ -92,10 +92,15 @@ func containerFormRunnerTemplate(pool config.GPUPool, cache ImageCache) k8scorev
 	return t
 }
 
-// ContainerHooksRules are the permissions the kubernetes-novolume hooks check for before a
-// job (runner-container-hooks packages/k8s/src/k8s/index.ts requiredPermissions, the same
-// rules ARC's chart grants in that mode): the job pod, exec into it, its logs, and the
-// image-pull secret of a private `container:` registry. Nothing else.
+// ContainerHooksRules are the permissions the kubernetes-novolume hooks check for before every
+// hook command, failing the job if one is missing (runner-container-hooks v0.8.1
+// packages/k8s/src/k8s/index.ts requiredPermissions, lines 38-63, checked by
+// SelfSubjectAccessReview in src/index.ts; the same rules ARC's chart grants in that mode):
+// the job pod, exec into it, its logs, and the image-pull secret of a private `container:`
+// registry, which cleanup finds by listing. Nothing else, and nothing narrower: Kubernetes
+// cannot limit get or list to some Secrets, so this account can read the namespace's GitHub
+// credential (ARC's rule puts it beside the runners). No job's code runs with it: the steps,
+// actions and services run in the job pod and step pods, which mount no token.
 func ContainerHooksRules() []k8srbacv1.PolicyRule {
 	return []k8srbacv1.PolicyRule{
 		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "create", "delete"}},

@@ -101,7 +101,7 @@ func EC2NodeClassFor(pool config.GPUPool, clusterName, nodeRole string, publicIP
 			MetadataOptions: &awsv1.MetadataOptions{
 				HTTPEndpoint:            ptr("enabled"),
 				HTTPProtocolIPv6:        ptr("disabled"),
-				HTTPPutResponseHopLimit: ptr(int64(1)),
+				HTTPPutResponseHopLimit: ptr(int64(wellknown.IMDSHopLimit)),
 				HTTPTokens:              ptr("required"),
 			},
 			BlockDeviceMappings: blockDevices(pool),

@@ -39,6 +39,8 @@ type Args struct {
 	KarpenterDependsOn []pulumi.Resource
 	// NodesPublic gives GPU nodes public IPs (the lean network profile).
 	NodesPublic bool
+	// SystemNodes is the system node group's size: Karpenter runs a replica on each of two.
+	SystemNodes int
 	// Tags go on the EC2 instances and volumes Karpenter launches.
 	Tags map[string]string
 
@@ -59,8 +61,8 @@ type Args struct {
 	// RunnerDrainSeconds is how long removing a scale set waits for its running jobs
 	// (config.RunnerDrainTimeout).
 	RunnerDrainSeconds int
-	// RetryScaleSetName is the retry runner's scale set (config.RetryScaleSetName); "" for none.
-	RetryScaleSetName string
+	// RetryRunner is the retry runner (config.RetryRunner); its zero value is none.
+	RetryRunner config.RetryRunner
 }
 
 // Charts are the Helm charts the layer installs, by chart name.
@@ -135,6 +137,7 @@ func New(ctx *pulumi.Context, name string, args *Args, opts ...pulumi.ResourceOp
 		SkipAwait:         args.SkipAwait,
 		CRDChart:          charts.of(versions.KarpenterCRDChart),
 		Chart:             charts.of(versions.KarpenterChart),
+		SystemNodes:       args.SystemNodes,
 	}, in...)
 	if err != nil {
 		return nil, err
@@ -171,7 +174,7 @@ func New(ctx *pulumi.Context, name string, args *Args, opts ...pulumi.ResourceOp
 		ARCVersion:      args.ARCVersion,
 		DrainSeconds:    args.RunnerDrainSeconds,
 		ImageCache:      args.ImageCache,
-		RetryScaleSet:   args.RetryScaleSetName,
+		RetryRunner:     args.RetryRunner,
 	}, in...)
 	if err != nil {
 		return nil, err

@@ -20,6 +20,8 @@ type KarpenterArgs struct {
 	DependsOn       []pulumi.Resource
 	SkipAwait       bool
 	CRDChart, Chart versions.Chart
+	// SystemNodes is how many system nodes run the controller (KarpenterReplicas).
+	SystemNodes int
 }
 
 // Karpenter is the karpenter-crd and karpenter releases.
@@ -31,9 +33,14 @@ type Karpenter struct {
 	Release *HelmRelease
 }
 
-// KarpenterValues are the karpenter chart values. Replicas is 1: the chart's default of 2
-// has a required anti-affinity on hostname, so on one system node the second stays Pending.
-func KarpenterValues(clusterName, region string, queue any) map[string]any {
+// KarpenterReplicas is the controller's replica count on systemNodes nodes: two where there
+// are two nodes, so a system node's replacement or loss leaves a leader (the chart's PDB lets
+// a drain take one at a time); one on a single node, since the chart's required anti-affinity
+// on hostname would leave a second Pending there.
+func KarpenterReplicas(systemNodes int) int { return max(1, min(2, systemNodes)) }
+
+// KarpenterValues are the karpenter chart values, for a cluster with systemNodes system nodes.
+func KarpenterValues(clusterName, region string, queue any, systemNodes int) map[string]any {
 	return map[string]any{
 		"settings": map[string]any{
 			"clusterName":       clusterName,
@@ -42,7 +49,7 @@ func KarpenterValues(clusterName, region string, queue any) map[string]any {
 		// Must match the Pod Identity association; the chart would otherwise derive it
 		// from the release name.
 		"serviceAccount": map[string]any{"name": wellknown.KarpenterServiceAccount},
-		"replicas":       1,
+		"replicas":       KarpenterReplicas(systemNodes),
 		"controller": map[string]any{
 			// Fits a t3.medium (1930m / 3246Mi allocatable) beside CoreDNS and ARC.
 			"resources": mustUnstructured(corev1.ResourceRequirements{
@@ -87,7 +94,7 @@ func NewKarpenter(ctx *pulumi.Context, name string, args *KarpenterArgs, opts ..
 	}
 	controller, err := newRelease(ctx, name, release{
 		Name: wellknown.KarpenterRelease, Namespace: wellknown.KarpenterNamespace, Chart: args.Chart,
-		Values:   KarpenterValues(args.ClusterName, args.Region, args.InterruptionQueue),
+		Values:   KarpenterValues(args.ClusterName, args.Region, args.InterruptionQueue, args.SystemNodes),
 		SkipCrds: true, SkipAwait: args.SkipAwait,
 	}, pulumi.Parent(k), pulumi.DependsOn(append([]pulumi.Resource{crds}, args.DependsOn...)))
 	if err != nil {

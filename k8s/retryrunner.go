@@ -1,12 +1,13 @@
 package k8s
 
-// The retry runner (config.RetryScaleSetName): a scale set of the stack's own where a retry
+// The retry runner (config.RetryRunner): a scale set of the stack's own where a retry
 // workflow (examples/workflows/retry-interrupted.yml) runs `gpuci retry --cluster`. Only the
 // cluster knows that a container-form job's pod lost its spot node — its runner survived and
 // reported an ordinary step failure — so the decision must run where the cluster can be read,
-// not on a GitHub-hosted runner. One small runner at most, on the system nodes, whose account
-// reads Karpenter's events and the runners' pods and writes one ConfigMap, its memory of the
-// cluster's evidence for jobs re-run on a later attempt, and nothing else.
+// not on a GitHub-hosted runner. One small runner at most, on the system nodes, in a runner
+// group of its own, whose account reads events and nothing else: whatever job runs there has
+// that account, so it must read no pod (a container-form job pod's spec holds its job's
+// container.env) and write nothing gpuci retry would trust.
 
 import (
 	corev1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/core/v1"
@@ -23,19 +24,11 @@ import (
 
 // RetryReaderRules are what gpuci retry --cluster reads (live.ReadInterruptions), by
 // namespace: Karpenter's SpotInterrupted events on Nodes (a cluster-scoped object's events
-// are recorded in "default"), and in the runners' namespace the pods and the scheduler's
-// Scheduled events that say where each ran. It writes one object, the evidence ConfigMap
-// (by name; the program creates it), and reads no Secret.
+// are recorded in "default"), and in the runners' namespace the scheduler's Scheduled events
+// that say where each runner's pod ran. Events only: no pod, no Secret, no write.
 func RetryReaderRules() map[string][]k8srbacv1.PolicyRule {
-	return map[string][]k8srbacv1.PolicyRule{
-		k8smeta.NamespaceDefault: {
-			{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"get", "list"}},
-		},
-		wellknown.RunnersNamespace: {
-			{APIGroups: []string{""}, Resources: []string{"events", "pods"}, Verbs: []string{"get", "list"}},
-			{APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{wellknown.RetryEvidenceConfigMap}, Verbs: []string{"get", "update"}},
-		},
-	}
+	events := []k8srbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"get", "list"}}}
+	return map[string][]k8srbacv1.PolicyRule{k8smeta.NamespaceDefault: events, wellknown.RunnersNamespace: events}
 }
 
 // RetryRunnerTemplate is the retry runner's pod: the current runner image (pulled on each
@@ -46,8 +39,8 @@ func RetryRunnerTemplate(cache ImageCache) k8scorev1.PodTemplateSpec {
 }
 
 // RetryScaleSetValues are the gha-runner-scale-set values of the retry runner: reached by its
-// name only (`runs-on: <name>`), one runner at most, none idle.
-func RetryScaleSetValues(name string, gh config.GitHub, cache ImageCache) (map[string]any, error) {
+// name only (`runs-on: <name>`), one runner at most, none idle, in its own runner group.
+func RetryScaleSetValues(retry config.RetryRunner, gh config.GitHub, cache ImageCache) (map[string]any, error) {
 	t, err := unstructured(RetryRunnerTemplate(cache))
 	if err != nil {
 		return nil, err
@@ -55,9 +48,12 @@ func RetryScaleSetValues(name string, gh config.GitHub, cache ImageCache) (map[s
 	return map[string]any{
 		"githubConfigUrl":    gh.ConfigURL,
 		"githubConfigSecret": wellknown.GitHubSecretName,
-		"runnerScaleSetName": name,
-		"minRunners":         0,
-		"maxRunners":         1,
+		"runnerScaleSetName": retry.ScaleSetName,
+		// Looked up by name at the org (config refuses the Default group): the org limits it
+		// to the repositories, and where its plan allows the workflow, that re-run jobs.
+		"runnerGroup": retry.RunnerGroup,
+		"minRunners":  0,
+		"maxRunners":  1,
 		"controllerServiceAccount": map[string]any{
 			"namespace": wellknown.ARCNamespace,
 			"name":      wellknown.ARCServiceAccount,
@@ -66,8 +62,8 @@ func RetryScaleSetValues(name string, gh config.GitHub, cache ImageCache) (map[s
 	}, nil
 }
 
-// newRetryReader creates the retry runner's account, the evidence ConfigMap and, in each
-// namespace it reads, a Role and RoleBinding (RetryReaderRules).
+// newRetryReader creates the retry runner's account and, in each namespace it reads, a Role
+// and RoleBinding (RetryReaderRules).
 func newRetryReader(ctx *pulumi.Context, name string, opts ...pulumi.ResourceOption) ([]pulumi.Resource, error) {
 	sa, err := corev1.NewServiceAccount(ctx, name+"-retry", &corev1.ServiceAccountArgs{
 		Metadata: &metav1.ObjectMetaArgs{Name: pulumi.String(wellknown.RetryServiceAccount), Namespace: pulumi.String(wellknown.RunnersNamespace)},
@@ -75,15 +71,7 @@ func newRetryReader(ctx *pulumi.Context, name string, opts ...pulumi.ResourceOpt
 	if err != nil {
 		return nil, err
 	}
-	// Its data is gpuci retry's: the program declares none, so an up never touches it (and
-	// the account needs no create, which cannot be limited to one name).
-	evidence, err := corev1.NewConfigMap(ctx, name+"-retry-evidence", &corev1.ConfigMapArgs{
-		Metadata: &metav1.ObjectMetaArgs{Name: pulumi.String(wellknown.RetryEvidenceConfigMap), Namespace: pulumi.String(wellknown.RunnersNamespace)},
-	}, opts...)
-	if err != nil {
-		return nil, err
-	}
-	out := []pulumi.Resource{sa, evidence}
+	out := []pulumi.Resource{sa}
 	for _, ns := range []string{k8smeta.NamespaceDefault, wellknown.RunnersNamespace} {
 		rbac, err := newAccountRole(ctx, name+"-retry-"+ns, wellknown.RetryServiceAccount, ns, RetryReaderRules()[ns], sa, opts...)
 		if err != nil {

@@ -5,6 +5,8 @@ import (
 	"math"
 	"strings"
 
+	"github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes"
+	"github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/apiextensions"
 	corev1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/core/v1"
 	metav1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/meta/v1"
 	policyv1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/policy/v1"
@@ -36,8 +38,8 @@ type RunnersArgs struct {
 	CRDProvider pulumi.ProviderResource
 	// ImageCache serves the runner images from ECR where their registry has a rule.
 	ImageCache ImageCache
-	// RetryScaleSet is the retry runner's scale set (RetryScaleSetValues); "" for none.
-	RetryScaleSet string
+	// RetryRunner is the retry runner (RetryScaleSetValues); its zero value is none.
+	RetryRunner config.RetryRunner
 }
 
 // Runners is the ARC controller, the GitHub credentials Secret and one runner scale set per
@@ -95,7 +97,11 @@ func RunnerTemplate(pool config.GPUPool, cache ImageCache) (k8scorev1.PodTemplat
 
 // gpuPodTemplate is the pod that holds a pool's GPU, whichever form: container c with one GPU
 // and the pool's share of its node (RunnerResources), on the pool's nodes, tolerating their
-// taint, never disrupted by consolidation while a job runs.
+// taint, never disrupted by consolidation while a job runs. A job's own code runs in it, so it
+// mounts no service-account token (ARC and the container hooks keep the template's
+// automountServiceAccountToken: resourcebuilder.go newEphemeralRunnerPod at
+// gha-runner-scale-set-0.14.2 copies the spec; the hooks' utils.ts mergePodSpecWithOptions at
+// v0.8.1 keeps every spec key of the template, for job and container-step pods alike).
 func gpuPodTemplate(pool config.GPUPool, c k8scorev1.Container) (k8scorev1.PodTemplateSpec, error) {
 	res, err := RunnerResources(pool)
 	if err != nil {
@@ -104,13 +110,14 @@ func gpuPodTemplate(pool config.GPUPool, c k8scorev1.Container) (k8scorev1.PodTe
 	c.Resources = res
 	return k8scorev1.PodTemplateSpec{
 		ObjectMeta: k8smeta.ObjectMeta{
-			Labels:      map[string]string{wellknown.PoolLabel: pool.Name},
+			Labels:      map[string]string{wellknown.PoolLabel: pool.Name, wellknown.RunnerRoleLabel: wellknown.RunnerRoleJob},
 			Annotations: map[string]string{wellknown.DoNotDisrupt: "true"},
 		},
 		Spec: k8scorev1.PodSpec{
-			NodeSelector: map[string]string{wellknown.NodePoolLabel: pool.Name},
-			Tolerations:  []k8scorev1.Toleration{gpuToleration},
-			Containers:   []k8scorev1.Container{c},
+			AutomountServiceAccountToken: ptr(false),
+			NodeSelector:                 map[string]string{wellknown.NodePoolLabel: pool.Name},
+			Tolerations:                  []k8scorev1.Toleration{gpuToleration},
+			Containers:                   []k8scorev1.Container{c},
 		},
 	}, nil
 }
@@ -124,9 +131,11 @@ var systemRunnerResources = k8scorev1.ResourceRequirements{
 }
 
 // systemRunnerPod is a runner pod for the system nodes (a container-form pool's, the retry
-// runner's): no GPU and no GPU toleration, systemRunnerResources, under account.
+// runner's): no GPU and no GPU toleration, systemRunnerResources, under account, whose token
+// it uses to reach the API server for its job (RunnerRoleRelay).
 func systemRunnerPod(account, image string, pull k8scorev1.PullPolicy) k8scorev1.PodTemplateSpec {
 	return k8scorev1.PodTemplateSpec{
+		ObjectMeta: k8smeta.ObjectMeta{Labels: map[string]string{wellknown.RunnerRoleLabel: wellknown.RunnerRoleRelay}},
 		Spec: k8scorev1.PodSpec{
 			ServiceAccountName: account,
 			NodeSelector:       map[string]string{wellknown.SystemNodeLabel: wellknown.SystemNodeValue},
@@ -208,8 +217,10 @@ func NewRunners(ctx *pulumi.Context, name string, args *RunnersArgs, opts ...pul
 		return nil, err
 	}
 	parent := pulumi.Parent(r)
+	// The controller's namespace holds a copy of the GitHub credential for each listener
+	// (resourcebuilder.go newScaleSetListenerConfig): no privileged pod runs there either.
 	systemNS, err := corev1.NewNamespace(ctx, name+"-systems", &corev1.NamespaceArgs{
-		Metadata: &metav1.ObjectMetaArgs{Name: pulumi.String(wellknown.ARCNamespace)},
+		Metadata: &metav1.ObjectMetaArgs{Name: pulumi.String(wellknown.ARCNamespace), Labels: pulumi.ToStringMap(PodSecurityLabels())},
 	}, parent)
 	if err != nil {
 		return nil, err
@@ -251,9 +262,12 @@ func NewRunners(ctx *pulumi.Context, name string, args *RunnersArgs, opts ...pul
 	// The scale sets' objects carry ARC's cleanup-protection finalizers, which only the
 	// controller removes: the runners' namespace must be gone before the controller goes.
 	runnersNS, err := corev1.NewNamespace(ctx, name+"-runners", &corev1.NamespaceArgs{
-		Metadata: &metav1.ObjectMetaArgs{Name: pulumi.String(wellknown.RunnersNamespace)},
+		Metadata: &metav1.ObjectMetaArgs{Name: pulumi.String(wellknown.RunnersNamespace), Labels: pulumi.ToStringMap(PodSecurityLabels())},
 	}, parent, pulumi.DependsOn([]pulumi.Resource{controller}))
 	if err != nil {
+		return nil, err
+	}
+	if err := newNetworkPolicies(ctx, name, parent, pulumi.DependsOn([]pulumi.Resource{runnersNS})); err != nil {
 		return nil, err
 	}
 
@@ -312,25 +326,25 @@ func NewRunners(ctx *pulumi.Context, name string, args *RunnersArgs, opts ...pul
 		}
 		runsOn[pool.RunnerScaleSetName] = pulumi.ToStringMap(RunsOn(pool))
 	}
-	if args.RetryScaleSet != "" {
+	if retry := args.RetryRunner; retry.ScaleSetName != "" {
 		account, err := newRetryReader(ctx, name, parent, pulumi.DependsOn([]pulumi.Resource{runnersNS}))
 		if err != nil {
 			return nil, err
 		}
 		// Like a pool's: its uninstall waits for ARC's cleanup, before the controller, the
 		// credentials, the account or the namespace go.
-		vals, err := RetryScaleSetValues(args.RetryScaleSet, args.GitHub, args.ImageCache)
+		vals, err := RetryScaleSetValues(retry, args.GitHub, args.ImageCache)
 		if err != nil {
 			return nil, err
 		}
-		if _, err := newRelease(ctx, name+"-"+args.RetryScaleSet, release{
-			Name: args.RetryScaleSet, Namespace: wellknown.RunnersNamespace, Chart: args.ScaleSetChart,
+		if _, err := newRelease(ctx, name+"-"+retry.ScaleSetName, release{
+			Name: retry.ScaleSetName, Namespace: wellknown.RunnersNamespace, Chart: args.ScaleSetChart,
 			Values: vals, TimeoutSeconds: args.DrainSeconds,
 		}, parent, pulumi.DependsOn(append([]pulumi.Resource{controller, secret, runnersNS, jobs}, account...)),
 			pulumi.ReplaceWith([]pulumi.Resource{controller})); err != nil {
 			return nil, err
 		}
-		runsOn[args.RetryScaleSet] = pulumi.ToStringMap(map[string]string{"scaleSet": args.RetryScaleSet})
+		runsOn[retry.ScaleSetName] = pulumi.ToStringMap(map[string]string{"scaleSet": retry.ScaleSetName})
 	}
 
 	r.RunsOn = runsOn.ToStringMapMapOutput()
@@ -423,6 +437,26 @@ func newContainerHooksRBAC(ctx *pulumi.Context, name string, opts ...pulumi.Reso
 		return nil, err
 	}
 	return append([]pulumi.Resource{sa}, rbac...), nil
+}
+
+// newNetworkPolicies declares the runners' namespace's NetworkPolicies (RunnersNetworkPolicies),
+// from their upstream Go types.
+func newNetworkPolicies(ctx *pulumi.Context, name string, opts ...pulumi.ResourceOption) error {
+	for _, np := range RunnersNetworkPolicies() {
+		u, err := unstructured(np)
+		if err != nil {
+			return err
+		}
+		if _, err := apiextensions.NewCustomResource(ctx, name+"-"+np.Name, &apiextensions.CustomResourceArgs{
+			ApiVersion:  pulumi.String(np.APIVersion),
+			Kind:        pulumi.String(np.Kind),
+			Metadata:    &metav1.ObjectMetaArgs{Name: pulumi.String(np.Name), Namespace: pulumi.String(np.Namespace)},
+			OtherFields: kubernetes.UntypedArgs{"spec": u["spec"]},
+		}, opts...); err != nil {
+			return fmt.Errorf("network policy %s: %w", np.Name, err)
+		}
+	}
+	return nil
 }
 
 // secretInput hands a credential from the configuration to a resource as a Pulumi secret,

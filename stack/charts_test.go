@@ -15,6 +15,7 @@ import (
 	"helm.sh/helm/v3/pkg/chart/loader"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	v1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
@@ -63,8 +64,24 @@ func find(t *testing.T, objs []chartrender.Object, kind, name string, into any) 
 }
 
 func TestKarpenterChartRendersOurValues(t *testing.T) {
-	objs := renderChart(t, chartDir(t, versions.KarpenterChart), "karpenter", "kube-system", k8s.KarpenterValues("lux-gpu-ci", "us-west-2", "lux-gpu-ci"))
+	// Two system nodes (prod): a replica on each, which the chart's anti-affinity spreads and
+	// its disruption budget drains one at a time.
+	objs := renderChart(t, chartDir(t, versions.KarpenterChart), "karpenter", "kube-system", k8s.KarpenterValues("lux-gpu-ci", "us-west-2", "lux-gpu-ci", 3))
+	var two appsv1.Deployment
+	find(t, objs, "Deployment", "karpenter", &two)
+	require.NotNil(t, two.Spec.Replicas)
+	assert.Equal(t, int32(2), *two.Spec.Replicas, "two replicas on two or more system nodes")
+	require.NotNil(t, two.Spec.Template.Spec.Affinity)
+	require.NotNil(t, two.Spec.Template.Spec.Affinity.PodAntiAffinity)
+	anti := two.Spec.Template.Spec.Affinity.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution
+	require.Len(t, anti, 1)
+	assert.Equal(t, "kubernetes.io/hostname", anti[0].TopologyKey, "on different nodes")
+	var pdb policyv1.PodDisruptionBudget
+	find(t, objs, "PodDisruptionBudget", "karpenter", &pdb)
+	require.NotNil(t, pdb.Spec.MaxUnavailable)
+	assert.Equal(t, 1, pdb.Spec.MaxUnavailable.IntValue(), "a drain takes one at a time")
 
+	objs = renderChart(t, chartDir(t, versions.KarpenterChart), "karpenter", "kube-system", k8s.KarpenterValues("lux-gpu-ci", "us-west-2", "lux-gpu-ci", 1))
 	var dep appsv1.Deployment
 	find(t, objs, "Deployment", "karpenter", &dep)
 	require.NotNil(t, dep.Spec.Replicas)
@@ -236,6 +253,7 @@ func TestScaleSetChartRendersBothJobForms(t *testing.T) {
 	type runnerSet struct {
 		Spec struct {
 			RunnerScaleSetLabels []string               `json:"runnerScaleSetLabels"`
+			RunnerGroup          string                 `json:"runnerGroup"`
 			Template             corev1.PodTemplateSpec `json:"template"`
 		} `json:"spec"`
 	}
@@ -262,6 +280,8 @@ func TestScaleSetChartRendersBothJobForms(t *testing.T) {
 	assert.Equal(t, config.DefaultPool().RunnerLabels, set.Spec.RunnerScaleSetLabels)
 	pod := set.Spec.Template.Spec
 	assert.Equal(t, "lux-gpu-t4-gha-rs-no-permission", pod.ServiceAccountName, "the runner form needs no Kubernetes API")
+	require.NotNil(t, pod.AutomountServiceAccountToken, "the chart keeps the template's automountServiceAccountToken")
+	assert.False(t, *pod.AutomountServiceAccountToken, "and the job's code, which runs in the runner, gets no token at all")
 	require.Len(t, pod.Containers, 1)
 	assert.Equal(t, "1", pod.Containers[0].Resources.Limits.Name(gpu, "").String(), "the runner holds the GPU")
 	assert.Equal(t, map[string]string{wellknown.NodePoolLabel: "gpu-spot"}, pod.NodeSelector)
@@ -279,6 +299,7 @@ func TestScaleSetChartRendersBothJobForms(t *testing.T) {
 	set, objs = render(config.JobFormContainer)
 	pod = set.Spec.Template.Spec
 	assert.Equal(t, wellknown.ContainerHooksServiceAccount, pod.ServiceAccountName)
+	assert.Nil(t, pod.AutomountServiceAccountToken, "the hooks reach the API server with the runner's token")
 	for _, o := range objs {
 		assert.False(t, o.Kind == "ServiceAccount" || strings.HasSuffix(o.Name, "-kube-mode"), "the chart adds %s/%s: our account replaces it", o.Kind, o.Name)
 	}
@@ -299,12 +320,13 @@ func TestScaleSetChartRendersBothJobForms(t *testing.T) {
 	assert.Equal(t, "/home/runner/job-pod-template", runner.VolumeMounts[0].MountPath)
 
 	// The retry runner: its own read-only account, no chart-made one; no labels beyond its name.
-	values, err = k8s.RetryScaleSetValues("lux-gpu-retry", config.GitHub{ConfigURL: "https://github.com/luxfi"}, nil)
+	values, err = k8s.RetryScaleSetValues(config.RetryRunner{ScaleSetName: "lux-gpu-retry", RunnerGroup: "gpu-retry"}, config.GitHub{ConfigURL: "https://github.com/luxfi"}, nil)
 	require.NoError(t, err)
 	objs = renderChart(t, dir, "lux-gpu-retry", wellknown.RunnersNamespace, values)
 	var retrySet runnerSet
 	find(t, objs, "AutoscalingRunnerSet", "lux-gpu-retry", &retrySet)
 	assert.Equal(t, wellknown.RetryServiceAccount, retrySet.Spec.Template.Spec.ServiceAccountName, "the account gpuci retry --cluster reads with")
+	assert.Equal(t, "gpu-retry", retrySet.Spec.RunnerGroup, "registered in its own runner group, where the chart puts it for the controller")
 	for _, o := range objs {
 		assert.False(t, o.Kind == "ServiceAccount", "the chart adds %s/%s: our account replaces it", o.Kind, o.Name)
 	}

@@ -73,7 +73,7 @@ func TestClusterDev(t *testing.T) {
 	assert.Equal(t, "lux-gpu-ci", tag.Inputs["value"])
 
 	systemRole := m.get(t, "aws:iam/role:Role", "cluster-system-node-role")
-	assertTrust(t, systemRole, "ec2.amazonaws.com", "sts:AssumeRole")
+	assert.Empty(t, assertTrust(t, systemRole, "ec2.amazonaws.com", "sts:AssumeRole").Condition)
 }
 
 func TestOptionalFeatures(t *testing.T) {
@@ -199,5 +199,30 @@ func TestSystemNodesCarryTheStackTags(t *testing.T) {
 		assert.Equal(t, map[string]any{"env": "dev", "team": "platform", "Name": "lux-gpu-ci-system"}, s["tags"], s["resourceType"])
 	}
 	assert.ElementsMatch(t, []string{"instance", "volume"}, kinds)
-	assert.Equal(t, map[string]any{"httpEndpoint": "enabled", "httpTokens": "required", "httpPutResponseHopLimit": 2.0}, lt.Inputs["metadataOptions"])
+}
+
+// No pod off the host network reaches IMDS on any node of the stack: every launch template
+// the program declares (the system nodes') and every EC2NodeClass (Karpenter makes the GPU
+// nodes' templates from it) asks for IMDSv2 tokens with a hop limit of 1, in every stack
+// file. The numbers are literal here on purpose: the test holds the program to AWS's meaning
+// of them, not to a constant it could change.
+func TestEveryNodeKeepsIMDSToTheHost(t *testing.T) {
+	for _, name := range repoStacks(t) {
+		t.Run(name, func(t *testing.T) {
+			m := runRepoStack(t, name)
+			templates := m.all("aws:ec2/launchTemplate:LaunchTemplate")
+			require.NotEmpty(t, templates, "the system nodes' launch template")
+			for _, lt := range templates {
+				assert.Equal(t, map[string]any{"httpEndpoint": "enabled", "httpTokens": "required", "httpPutResponseHopLimit": 1.0},
+					lt.Inputs["metadataOptions"], "launch template %s", lt.Name)
+			}
+			classes := m.all("kubernetes:karpenter.k8s.aws/v1:EC2NodeClass")
+			require.NotEmpty(t, classes, "a GPU pool's EC2NodeClass")
+			for _, nc := range classes {
+				md := path(nc.Inputs, "spec", "metadataOptions")
+				assert.Equal(t, 1.0, path(md, "httpPutResponseHopLimit"), "EC2NodeClass %s", nc.Name)
+				assert.Equal(t, "required", path(md, "httpTokens"), "EC2NodeClass %s", nc.Name)
+			}
+		})
+	}
 }

@@ -68,6 +68,10 @@ func TestInvalidConfigNamesKeyAndCreatesNothing(t *testing.T) {
 		{"retry scale set too long for ARC", "lux-gpu-ci:retryScaleSetName", []string{"retryScaleSetName", strings.Repeat("r", 46)}},
 		{"retry scale set that is a GPU pool's", "lux-gpu-ci:retryScaleSetName", []string{"retryScaleSetName", "lux-gpu-t4"}},
 		{"retry scale set that is a twin's", "lux-gpu-ci:retryScaleSetName", []string{"retryScaleSetName", "lux-gpu-t4-on-demand"}},
+		{"retry runner without a group of its own", "lux-gpu-ci:retryRunnerGroup", []string{"retryScaleSetName", "lux-gpu-retry"}},
+		{"retry runner in the Default group", "lux-gpu-ci:retryRunnerGroup", []string{"retryScaleSetName", "lux-gpu-retry", "retryRunnerGroup", "default"}},
+		{"retry runner group without a retry runner", "lux-gpu-ci:retryRunnerGroup", []string{"retryRunnerGroup", "lux-gpu-retry"}},
+		{"cluster name ECR would refuse in the cache's repositories", "lux-gpu-ci:clusterName", []string{"clusterName", "lux--ci"}},
 		{"helm chart with a misspelt field", "lux-gpu-ci:helmCharts", []string{"helmCharts", `{"karpenter": {"chart": "/srv/karpenter", "versoin": "1"}}`}},
 	}
 	for _, tc := range cases {
@@ -133,15 +137,9 @@ func TestProgramAcceptsTheEngineDefaults(t *testing.T) {
 
 // Every stack file in the repository passes validation and builds the whole program.
 func TestEveryStackFileIsValid(t *testing.T) {
-	files, err := filepath.Glob(filepath.Join(testkit.RepoRoot(t), "Pulumi.*.yaml"))
-	require.NoError(t, err)
-	require.GreaterOrEqual(t, len(files), 2, "dev and prod")
-	for _, f := range files {
-		stack := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(f), "Pulumi."), ".yaml")
+	for _, stack := range repoStacks(t) {
 		t.Run(stack, func(t *testing.T) {
-			m := newMocks()
-			require.NoError(t, m.run(testkit.RepoStackConfig(t, stack)), "%s must validate", f)
-			assert.NotEmpty(t, m.all("kubernetes:karpenter.sh/v1:NodePool"))
+			assert.NotEmpty(t, runRepoStack(t, stack).all("kubernetes:karpenter.sh/v1:NodePool"))
 		})
 	}
 }

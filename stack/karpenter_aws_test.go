@@ -28,16 +28,32 @@ func TestKarpenterAWSDev(t *testing.T) {
 
 	qp := policyOf(t, m.one(t, "aws:sqs/queuePolicy:QueuePolicy"), "policy")
 	assert.Equal(t, "EC2InterruptionPolicy", qp.ID)
-	require.Len(t, qp.Statement, 2)
-	assert.Equal(t, "Allow", qp.Statement[0].Effect)
-	assert.Equal(t, []string{"sqs:SendMessage"}, qp.Statement[0].Action)
-	assert.Equal(t, []string{queueArn}, qp.Statement[0].Resource)
-	assert.Equal(t, map[string]any{"Service": []any{"events.amazonaws.com", "sqs.amazonaws.com"}}, qp.Statement[0].Principal)
-	assert.Equal(t, "DenyHTTP", qp.Statement[1].Sid)
-	assert.Equal(t, "Deny", qp.Statement[1].Effect)
-	assert.Equal(t, []string{"sqs:*"}, qp.Statement[1].Action)
-	assert.Equal(t, "*", qp.Statement[1].Principal)
-	assert.Equal(t, map[string]map[string][]string{"Bool": {"aws:SecureTransport": {"false"}}}, qp.Statement[1].Condition)
+	require.Len(t, qp.Statement, 3)
+	for _, st := range qp.Statement[:2] {
+		assert.Equal(t, "Allow", st.Effect)
+		assert.Equal(t, []string{"sqs:SendMessage"}, st.Action)
+		assert.Equal(t, []string{queueArn}, st.Resource)
+	}
+	// EventBridge may send only for the stack's own five rules (aws:SourceArn), each by its ARN.
+	assert.Equal(t, map[string]any{"Service": []any{"events.amazonaws.com"}}, qp.Statement[0].Principal)
+	var ruleArns []string
+	for _, r := range m.all("aws:cloudwatch/eventRule:EventRule") {
+		ruleArns = append(ruleArns, "arn:aws:events:us-west-2:"+testAccount+":rule/"+r.Name)
+	}
+	require.Len(t, ruleArns, 5)
+	require.Contains(t, qp.Statement[0].Condition, "ArnEquals")
+	assert.ElementsMatch(t, ruleArns, qp.Statement[0].Condition["ArnEquals"]["aws:SourceArn"])
+	assert.Len(t, qp.Statement[0].Condition, 1)
+	assert.Equal(t, map[string]any{"Service": []any{"sqs.amazonaws.com"}}, qp.Statement[1].Principal, "as Karpenter's CloudFormation has it")
+	assert.Equal(t, "DenyHTTP", qp.Statement[2].Sid)
+	assert.Equal(t, "Deny", qp.Statement[2].Effect)
+	assert.Equal(t, []string{"sqs:*"}, qp.Statement[2].Action)
+	assert.Equal(t, "*", qp.Statement[2].Principal)
+	assert.Equal(t, map[string]map[string][]string{"Bool": {"aws:SecureTransport": {"false"}}}, qp.Statement[2].Condition)
+	// The rules exist before the policy names them, and the targets wait for the policy.
+	for _, tg := range m.all("aws:cloudwatch/eventTarget:EventTarget") {
+		assert.Contains(t, tg.Deps(), m.one(t, "aws:sqs/queuePolicy:QueuePolicy").Key(), "target %s sends once the queue admits it", tg.Name)
+	}
 
 	// The five upstream EventBridge rules, each with one target on the queue.
 	var patterns []string
@@ -62,10 +78,15 @@ func TestKarpenterAWSDev(t *testing.T) {
 
 	controller := m.get(t, "aws:iam/role:Role", "karpenter-controller-role")
 	assert.Equal(t, "lux-gpu-ci-karpenter", controller.Inputs["name"])
-	assertTrust(t, controller, "pods.eks.amazonaws.com", "sts:AssumeRole", "sts:TagSession")
+	trust := assertTrust(t, controller, "pods.eks.amazonaws.com", "sts:AssumeRole", "sts:TagSession")
+	assert.Equal(t, map[string]map[string][]string{"StringEquals": {
+		"aws:RequestTag/eks-cluster-arn":            {"arn:aws:eks:us-west-2:" + testAccount + ":cluster/lux-gpu-ci"},
+		"aws:RequestTag/kubernetes-namespace":       {"kube-system"},
+		"aws:RequestTag/kubernetes-service-account": {"karpenter"},
+	}}, trust.Condition, "only Karpenter's ServiceAccount, in this cluster, by Pod Identity's session tags")
 	node := m.get(t, "aws:iam/role:Role", "karpenter-node-role")
 	assert.Equal(t, "lux-gpu-ci-karpenter-node", node.Inputs["name"])
-	assertTrust(t, node, "ec2.amazonaws.com", "sts:AssumeRole")
+	assert.Empty(t, assertTrust(t, node, "ec2.amazonaws.com", "sts:AssumeRole").Condition)
 	nodeArn := "arn:aws:iam::" + testAccount + ":role/lux-gpu-ci-karpenter-node"
 
 	var nodePolicies []string
@@ -190,7 +211,9 @@ func normalise(ss []policyStatement) []policyStatement {
 	return out
 }
 
-func assertTrust(t *testing.T, role registered, service string, actions ...string) {
+// assertTrust checks a role's trust policy: one statement, letting service do actions; it
+// returns the statement, for its conditions.
+func assertTrust(t *testing.T, role registered, service string, actions ...string) fakeaws.PolicyStatement {
 	t.Helper()
 	doc := policyOf(t, role, "assumeRolePolicy")
 	require.Len(t, doc.Statement, 1, "%s trust", role.Name)
@@ -198,7 +221,7 @@ func assertTrust(t *testing.T, role registered, service string, actions ...strin
 	assert.Equal(t, "Allow", s.Effect)
 	assert.ElementsMatch(t, actions, s.Action, "%s trust actions", role.Name)
 	assert.Equal(t, map[string]any{"Service": []any{service}}, s.Principal, "%s trusted principal", role.Name)
-	assert.Empty(t, s.Condition)
+	return s
 }
 
 // controllerPolicies are the policies of Karpenter's AWS side (the controller's six).

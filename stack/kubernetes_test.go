@@ -95,6 +95,9 @@ func TestKarpenterValues(t *testing.T) {
 	assert.Equal(t, testQueue, path(v, "settings", "interruptionQueue"), "the queue's name, not its URL or ARN")
 	assert.Equal(t, "karpenter", path(v, "serviceAccount", "name"), "matches the Pod Identity association")
 	assert.Equal(t, 1.0, path(v, "replicas"), "the chart's 2 cannot both fit one system node")
+	prod := newStackMocks("prod")
+	require.NoError(t, prod.run(testkit.StackConfig(t, "prod")))
+	assert.Equal(t, 2.0, path(releaseNamed(t, prod, "karpenter").Inputs["values"], "replicas"), "prod's two system nodes run a replica each")
 	assert.Equal(t, "250m", path(v, "controller", "resources", "requests", "cpu"))
 	assert.Equal(t, "512Mi", path(v, "controller", "resources", "requests", "memory"))
 	assert.Equal(t, "1Gi", path(v, "controller", "resources", "limits", "memory"))
@@ -280,7 +283,10 @@ func TestContainerJobForm(t *testing.T) {
 	var job corev1.PodTemplateSpec
 	require.NoError(t, yaml.UnmarshalStrict([]byte(path(cm.Inputs, "data", "job-pod.yaml").(string)), &job))
 	assert.Equal(t, map[string]string{"karpenter.sh/do-not-disrupt": "true"}, job.Annotations)
-	assert.Equal(t, map[string]string{"lux-gpu-ci.luxfi.com/pool": "gpu-spot-container"}, job.Labels)
+	assert.Equal(t, map[string]string{"lux-gpu-ci.luxfi.com/pool": "gpu-spot-container", "lux-gpu-ci.luxfi.com/runner-role": "job"}, job.Labels,
+		"its pool, and its role for the NetworkPolicies: a job's code runs here")
+	require.NotNil(t, job.Spec.AutomountServiceAccountToken)
+	assert.False(t, *job.Spec.AutomountServiceAccountToken, "no token in the pod where the job's code runs (the hooks keep this key of the template)")
 	assert.Equal(t, map[string]string{"karpenter.sh/nodepool": "gpu-spot-container"}, job.Spec.NodeSelector)
 	taint := corev1.Taint{Key: "nvidia.com/gpu", Value: "present", Effect: corev1.TaintEffectNoSchedule}
 	assert.True(t, corev1helpers.TolerationsTolerateTaint(klog.Background(), job.Spec.Tolerations, &taint, false), "the job pod tolerates the GPU taint")

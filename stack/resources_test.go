@@ -69,6 +69,8 @@ func TestDevStackResourceCounts(t *testing.T) {
 		"kubernetes:rbac.authorization.k8s.io/v1:RoleBinding": 1,
 		// No drain evicts a pod that holds a job.
 		"kubernetes:policy/v1:PodDisruptionBudget": 1,
+		// The runners' namespace's boundary: deny all, then each role's egress.
+		"kubernetes:networking.k8s.io/v1:NetworkPolicy": 3,
 	}
 	got := map[string]int{}
 	for _, r := range m.programResources() {

@@ -7,11 +7,11 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// The retry runner (retryScaleSetName): a scale set of its own on the system nodes, under an
-// account that may read events and the runners' pods in the two namespaces gpuci retry
-// --cluster reads, and write its memory's one ConfigMap, nothing else; gone before the controller, its credentials and its
-// account on destroy. make e2e runs gpuci retry --cluster under that account against the real
-// API server's RBAC.
+// The retry runner (retryScaleSetName): a scale set of its own on the system nodes, in a
+// runner group of its own, under an account that may read events in the two namespaces gpuci
+// retry --cluster reads, nothing else (no pod, no Secret, no write); gone before the
+// controller, its credentials and its account on destroy. make e2e runs gpuci retry --cluster
+// under that account against the real API server's RBAC, and a hostile job under it.
 func TestRetryRunner(t *testing.T) {
 	none := runDev(t)
 	for _, r := range none.all("kubernetes:helm.sh/v3:Release") {
@@ -21,12 +21,13 @@ func TestRetryRunner(t *testing.T) {
 		assert.NotEqual(t, "gpuci-retry", path(r.Inputs, "metadata", "name"), "no retryScaleSetName: no retry account")
 	}
 
-	m := runDev(t, "retryScaleSetName", "lux-gpu-retry")
+	m := runDev(t, "retryScaleSetName", "lux-gpu-retry", "retryRunnerGroup", "lux-gpu-retry")
 	rel := releaseNamed(t, m, "lux-gpu-retry")
 	assert.Equal(t, "arc-runners", rel.Inputs["namespace"])
 	v := rel.Inputs["values"]
 	assert.Equal(t, "lux-gpu-retry", path(v, "runnerScaleSetName"))
 	assert.Nil(t, path(v, "scaleSetLabels"), "reached by its name only: no GPU job's labels can land on it")
+	assert.Equal(t, "lux-gpu-retry", path(v, "runnerGroup"), "in its own runner group, never Default")
 	assert.Nil(t, path(v, "containerMode"))
 	assert.Equal(t, 0.0, path(v, "minRunners"), "nothing idle")
 	assert.Equal(t, 1.0, path(v, "maxRunners"), "one small runner on the system nodes at most")
@@ -34,7 +35,8 @@ func TestRetryRunner(t *testing.T) {
 	assert.Equal(t, "gpuci-retry", path(tmpl, "spec", "serviceAccountName"), "set, so the chart makes no account of its own")
 	assert.Equal(t, map[string]any{"lux-gpu-ci.luxfi.com/node-role": "system"}, path(tmpl, "spec", "nodeSelector"))
 	assert.Nil(t, path(tmpl, "spec", "tolerations"), "never on a GPU node")
-	assert.Nil(t, path(tmpl, "metadata", "labels"), "not a pool's pod: outside the running-jobs budget and its count")
+	assert.Equal(t, map[string]any{"lux-gpu-ci.luxfi.com/runner-role": "relay"}, path(tmpl, "metadata", "labels"),
+		"not a pool's pod (outside the running-jobs budget and its count); a relay to the API server for the NetworkPolicies")
 	containers := path(tmpl, "spec", "containers").([]any)
 	require.Len(t, containers, 1)
 	assert.Equal(t, "runner", path(containers[0], "name"))
@@ -55,20 +57,9 @@ func TestRetryRunner(t *testing.T) {
 		assert.Contains(t, rel.Deps(), role.Key())
 		assert.Contains(t, rel.Deps(), binding.Key(), "the account's rights outlive its runner")
 	}
-	assert.Equal(t, map[string]any{
-		"default": []any{map[string]any{"apiGroups": []any{""}, "resources": []any{"events"}, "verbs": read}},
-		"arc-runners": []any{
-			map[string]any{"apiGroups": []any{""}, "resources": []any{"events", "pods"}, "verbs": read},
-			map[string]any{"apiGroups": []any{""}, "resources": []any{"configmaps"}, "resourceNames": []any{"gpuci-retry-evidence"}, "verbs": []any{"get", "update"}},
-		},
-	}, roles, "Karpenter's Node events, the runners' pods and their Scheduled events read; one ConfigMap, by name, written; no Secrets")
-
-	// The memory's ConfigMap: the program creates it (so the account needs no create) and
-	// declares no data (so an up never erases what gpuci retry keeps there).
-	evidence := m.get(t, "kubernetes:core/v1:ConfigMap", "gpu-ci-arc-retry-evidence")
-	assert.Equal(t, map[string]any{"name": "gpuci-retry-evidence", "namespace": "arc-runners"}, path(evidence.Inputs, "metadata"))
-	assert.Nil(t, evidence.Inputs["data"])
-	assert.Contains(t, rel.Deps(), evidence.Key(), "it outlives the retry runner")
+	events := []any{map[string]any{"apiGroups": []any{""}, "resources": []any{"events"}, "verbs": read}}
+	assert.Equal(t, map[string]any{"default": events, "arc-runners": events}, roles,
+		"Karpenter's Node events and the runners' Scheduled events, read; no pod (a job pod's spec holds its job's secrets), no Secret, no write")
 	assert.Empty(t, m.all("kubernetes:rbac.authorization.k8s.io/v1:ClusterRole"), "nothing cluster-wide")
 	assert.Empty(t, m.all("kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding"))
 

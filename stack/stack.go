@@ -32,6 +32,7 @@ func Program(ctx *pulumi.Context) error {
 		NodeRoleName:       aws.NodeRoleName,
 		KarpenterDependsOn: aws.KarpenterLifelines,
 		NodesPublic:        aws.NodesPublic,
+		SystemNodes:        cfg.SystemNodes.Count,
 		Tags:               cfg.Tags,
 		Pools:              cfg.GPUPools,
 		GitHub:             cfg.GitHub,
@@ -40,7 +41,7 @@ func Program(ctx *pulumi.Context) error {
 		Charts:             k8s.ChartsWith(cfg.HelmCharts),
 		ARCVersion:         cfg.ARCVersion(),
 		RunnerDrainSeconds: int(cfg.RunnerDrainTimeout.Seconds()),
-		RetryScaleSetName:  cfg.RetryScaleSetName,
+		RetryRunner:        cfg.RetryRunner,
 	})
 	if err != nil {
 		return err

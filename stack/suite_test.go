@@ -6,6 +6,7 @@ package stack_test
 
 import (
 	"encoding/json"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -107,6 +108,35 @@ var (
 	devRunsMu sync.Mutex
 	devRuns   = map[string]*mocks{}
 )
+
+// runRepoStack runs the program on the repository's own Pulumi.<stack>.yaml (not a test
+// fixture): once per stack and test binary, as runDev does.
+func runRepoStack(t *testing.T, stack string) *mocks {
+	t.Helper()
+	devRunsMu.Lock()
+	defer devRunsMu.Unlock()
+	key := "\x01repo:" + stack
+	if m, ok := devRuns[key]; ok {
+		return m
+	}
+	m := newStackMocks(stack)
+	require.NoError(t, m.run(testkit.RepoStackConfig(t, stack)), "Pulumi.%s.yaml must validate", stack)
+	devRuns[key] = m
+	return m
+}
+
+// repoStacks are the stacks the repository's Pulumi.<stack>.yaml files define.
+func repoStacks(t *testing.T) []string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(testkit.RepoRoot(t), "Pulumi.*.yaml"))
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, len(files), 2, "dev and prod at least")
+	var stacks []string
+	for _, f := range files {
+		stacks = append(stacks, strings.TrimSuffix(strings.TrimPrefix(filepath.Base(f), "Pulumi."), ".yaml"))
+	}
+	return stacks
+}
 
 func releaseNamed(t *testing.T, m *mocks, name string) registered {
 	t.Helper()

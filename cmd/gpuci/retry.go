@@ -72,15 +72,12 @@ func runRetry(args []string) error {
 		// Asked for, the cluster's evidence is required: deciding without it would quietly
 		// leave container-form jobs failed (a broken account, a wrong kubeconfig) and trust
 		// annotations the cluster would overrule. Nothing is re-run.
-		in, memory, cleanup, err := clusterEvidence(ctx, *kubeconfig, stack)
+		in, cleanup, err := clusterEvidence(ctx, *kubeconfig, stack)
 		if err != nil {
 			return fmt.Errorf("the cluster cannot be read, so nothing was re-run: %w (fix the retry runner's account or the kubeconfig; without --cluster, GitHub's evidence alone decides)", err)
 		}
 		defer cleanup()
 		r.Cluster = in
-		if memory != nil { // a nil *live.RetryEvidence must not become a non-nil Memory
-			r.Memory = memory
-		}
 	}
 	progress := newProgress()
 	progress.step("reading run %d of %s/%s, its failed jobs and their evidence", *runID, owner, name)
@@ -105,23 +102,17 @@ func runRetry(args []string) error {
 	return r.Apply(ctx, d)
 }
 
-// clusterEvidence reads what the cluster knows of recent interruptions, and the retry
-// runner's memory of earlier decisions (nil where the stack has no retry runner). cleanup
-// releases the kubeconfig once the decision is applied (the memory is written then).
-func clusterEvidence(ctx context.Context, kubeconfig, stack string) (*live.Interruptions, *live.RetryEvidence, func(), error) {
+// clusterEvidence reads what the cluster's events say of recent interruptions. cleanup
+// releases the kubeconfig once the decision is applied.
+func clusterEvidence(ctx context.Context, kubeconfig, stack string) (*live.Interruptions, func(), error) {
 	kube, _, cleanup, err := clients(kubeconfig, stack)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
 	in, err := live.ReadInterruptions(ctx, kube)
 	if err != nil {
 		cleanup()
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
-	memory, err := live.ReadRetryEvidence(ctx, kube)
-	if err != nil {
-		cleanup()
-		return nil, nil, nil, err
-	}
-	return in, memory, cleanup, nil
+	return in, cleanup, nil
 }

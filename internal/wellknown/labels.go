@@ -30,10 +30,29 @@ const (
 	GPUResource = "nvidia.com/gpu"
 )
 
+// IMDSHopLimit is the instance metadata service's response hop limit on every node of the
+// stack, system and GPU: 1, so IMDSv2's token answers only a process on the host network (a
+// pod off it is one hop further and never gets a token, and so never the node role's
+// credentials). What on a node needs IMDS runs on the host network: aws-node, kube-proxy and
+// the Pod Identity agent (EKS's add-ons); Karpenter, off it, takes its region from AWS_REGION
+// (k8s.KarpenterValues) and its credentials from Pod Identity (docs/design.md, "IMDS").
+const IMDSHopLimit = 1
+
 // SystemNodeLabel marks the nodes of the always-on system node group, with SystemNodeValue.
 const (
 	SystemNodeLabel = "lux-gpu-ci.luxfi.com/node-role"
 	SystemNodeValue = "system"
+)
+
+// RunnerRoleLabel tells, on every pod of the runners' namespace, what may run in it and so
+// where it may connect (k8s.RunnersNetworkPolicies): RunnerRoleJob where a job's own code runs
+// (a runner-form runner, a container-form job's pod), which reaches DNS and the internet
+// only; RunnerRoleRelay for a runner that talks to the API server for its job (a
+// container-form runner, through the container hooks; the retry runner).
+const (
+	RunnerRoleLabel = "lux-gpu-ci.luxfi.com/runner-role"
+	RunnerRoleJob   = "job"
+	RunnerRoleRelay = "relay"
 )
 
 // DoNotDisrupt, on a runner pod, keeps Karpenter from consolidating its node while the job

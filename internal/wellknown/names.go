@@ -29,14 +29,9 @@ const (
 	// ContainerHooksServiceAccount runs container-form runners (and names their Role and
 	// RoleBinding): the permissions the container hooks need, nothing else.
 	ContainerHooksServiceAccount = "arc-container-hooks"
-	// RetryServiceAccount runs the retry runner (config.RetryScaleSetName) and names its Roles:
-	// read the events and the runners' pods that gpuci retry --cluster decides on, and write
-	// RetryEvidenceConfigMap, nothing else.
+	// RetryServiceAccount runs the retry runner (config.RetryRunner) and names its Roles:
+	// read the events gpuci retry --cluster decides on, nothing else.
 	RetryServiceAccount = "gpuci-retry"
-	// RetryEvidenceConfigMap is where gpuci retry keeps the cluster's evidence for interrupted
-	// jobs it re-runs on a later attempt (the cluster's events last about an hour); the only
-	// object the retry account may write.
-	RetryEvidenceConfigMap = "gpuci-retry-evidence"
 	// ARCCRDFieldManager is the one field manager the stack applies ARC's CRDs as
 	// (server-side apply). Fixed, not pulumi-kubernetes' per-resource random name: a replace or
 	// rename of a CRD's resource applies as the same manager, so no earlier one keeps owning a

@@ -129,6 +129,11 @@ func TestDoctorFindsEachSymptom(t *testing.T) {
 				InvolvedObject: corev1.ObjectReference{Kind: "Node", Name: "ip-10-0-2-2"},
 				Reason:         "SpotInterrupted", Message: "Spot interruption warning was triggered", Type: "Normal",
 				LastTimestamp: metav1.NewTime(doctorNow.Add(-10 * time.Minute)),
+			}, &corev1.Event{ // the scheduler's record of where the runner went (the doctor reads events, not pods)
+				ObjectMeta:     metav1.ObjectMeta{Namespace: "arc-runners", Name: "lux-gpu-t4-7xk2p-runner-abcde.17f"},
+				InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: "arc-runners", Name: runner.Name},
+				Reason:         "Scheduled", Message: "Successfully assigned arc-runners/" + runner.Name + " to ip-10-0-2-2", Type: "Normal",
+				LastTimestamp: metav1.NewTime(doctorNow.Add(-20 * time.Minute)),
 			})
 			healthyPlugin(c)
 		}, "Jobs failed by spot interruptions", "2026-12-03T11:50:00Z: node ip-10-0-2-2: Spot interruption warning was triggered; runner pods on it: lux-gpu-t4-7xk2p-runner-abcde"},

@@ -3,7 +3,9 @@ package live
 import (
 	"context"
 	"fmt"
+	"maps"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -21,19 +23,17 @@ const SpotInterrupted = "SpotInterrupted"
 
 // jobPodName is a container-form runner's job pod: the runner pod's name cut to fit, then
 // -workflow (runner-container-hooks packages/k8s/src/hooks/constants.ts getJobPodName,
-// MAX_POD_NAME_LENGTH 63). The hooks also label their pods runner-pod=<runner pod>.
+// MAX_POD_NAME_LENGTH 63).
 func jobPodName(runner string) string {
 	const suffix = "-workflow"
 	return runner[:min(len(runner), 63-len(suffix))] + suffix
 }
 
-const runnerPodLabel = "runner-pod"
-
 // scheduledRE reads the scheduler's Scheduled event: "Successfully assigned <ns>/<pod> to <node>".
 var scheduledRE = regexp.MustCompile(`^Successfully assigned [^/ ]+/(\S+) to (\S+)$`)
 
 // Interruption is one spot interruption Karpenter recorded, and the runner pods (runners, or
-// the job pods of container-form runners) that were on the node then.
+// the job pods of container-form runners) that had been placed on the node before it.
 type Interruption struct {
 	Node    string
 	At      time.Time
@@ -47,20 +47,19 @@ type placement struct {
 	since time.Time
 }
 
-// Interruptions is what the cluster knows of recent spot interruptions and of where the
-// runners' pods ran. A runner's pods are deleted once its job ends (and with their node), so
-// their placement comes from the pods still there and from the scheduler's Scheduled events;
-// Kubernetes keeps events about an hour, so the cluster can only vouch for what is recent.
+// Interruptions is what the cluster's events say of recent spot interruptions and of where
+// the runners' pods ran. Kubernetes keeps events about an hour, so the cluster can only vouch
+// for what is recent.
 type Interruptions struct {
 	Events []Interruption
 	placed map[string]placement // pod name → where it ran
-	jobOf  map[string][]string  // runner pod → the hooks' pods labelled for it
 }
 
-// ReadInterruptions reads Karpenter's SpotInterrupted events on Nodes, the pods in the
-// runners' namespace and the Scheduled events of the pods that were there. It reads only
-// those two namespaces (a Node's events are recorded in "default"), which is all the retry
-// runner's account may read (k8s.RetryReaderRules).
+// ReadInterruptions reads Karpenter's SpotInterrupted events on Nodes (a cluster-scoped
+// object's events are recorded in "default") and the scheduler's Scheduled events of the
+// runners' pods. Events only, never a pod: a container-form job's pod carries the job's
+// container.env in its spec, so an account that reads pods reads other repositories' secrets.
+// This is all the retry runner's account may read (k8s.RetryReaderRules).
 func ReadInterruptions(ctx context.Context, kube kubernetes.Interface) (*Interruptions, error) {
 	events := &corev1.EventList{}
 	for _, ns := range []string{metav1.NamespaceDefault, wellknown.RunnersNamespace} {
@@ -70,11 +69,7 @@ func ReadInterruptions(ctx context.Context, kube kubernetes.Interface) (*Interru
 		}
 		events.Items = append(events.Items, list.Items...)
 	}
-	pods, err := kube.CoreV1().Pods(wellknown.RunnersNamespace).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return nil, fmt.Errorf("reading the runners' pods: %w", err)
-	}
-	in := &Interruptions{placed: map[string]placement{}, jobOf: map[string][]string{}}
+	in := &Interruptions{placed: map[string]placement{}}
 	for _, e := range events.Items {
 		if e.Reason != "Scheduled" || e.InvolvedObject.Kind != "Pod" || e.InvolvedObject.Namespace != wellknown.RunnersNamespace {
 			continue
@@ -83,38 +78,19 @@ func ReadInterruptions(ctx context.Context, kube kubernetes.Interface) (*Interru
 			in.placed[m[1]] = placement{node: m[2], since: eventTime(e)}
 		}
 	}
-	for _, p := range pods.Items {
-		if p.Spec.NodeName != "" {
-			in.placed[p.Name] = placement{node: p.Spec.NodeName, since: scheduledAt(p)}
-		}
-		if r := p.Labels[runnerPodLabel]; r != "" {
-			in.jobOf[r] = append(in.jobOf[r], p.Name)
-		}
-	}
 	for _, e := range events.Items {
 		if e.Reason != SpotInterrupted || e.InvolvedObject.Kind != "Node" {
 			continue
 		}
 		i := Interruption{Node: e.InvolvedObject.Name, At: eventTime(e).UTC(), Message: e.Message}
-		for _, p := range pods.Items {
-			if p.Spec.NodeName == i.Node && !i.At.Before(scheduledAt(p).Truncate(time.Second)) {
-				i.Pods = append(i.Pods, p.Name)
+		for _, pod := range slices.Sorted(maps.Keys(in.placed)) {
+			if at := in.placed[pod]; at.node == i.Node && !i.At.Before(at.since.Truncate(time.Second)) {
+				i.Pods = append(i.Pods, pod)
 			}
 		}
 		in.Events = append(in.Events, i)
 	}
 	return in, nil
-}
-
-// scheduledAt is when a pod was bound to its node (its PodScheduled condition), else when it
-// was created.
-func scheduledAt(p corev1.Pod) time.Time {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionTrue && !c.LastTransitionTime.IsZero() {
-			return c.LastTransitionTime.Time
-		}
-	}
-	return p.CreationTimestamp.Time
 }
 
 func eventTime(e corev1.Event) time.Time {
@@ -137,8 +113,7 @@ func (in *Interruptions) Runner(name string, started, completed time.Time) (evid
 	during := func(at time.Time) bool {
 		return (started.IsZero() || !at.Before(started.Truncate(time.Second))) && (completed.IsZero() || !at.After(completed))
 	}
-	candidates := append([]string{name, jobPodName(name)}, in.jobOf[name]...)
-	for _, pod := range candidates {
+	for _, pod := range []string{name, jobPodName(name)} {
 		at, ok := in.placed[pod]
 		if !ok {
 			continue
@@ -152,7 +127,7 @@ func (in *Interruptions) Runner(name string, started, completed time.Time) (evid
 		evidence = fmt.Sprintf("cluster: pod %s ran on node %s, which had no spot interruption while the job ran", pod, at.node)
 	}
 	if !known {
-		evidence = fmt.Sprintf("cluster: nothing left of pod %s or %s (pods and events are gone)", name, jobPodName(name))
+		evidence = fmt.Sprintf("cluster: no event left of pod %s or %s (the cluster keeps its events about an hour)", name, jobPodName(name))
 	}
 	return evidence, known, false
 }

@@ -54,9 +54,10 @@ func TestConditions(t *testing.T) {
 }
 
 // The cluster's evidence of a spot interruption: Karpenter's event on the node, and where
-// the runner's pod (or a container-form runner's job pod, <runner>-workflow) ran — from the
-// pod if it is still there, else from the scheduler's Scheduled event, since ARC and the
-// hooks delete the pods when the job ends.
+// the runner's pod (or a container-form runner's job pod, <runner>-workflow) ran, from the
+// scheduler's Scheduled events. Only events: a pod's spec is never read (a container-form job
+// pod carries its job's container.env), so what ARC and the hooks deleted and what still runs
+// are known alike.
 func TestInterruptions(t *testing.T) {
 	at := func(hh, mm int) metav1.Time { return metav1.NewTime(time.Date(2026, 12, 3, hh, mm, 0, 0, time.UTC)) }
 	scheduled := func(pod, node string, when metav1.Time) *corev1.Event {
@@ -70,23 +71,27 @@ func TestInterruptions(t *testing.T) {
 		&corev1.Event{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "ip-10-0-3-7.1"}, InvolvedObject: corev1.ObjectReference{Kind: "Node", Name: "ip-10-0-3-7"},
 			Reason: "SpotInterrupted", Message: "Spot interruption warning was triggered", LastTimestamp: at(11, 58)},
 		&corev1.Event{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "other"}, InvolvedObject: corev1.ObjectReference{Kind: "Node", Name: "ip-10-0-3-8"}, Reason: "NodeReady"},
-		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "arc-runners", Name: "lux-gpu-t4-container-x-runner-a"}, Spec: corev1.PodSpec{NodeName: "ip-10-0-1-1"}},
-		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "arc-runners", Name: "lux-gpu-t4-container-x-runner-a-workflow", Labels: map[string]string{"runner-pod": "lux-gpu-t4-container-x-runner-a"}}, Spec: corev1.PodSpec{NodeName: "ip-10-0-3-7"}},
-		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "arc-runners", Name: "lux-gpu-t4-x-runner-b"}, Spec: corev1.PodSpec{NodeName: "ip-10-0-3-8"}},
-		// Gone pods, known from their Scheduled events.
+		// A container-form runner on a system node, its job pod on the interrupted GPU node.
+		scheduled("lux-gpu-t4-container-x-runner-a", "ip-10-0-1-1", at(11, 20)),
+		scheduled("lux-gpu-t4-container-x-runner-a-workflow", "ip-10-0-3-7", at(11, 21)),
+		scheduled("lux-gpu-t4-x-runner-b", "ip-10-0-3-8", at(11, 10)),
 		scheduled("lux-gpu-t4-x-runner-c", "ip-10-0-3-7", at(11, 50)),
 		scheduled(long[:54]+"-workflow", "ip-10-0-3-7", at(11, 40)),
 		// Later pods on a node of the same name (private IPs are reused): not interrupted.
 		scheduled("lux-gpu-t4-x-runner-d", "ip-10-0-3-7", at(12, 5)),
-		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "arc-runners", Name: "lux-gpu-t4-x-runner-e", CreationTimestamp: at(11, 30)}, Spec: corev1.PodSpec{NodeName: "ip-10-0-3-7"},
-			Status: corev1.PodStatus{Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: at(12, 10)}}}},
+		// Created at 11:30, Pending until it was bound at 12:10, after the interruption.
+		scheduled("lux-gpu-t4-x-runner-e", "ip-10-0-3-7", at(12, 10)),
+		// A pod's spec would say where it runs, but it is not read: without its event, the
+		// cluster cannot vouch for it.
+		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "arc-runners", Name: "lux-gpu-t4-x-runner-f"}, Spec: corev1.PodSpec{NodeName: "ip-10-0-3-7"}},
 	)
 	in, err := live.ReadInterruptions(context.Background(), kube)
 	require.NoError(t, err)
 	require.Len(t, in.Events, 1)
 	// The jobs ran from 11:00 to 12:30, GitHub says: the 11:58 interruption is theirs.
 	jobStart, jobEnd := at(11, 0).Time, at(12, 30).Time
-	assert.Equal(t, []string{"lux-gpu-t4-container-x-runner-a-workflow"}, in.Events[0].Pods)
+	assert.Equal(t, []string{"lux-gpu-t4-container-x-runner-a-workflow", "lux-gpu-t4-x-runner-c", long[:54] + "-workflow"}, in.Events[0].Pods,
+		"the pods placed on the node before its interruption, from their events")
 
 	evidence, known, interrupted := in.Runner("lux-gpu-t4-container-x-runner-a", jobStart, jobEnd)
 	assert.True(t, known)
@@ -99,7 +104,7 @@ func TestInterruptions(t *testing.T) {
 	assert.Equal(t, "cluster: pod lux-gpu-t4-x-runner-b ran on node ip-10-0-3-8, which had no spot interruption while the job ran", evidence)
 
 	_, known, interrupted = in.Runner("lux-gpu-t4-x-runner-c", jobStart, jobEnd)
-	assert.True(t, known && interrupted, "the pod is gone; its Scheduled event places it on the interrupted node")
+	assert.True(t, known && interrupted, "its Scheduled event places it on the interrupted node")
 	_, known, interrupted = in.Runner(long, jobStart, jobEnd)
 	assert.True(t, known && interrupted, "the hooks' cut job pod name is found")
 	_, known, interrupted = in.Runner("lux-gpu-t4-x-runner-d", jobStart, jobEnd)
@@ -120,6 +125,8 @@ func TestInterruptions(t *testing.T) {
 	assert.True(t, interrupted, "no times from GitHub: unbounded")
 
 	evidence, known, _ = in.Runner("lux-gpu-t4-x-runner-gone", jobStart, jobEnd)
-	assert.False(t, known, "pods and events gone: the cluster cannot tell")
-	assert.Contains(t, evidence, "nothing left of pod lux-gpu-t4-x-runner-gone")
+	assert.False(t, known, "its events gone: the cluster cannot tell")
+	assert.Contains(t, evidence, "no event left of pod lux-gpu-t4-x-runner-gone")
+	_, known, _ = in.Runner("lux-gpu-t4-x-runner-f", jobStart, jobEnd)
+	assert.False(t, known, "a pod is never read, only events")
 }

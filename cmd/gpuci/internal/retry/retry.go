@@ -17,7 +17,6 @@ import (
 	"fmt"
 	"net/http"
 	"regexp"
-	"slices"
 	"strings"
 	"time"
 
@@ -98,17 +97,10 @@ type Retrier struct {
 	// Cluster, when set, is what the stack's cluster knows of a runner (live.Interruptions):
 	// it sees a spot interruption GitHub cannot — in the container form the runner survives on
 	// a system node and reports an ordinary step failure when its job pod's node is taken.
+	// The interrupted jobs left for a later attempt (Decision.Next) are judged again when that
+	// attempt completes, on what the cluster still knows then: nothing is kept between runs,
+	// since whatever the retry runner could write, a job on it could forge.
 	Cluster RunnerEvidence
-	// Memory keeps the cluster's evidence for the interrupted jobs left for a later attempt
-	// (Decision.Next), which are judged again when that attempt completes, possibly after the
-	// cluster's events are gone (live.RetryEvidence). nil: nothing is kept.
-	Memory Memory
-}
-
-// Memory is where the cluster's evidence for a job outlives the cluster's events.
-type Memory interface {
-	Recall(jobID int64) (evidence string, ok bool)
-	Remember(ctx context.Context, evidence map[int64]string, now time.Time) error
 }
 
 // RunnerEvidence tells what the cluster knows of a runner (by its name): known when it still
@@ -265,13 +257,6 @@ func (r Retrier) judge(ctx context.Context, j *Job) error {
 			j.Evidence = cluster + ": failed by itself (a lost-runner annotation is not trusted over the cluster)"
 			return nil
 		}
-		if r.Memory != nil {
-			if remembered, ok := r.Memory.Recall(j.ID); ok {
-				j.Interrupted, j.Evidence, j.byCluster = true, remembered, true
-				j.noteRerun()
-				return nil
-			}
-		}
 	}
 	annotation, err := r.lostRunner(ctx, j.ID)
 	if err != nil {
@@ -321,9 +306,6 @@ func (r Retrier) Apply(ctx context.Context, d Decision) error {
 	if d.Method == "" {
 		return nil
 	}
-	if err := r.remember(ctx, d); err != nil {
-		return fmt.Errorf("run %d: nothing re-run: %w", d.RunID, err)
-	}
 	var resp *github.Response
 	var err error
 	switch d.Method {
@@ -345,22 +327,4 @@ func (r Retrier) Apply(ctx context.Context, d Decision) error {
 		return fmt.Errorf("re-running %v of run %d (%s): %w", d.Rerun, d.RunID, d.Method, err)
 	}
 	return nil
-}
-
-// remember keeps the cluster's evidence for the jobs left for a later attempt, before the
-// re-run that starts that attempt: when it completes, the cluster may have forgotten them.
-func (r Retrier) remember(ctx context.Context, d Decision) error {
-	if r.Memory == nil {
-		return nil
-	}
-	keep := map[int64]string{}
-	for _, j := range d.Failed {
-		if j.byCluster && slices.Contains(d.Next, j.ID) {
-			keep[j.ID] = j.Evidence
-		}
-	}
-	if len(keep) == 0 {
-		return nil
-	}
-	return r.Memory.Remember(ctx, keep, time.Now())
 }

@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -404,19 +403,12 @@ func TestClusterOnlyEvidenceGoesFirst(t *testing.T) {
 	assert.Equal(t, []int64{2}, d.Next, "the runner-form job, whose annotation stays, next")
 }
 
-// memory is a Memory in a map.
-type memory map[int64]string
-
-func (m memory) Recall(id int64) (string, bool) { e, ok := m[id]; return e, ok }
-func (m memory) Remember(_ context.Context, ev map[int64]string, _ time.Time) error {
-	maps.Copy(m, ev)
-	return nil
-}
-
 // Two container-form jobs interrupted beside one that failed by itself: the second waits for
-// the first's re-run, and when that attempt completes the cluster has forgotten (its events
-// are gone). The retry runner's memory keeps its evidence, and it is re-run then.
-func TestMemoryOutlivesTheClustersEvents(t *testing.T) {
+// the first's re-run. When that attempt completes it is judged again on what the cluster
+// still knows, and nothing else: once the cluster's events are gone (about an hour), it is not
+// re-run, and its evidence says why. No memory outlives the events: the retry runner's account
+// writes nothing a job on it could forge.
+func TestALaterAttemptIsJudgedOnTheClustersEventsAlone(t *testing.T) {
 	const podGone = "Error: failed to run script step: pod not found"
 	f := &fakeGitHub{status: "completed", conclusion: "failure", attempt: 1, jobs: []fakeJob{
 		{2, "cuda-a", "failure", ourA, []string{podGone}, 1},
@@ -432,29 +424,36 @@ func TestMemoryOutlivesTheClustersEvents(t *testing.T) {
 			interrupted bool
 		}{"cluster: pod " + runner + "-workflow was on node ip-10-0-3-7, spot-interrupted at 2026-12-03T11:58:00Z (Spot interruption warning was triggered)", true}
 	}
-	mem := memory{}
 	r := retry.Retrier{Client: f.serve(t), Owner: "luxfi", Repo: "app", ScaleSets: []string{"lux-gpu-t4"},
-		Cluster: clusterSays{ourA: interrupted(ourA), ourB: interrupted(ourB)}, Memory: mem}
+		Cluster: clusterSays{ourA: interrupted(ourA), ourB: interrupted(ourB)}}
 	d, err := r.Decide(context.Background(), runID)
 	require.NoError(t, err)
 	require.NoError(t, r.Apply(context.Background(), d))
 	assert.Equal(t, []int64{2}, f.jobReruns)
 	assert.Equal(t, []int64{4}, d.Next)
-	assert.Equal(t, map[int64]string{4: interrupted(ourB).evidence}, map[int64]string(mem), "the waiting job's evidence is kept")
 
-	// Attempt 2 completed, an hour later: the cluster knows neither runner any more.
+	// Attempt 2 completed within the hour: the cluster still knows, and the second is re-run.
 	f.attempt = 2
 	f.jobs = append(f.jobs, fakeJob{12, "cuda-a", "success", ourA + "x", nil, 2})
-	r.Cluster = clusterSays{}
 	d, err = r.Decide(context.Background(), runID)
 	require.NoError(t, err)
 	require.NoError(t, r.Apply(context.Background(), d))
 	assert.Equal(t, retry.RerunJob, d.Method, d.Reason)
-	assert.Equal(t, []int64{2, 4}, f.jobReruns, "the second interrupted job, on the evidence kept")
+	assert.Equal(t, []int64{2, 4}, f.jobReruns, "the second interrupted job, on the cluster's evidence")
 
-	// Without the memory it would have been judged a job that failed by itself.
-	r.Memory = nil
+	// Had it completed later, the cluster would know neither runner: not re-run, and said so.
+	f.jobReruns = nil
+	r.Cluster = clusterSays{}
 	d, err = r.Decide(context.Background(), runID)
 	require.NoError(t, err)
 	assert.Empty(t, d.Method, d.Reason)
+	var second retry.Job
+	for _, j := range d.Failed {
+		if j.ID == 4 {
+			second = j
+		}
+	}
+	require.Equal(t, int64(4), second.ID, "job 4 is among the failed jobs")
+	assert.False(t, second.Interrupted)
+	assert.Contains(t, second.Evidence, "no lost-runner annotation", "GitHub alone cannot tell a container-form job lost its node")
 }

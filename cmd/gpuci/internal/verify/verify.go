@@ -38,8 +38,8 @@ func Run(ctx context.Context, kube kubernetes.Interface, dyn dynamic.Interface, 
 	for _, pool := range cfg.GPUPools {
 		checks = append(checks, runnerSet(ctx, dyn, pool))
 	}
-	if cfg.RetryScaleSetName != "" {
-		checks = append(checks, retrySet(ctx, dyn, cfg.RetryScaleSetName))
+	if r := cfg.RetryRunner.ScaleSetName; r != "" {
+		checks = append(checks, retrySet(ctx, dyn, r))
 	}
 	return checks
 }

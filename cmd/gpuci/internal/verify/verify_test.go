@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/luxfi/lux-gpu-ci/cmd/gpuci/internal/verify"
+	"github.com/luxfi/lux-gpu-ci/config"
 	"github.com/luxfi/lux-gpu-ci/internal/testsupport/fakecluster"
 	"github.com/luxfi/lux-gpu-ci/internal/testsupport/testkit"
 )
@@ -92,7 +93,7 @@ func TestVerifyFailures(t *testing.T) {
 // With retryScaleSetName, verify looks for the retry runner's scale set too.
 func TestVerifyRetryRunner(t *testing.T) {
 	cfg := testkit.DevConfig(t)
-	cfg.RetryScaleSetName = "lux-gpu-retry"
+	cfg.RetryRunner = config.RetryRunner{ScaleSetName: "lux-gpu-retry", RunnerGroup: "lux-gpu-retry"}
 	run := func(c fakecluster.Cluster) ([]verify.Check, string) {
 		kube, dyn := c.Clients()
 		checks := verify.Run(context.Background(), kube, dyn, cfg)

@@ -1,0 +1,95 @@
+package k8s
+
+// The runners' namespace is a boundary: a job is untrusted code, and it runs there. Pure
+// builders of what draws it (the components in runners.go register them):
+//
+//   - Pod Security admission: baseline enforced (no privileged pod, no host path, network,
+//     PID or port), restricted audited and warned. Not restricted: a runner-form job keeps the
+//     runner image's sudo inside its container, and a container job runs its image's user.
+//   - No service-account token where nothing uses one (gpuPodTemplate): a job's code runs only
+//     in pods without a token, so it holds no Kubernetes identity at all.
+//   - NetworkPolicies: nothing reaches a runner; a job's pod reaches DNS and the internet, not
+//     the cluster's private addresses (the API server, other pods, nodes) nor the link-local
+//     ones (IMDS, the Pod Identity agent); a relay (a container-form runner, the retry runner)
+//     reaches the API server too. EKS's VPC CNI enforces them (infra: vpc-cni's
+//     enableNetworkPolicy).
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	k8smeta "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	psaapi "k8s.io/pod-security-admission/api"
+
+	"github.com/luxfi/lux-gpu-ci/internal/wellknown"
+)
+
+// PodSecurityLabels are the Pod Security admission labels of the namespaces where ARC's pods
+// run: baseline enforced, restricted reported. The version is the API server's own (the
+// labels carry none): a control plane upgrade brings its newer checks with it.
+func PodSecurityLabels() map[string]string {
+	return map[string]string{
+		psaapi.EnforceLevelLabel: string(psaapi.LevelBaseline),
+		psaapi.AuditLevelLabel:   string(psaapi.LevelRestricted),
+		psaapi.WarnLevelLabel:    string(psaapi.LevelRestricted),
+	}
+}
+
+// privateRanges are the addresses a job's pod may not reach: the cluster's own (RFC 1918 and
+// shared address space: the VPC, its pods and nodes, the Service range with the API server's
+// ClusterIP) and link-local (IMDS at 169.254.169.254, the Pod Identity agent at
+// 169.254.170.23). The VPC CNI's policy agent sees a packet before kube-proxy translates a
+// ClusterIP (aws/amazon-network-policy-controller-k8s pkg/resolvers/endpoints.go), so a
+// Service address counts as its own range here.
+var privateRanges = []string{"10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "169.254.0.0/16"}
+
+// linkLocal is what no pod in the namespace may reach: IMDS and the Pod Identity agent.
+var linkLocal = []string{"169.254.0.0/16"}
+
+// Names of the runners' namespace's NetworkPolicies.
+const (
+	DenyAllPolicy     = "deny-all"
+	JobEgressPolicy   = "job-egress"
+	RelayEgressPolicy = "relay-egress"
+)
+
+// RunnersNetworkPolicies are the runners' namespace's policies: every pod denied in and out,
+// then each role's egress allowed. A pod of neither role (none is made) reaches nothing.
+func RunnersNetworkPolicies() []networkingv1.NetworkPolicy {
+	policy := func(name string, selector k8smeta.LabelSelector, types []networkingv1.PolicyType, egress []networkingv1.NetworkPolicyEgressRule) networkingv1.NetworkPolicy {
+		return networkingv1.NetworkPolicy{
+			TypeMeta:   k8smeta.TypeMeta{APIVersion: "networking.k8s.io/v1", Kind: "NetworkPolicy"},
+			ObjectMeta: k8smeta.ObjectMeta{Name: name, Namespace: wellknown.RunnersNamespace},
+			Spec:       networkingv1.NetworkPolicySpec{PodSelector: selector, PolicyTypes: types, Egress: egress},
+		}
+	}
+	role := func(r string) k8smeta.LabelSelector {
+		return k8smeta.LabelSelector{MatchLabels: map[string]string{wellknown.RunnerRoleLabel: r}}
+	}
+	egress := []networkingv1.PolicyType{networkingv1.PolicyTypeEgress}
+	return []networkingv1.NetworkPolicy{
+		policy(DenyAllPolicy, k8smeta.LabelSelector{}, []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress}, nil),
+		policy(JobEgressPolicy, role(wellknown.RunnerRoleJob), egress, []networkingv1.NetworkPolicyEgressRule{dnsEgress(), internetEgress(privateRanges)}),
+		policy(RelayEgressPolicy, role(wellknown.RunnerRoleRelay), egress, []networkingv1.NetworkPolicyEgressRule{dnsEgress(), internetEgress(linkLocal)}),
+	}
+}
+
+// dnsEgress reaches the cluster's DNS (CoreDNS, as EKS's add-on labels it) on port 53.
+func dnsEgress() networkingv1.NetworkPolicyEgressRule {
+	udp, tcp := corev1.ProtocolUDP, corev1.ProtocolTCP
+	port := intstr.FromInt32(53)
+	return networkingv1.NetworkPolicyEgressRule{
+		To: []networkingv1.NetworkPolicyPeer{{
+			NamespaceSelector: &k8smeta.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": "kube-system"}},
+			PodSelector:       &k8smeta.LabelSelector{MatchLabels: map[string]string{"k8s-app": "kube-dns"}},
+		}},
+		Ports: []networkingv1.NetworkPolicyPort{{Protocol: &udp, Port: &port}, {Protocol: &tcp, Port: &port}},
+	}
+}
+
+// internetEgress reaches every IPv4 address but those in except.
+func internetEgress(except []string) networkingv1.NetworkPolicyEgressRule {
+	return networkingv1.NetworkPolicyEgressRule{To: []networkingv1.NetworkPolicyPeer{{
+		IPBlock: &networkingv1.IPBlock{CIDR: "0.0.0.0/0", Except: except},
+	}}}
+}
