@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -19,6 +20,11 @@ import (
 // pull of each tag, and re-checks a tag at most once every 24 hours.
 type ImageCache struct {
 	Upstreams []CachedUpstream
+	// Repositories are the account's own ECR repositories nodes may pull from beside the
+	// cache's (imageRepositories): names, or a prefix ending in "*", in the stack's region.
+	// Every other private repository of the account is denied to the nodes' roles, so a
+	// `container:` job cannot name one.
+	Repositories []string
 }
 
 // CachedUpstream is one upstream registry behind a cache rule.
@@ -158,8 +164,18 @@ func (p *parser) parseImageCache(cluster string) ImageCache {
 			p.failHow(KeyRegistryCredentials, fmt.Sprintf("has an entry for %s, which imageCache does not list", host), "add "+host+" to imageCache in Pulumi.<stack>.yaml, or drop its entry")
 		}
 	}
+	p.object(KeyImageRepositories, &c.Repositories)
+	for _, r := range c.Repositories {
+		if !repositoryPatternRE.MatchString(r) {
+			p.fail(KeyImageRepositories, fmt.Sprintf("%q is not an ECR repository name, or a name prefix ending in *", r), `["team-a/cuda-base", "team-b/*"]`)
+		}
+	}
 	return c
 }
+
+// repositoryPatternRE is ECR's repository name pattern (lower-case components separated by
+// '/', each with single '.', '_' or '-' inside), optionally cut short by a final '*'.
+var repositoryPatternRE = regexp.MustCompile(`^(?:[a-z0-9]+(?:[._-][a-z0-9]+)*/)*(?:[a-z0-9]+(?:[._-][a-z0-9]+)*(?:/?\*)?|\*)$`)
 
 // CacheAddresses maps an upstream registry's host (docker.io, ghcr.io, …) to the ECR
 // pull-through cache repository serving its images ("<account>.dkr.ecr.<region>.amazonaws.com/<prefix>"),

@@ -32,6 +32,7 @@ const (
 	KeyHelmCharts                  = "helmCharts"
 	KeyImageCache                  = "imageCache"
 	KeyRegistryCredentials         = "registryCredentials"
+	KeyImageRepositories           = "imageRepositories"
 	KeyRetryScaleSetName           = "retryScaleSetName"
 	KeyRetryRunnerGroup            = "retryRunnerGroup"
 
@@ -99,6 +100,8 @@ var Defaults = map[string]any{
 	// []: no pull-through cache rule; images come from their registries through the NAT.
 	KeyImageCache:          []string{},
 	KeyRegistryCredentials: "",
+	// []: nodes pull from no private ECR repository of the account but the image cache's.
+	KeyImageRepositories: []string{},
 	// "": no retry runner; gpuci retry then runs where a workflow puts it, on GitHub's evidence.
 	KeyRetryScaleSetName: "",
 	// "": required once retryScaleSetName is set (validateRetryRunner): the retry runner's
@@ -114,7 +117,7 @@ var Required = []string{KeyGitHubOrg}
 // with a one-line `pulumi config set`.
 var structured = map[string]bool{
 	KeyPublicAccessCidrs: true, KeyAdminPrincipals: true, KeyTags: true, KeyAddonVersions: true, KeyBudget: true, KeyGPUPools: true,
-	KeyImageCache: true,
+	KeyImageCache: true, KeyImageRepositories: true,
 }
 
 // credentials are set with `pulumi config set --secret`.

@@ -28,6 +28,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -147,7 +148,9 @@ func mustEnv(t *testing.T, key string) string {
 }
 
 // step runs one phase of a scenario as a subtest and logs its time. A failed phase stops the
-// scenario: later phases build on the state it leaves.
+// scenario: later phases build on the state it leaves. For local iteration,
+// E2E_STOP_AFTER=<part of a step's name> ends the scenario after that step
+// (`E2E_STOP_AFTER=hostile make e2e`).
 func step(t *testing.T, name string, phase func(t *testing.T)) {
 	t.Helper()
 	start := time.Now()
@@ -155,6 +158,9 @@ func step(t *testing.T, name string, phase func(t *testing.T)) {
 	t.Logf("── %s: %s", name, time.Since(start).Round(100*time.Millisecond))
 	if !ok {
 		t.FailNow()
+	}
+	if stop := os.Getenv("E2E_STOP_AFTER"); stop != "" && strings.Contains(name, stop) {
+		t.Skipf("E2E_STOP_AFTER=%q: stopped after %q", stop, name)
 	}
 }
 

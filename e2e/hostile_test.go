@@ -55,6 +55,9 @@ func hostileJobs(t *testing.T, ctx context.Context, restCfg *rest.Config, core k
 		for name := range created {
 			_ = pods.Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)})
 		}
+		for _, p := range hostilePods() { // there only if an attempt was let through
+			_ = pods.Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)})
+		}
 	}()
 
 	// A job's code holds no Kubernetes identity: the ServiceAccount admission plugin mounted

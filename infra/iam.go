@@ -13,12 +13,14 @@ import (
 
 // statement is one IAM policy statement. Resources may hold outputs (a queue or role ARN).
 type statement struct {
-	Sid        string
-	Effect     string // "Allow" unless set
-	Actions    []string
-	Resources  pulumi.StringArray
-	Principals []principal
-	Conditions []condition
+	Sid       string
+	Effect    string // "Allow" unless set
+	Actions   []string
+	Resources pulumi.StringArray
+	// NotResources: every resource but these (with a Deny: "nothing but these").
+	NotResources pulumi.StringArray
+	Principals   []principal
+	Conditions   []condition
 	// OutputConditions are conditions whose values are other resources' outputs (the ARNs of
 	// the rules a queue takes messages from).
 	OutputConditions []outputCondition
@@ -53,6 +55,9 @@ func (s statement) args() iam.GetPolicyDocumentStatementArgs {
 	}
 	if len(s.Resources) > 0 {
 		a.Resources = s.Resources
+	}
+	if len(s.NotResources) > 0 {
+		a.NotResources = s.NotResources
 	}
 	var ps iam.GetPolicyDocumentStatementPrincipalArray
 	for _, p := range s.Principals {

@@ -147,6 +147,22 @@ func New(ctx *pulumi.Context, cfg *config.Config) (*Outputs, error) {
 		imageCache = ic.Repositories
 		lifelines = append(lifelines, ic.Resources...)
 	}
+	// Every stack, cached or not: the nodes pull nothing else from the account.
+	pullable := slices.Clone(cfg.ImageCache.Repositories)
+	for _, u := range cfg.ImageCache.Upstreams {
+		pullable = append(pullable, u.RepositoryPrefix+"/*")
+	}
+	if _, err := NewNodeImagePull(ctx, "node-image-pull", &NodeImagePullArgs{
+		ClusterName:   cfg.ClusterName,
+		Region:        cfg.Region,
+		Partition:     partition.Partition,
+		AccountID:     caller.AccountId,
+		Repositories:  pullable,
+		NodeRoleNames: []pulumi.StringInput{cluster.SystemNodeRoleName, karpenter.NodeRoleName},
+		Tags:          cfg.Tags,
+	}); err != nil {
+		return nil, err
+	}
 	if b := cfg.Budget; b != nil {
 		if _, err := NewBudget(ctx, "budget", &BudgetArgs{
 			ClusterName: cfg.ClusterName, MonthlyUSD: b.MonthlyUSD, Emails: b.Emails, Tags: cfg.Tags,

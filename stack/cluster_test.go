@@ -57,7 +57,11 @@ func TestClusterDev(t *testing.T) {
 	}
 
 	addons := map[string]registered{}
+	configured := map[string]any{}
 	for _, a := range m.all("aws:eks/addon:Addon") {
+		if v, ok := a.Inputs["configurationValues"]; ok {
+			configured[a.Inputs["addonName"].(string)] = v
+		}
 		addons[a.Inputs["addonName"].(string)] = a
 		assert.Equal(t, "lux-gpu-ci", a.Inputs["clusterName"])
 		assert.Contains(t, a.Deps(), "eks:index:Cluster::cluster", "%s waits for the cluster", a.Name)
@@ -65,6 +69,9 @@ func TestClusterDev(t *testing.T) {
 		assert.Equal(t, "v-eks-default-"+a.Inputs["addonName"].(string)+"-k8s1.35", a.Inputs["addonVersion"], "EKS's default for the cluster's version")
 	}
 	assert.ElementsMatch(t, []string{"vpc-cni", "kube-proxy", "coredns", "eks-pod-identity-agent"}, keys(addons))
+	// The VPC CNI enforces the runners' namespace's NetworkPolicies (its add-on schema's
+	// enableNetworkPolicy, a string); no other add-on is configured.
+	assert.Equal(t, map[string]any{"vpc-cni": `{"enableNetworkPolicy":"true"}`}, configured)
 	assert.Contains(t, addons["coredns"].Deps(), "eks:index:ManagedNodeGroup::cluster-system", "CoreDNS only turns ACTIVE on a node")
 
 	tag := m.one(t, "aws:ec2/tag:Tag")

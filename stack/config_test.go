@@ -71,6 +71,8 @@ func TestInvalidConfigNamesKeyAndCreatesNothing(t *testing.T) {
 		{"retry runner without a group of its own", "lux-gpu-ci:retryRunnerGroup", []string{"retryScaleSetName", "lux-gpu-retry"}},
 		{"retry runner in the Default group", "lux-gpu-ci:retryRunnerGroup", []string{"retryScaleSetName", "lux-gpu-retry", "retryRunnerGroup", "default"}},
 		{"retry runner group without a retry runner", "lux-gpu-ci:retryRunnerGroup", []string{"retryRunnerGroup", "lux-gpu-retry"}},
+		{"image repository not an ECR name", "lux-gpu-ci:imageRepositories", []string{"imageRepositories", `["Team-A/base"]`}},
+		{"image repositories not a list", "lux-gpu-ci:imageRepositories", []string{"imageRepositories", `"team-a/*"`}},
 		{"cluster name ECR would refuse in the cache's repositories", "lux-gpu-ci:clusterName", []string{"clusterName", "lux--ci"}},
 		{"helm chart with a misspelt field", "lux-gpu-ci:helmCharts", []string{"helmCharts", `{"karpenter": {"chart": "/srv/karpenter", "versoin": "1"}}`}},
 	}

@@ -6,12 +6,14 @@ package stack_test
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/luxfi/lux-gpu-ci/internal/testsupport/fakeaws"
 	"github.com/luxfi/lux-gpu-ci/internal/testsupport/testkit"
 )
 
@@ -206,4 +208,44 @@ func TestImageSnapshotPoolThroughTheProgram(t *testing.T) {
 	cold := m.get(t, "kubernetes:karpenter.k8s.aws/v1:EC2NodeClass", "gpu-ci-cold-nodeclass")
 	assert.Equal(t, []any{map[string]any{"alias": "al2023@v20260714"}}, path(cold.Inputs, "spec", "amiSelectorTerms"))
 	assert.Len(t, path(cold.Inputs, "spec", "blockDeviceMappings"), 1)
+}
+
+// The nodes' roles pull from the account's own ECR repositories only through the stack's
+// cache rules and the repositories imageRepositories names: one Deny, on both node roles,
+// takes the rest back from AWS's PullOnly policy (which EKS's own images, in AWS's accounts,
+// still need). Without a cache or extra repositories, the whole account is denied.
+func TestNodesPullNothingElseFromTheAccount(t *testing.T) {
+	scope := func(m *mocks) fakeaws.PolicyStatement {
+		t.Helper()
+		p := m.get(t, "aws:iam/policy:Policy", "node-image-pull")
+		doc := policyOf(t, p, "policy")
+		require.Len(t, doc.Statement, 1)
+		st := doc.Statement[0]
+		assert.Equal(t, "Deny", st.Effect)
+		assert.ElementsMatch(t, []string{"ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer", "ecr:BatchImportUpstreamImage", "ecr:BatchCheckLayerAvailability"}, st.Action)
+		var roles []any
+		for _, a := range m.all("aws:iam/rolePolicyAttachment:RolePolicyAttachment") {
+			if strings.HasPrefix(a.Name, "node-image-pull-") {
+				roles = append(roles, a.Inputs["role"])
+			}
+		}
+		require.Len(t, roles, 2, "both node roles")
+		assert.Contains(t, roles, "lux-gpu-ci-karpenter-node")
+		return st
+	}
+
+	dev := scope(runDev(t, "imageRepositories", `["team-a/cuda-base", "team-b/*"]`))
+	assert.Empty(t, dev.Resource)
+	assert.ElementsMatch(t, []string{
+		"arn:aws:ecr:us-west-2:" + testAccount + ":repository/lux-gpu-ci/ghcr/*",
+		"arn:aws:ecr:us-west-2:" + testAccount + ":repository/lux-gpu-ci/docker-hub/*",
+		"arn:aws:ecr:us-west-2:" + testAccount + ":repository/team-a/cuda-base",
+		"arn:aws:ecr:us-west-2:" + testAccount + ":repository/team-b/*",
+	}, dev.NotResource, "all but the cache's repositories and the ones named")
+	assert.Equal(t, map[string]map[string][]string{"StringEquals": {"aws:ResourceAccount": {testAccount}}}, dev.Condition, "in this account only: EKS's own registries stay pullable")
+
+	none := scope(runDev(t, "imageCache", "[]", "registryCredentials", testkit.Unset))
+	assert.Equal(t, []string{"arn:aws:ecr:*:" + testAccount + ":repository/*"}, none.Resource, "no cache: none of the account's repositories")
+	assert.Empty(t, none.NotResource)
+	assert.Empty(t, none.Condition)
 }

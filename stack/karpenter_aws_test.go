@@ -102,6 +102,8 @@ func TestKarpenterAWSDev(t *testing.T) {
 		"arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore",
 		// The image cache's first pull (TestImageCacheFirstPullPermission).
 		"arn:aws:iam::" + testAccount + ":policy/lux-gpu-ci-image-cache-first-pull",
+		// Nothing else from the account (TestNodesPullNothingElseFromTheAccount).
+		"arn:aws:iam::" + testAccount + ":policy/lux-gpu-ci-node-image-pull",
 	}, nodePolicies)
 
 	entry := m.one(t, "aws:eks/accessEntry:AccessEntry")

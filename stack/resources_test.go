@@ -31,9 +31,10 @@ func TestDevStackResourceCounts(t *testing.T) {
 		"aws:sqs/queuePolicy:QueuePolicy":                     1,
 		"aws:cloudwatch/eventRule:EventRule":                  5,
 		"aws:cloudwatch/eventTarget:EventTarget":              5,
-		"aws:iam/role:Role":                                   3,     // system nodes, Karpenter nodes, Karpenter controller
-		"aws:iam/policy:Policy":                               6 + 1, // Karpenter's controller, the image cache's first pull
-		"aws:iam/rolePolicyAttachment:RolePolicyAttachment":   4 + 4 + 6 + 2,
+		"aws:iam/role:Role":                                   3,         // system nodes, Karpenter nodes, Karpenter controller
+		"aws:iam/policy:Policy":                               6 + 1 + 1, // Karpenter's controller, the image cache's first pull, the nodes' pull scope
+		"aws:iam/rolePolicyAttachment:RolePolicyAttachment":   4 + 4 + 6 + 2 + 2,
+		"lux-gpu-ci:infra:NodeImagePull":                      1,
 		"aws:ec2/vpcEndpoint:VpcEndpoint":                     1, // S3, on the private route table
 		// The image cache: ghcr.io (runner images) and docker.io (CUDA images), each with
 		// its credential's secret, a rule and a repository template.

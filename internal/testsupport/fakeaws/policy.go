@@ -15,12 +15,13 @@ type PolicyDocument struct {
 // PolicyStatement is one statement of a PolicyDocument. Principal is "*" or a map of
 // principal type to identifiers.
 type PolicyStatement struct {
-	Sid       string                         `json:"Sid,omitempty"`
-	Effect    string                         `json:"Effect"`
-	Action    []string                       `json:"Action"`
-	Resource  []string                       `json:"Resource,omitempty"`
-	Principal any                            `json:"Principal,omitempty"`
-	Condition map[string]map[string][]string `json:"Condition,omitempty"`
+	Sid         string                         `json:"Sid,omitempty"`
+	Effect      string                         `json:"Effect"`
+	Action      []string                       `json:"Action"`
+	Resource    []string                       `json:"Resource,omitempty"`
+	NotResource []string                       `json:"NotResource,omitempty"`
+	Principal   any                            `json:"Principal,omitempty"`
+	Condition   map[string]map[string][]string `json:"Condition,omitempty"`
 }
 
 // RenderPolicy does what the AWS provider's getPolicyDocument does, in a normalised form:
@@ -37,7 +38,7 @@ func RenderPolicy(args map[string]any) (string, error) {
 	}
 	for _, raw := range asList(args["statements"]) {
 		s := raw.(map[string]any)
-		st := PolicyStatement{Effect: "Allow", Action: strs(s["actions"]), Resource: strs(s["resources"])}
+		st := PolicyStatement{Effect: "Allow", Action: strs(s["actions"]), Resource: strs(s["resources"]), NotResource: strs(s["notResources"])}
 		st.Sid, _ = s["sid"].(string)
 		if e, _ := s["effect"].(string); e != "" {
 			st.Effect = e
@@ -69,6 +70,15 @@ func RenderPolicy(args map[string]any) (string, error) {
 				return "", fmt.Errorf("condition %s %s given twice", test, variable)
 			}
 			st.Condition[test][variable] = strs(cm["values"])
+		}
+		// IAM's grammar (IAM User Guide, "IAM JSON policy elements: Resource"/"NotResource"):
+		// a statement names its resources one way or the other, never both; one that grants a
+		// principal (a trust or resource policy) may name none, an identity policy's must.
+		switch {
+		case st.Resource != nil && st.NotResource != nil:
+			return "", fmt.Errorf("statement %q has both Resource and NotResource", st.Sid)
+		case st.Principal == nil && st.Resource == nil && st.NotResource == nil:
+			return "", fmt.Errorf("statement %q has neither Resource nor NotResource (MalformedPolicyDocument)", st.Sid)
 		}
 		doc.Statement = append(doc.Statement, st)
 	}
