@@ -91,10 +91,26 @@ func ImageRegistry(image string) (host, rest string, ok bool) {
 	return host, strings.TrimPrefix(named.String(), host+"/"), true
 }
 
-// Caches tells whether the stack caches the registry of image.
+// Caches tells whether nodes pull image through the stack's cache: its registry has a rule,
+// and it is named by tag (Digested).
 func (c ImageCache) Caches(image string) bool {
 	host, _, ok := ImageRegistry(image)
-	return ok && slices.ContainsFunc(c.Upstreams, func(u CachedUpstream) bool { return u.Registry.Host == host })
+	return ok && !Digested(image) && slices.ContainsFunc(c.Upstreams, func(u CachedUpstream) bool { return u.Registry.Host == host })
+}
+
+// Digested tells whether image is pinned by digest (with or without a tag). ECR's
+// pull-through cache fills a repository only when an image is pulled by tag: the first pull of
+// a digest it has not cached fails as not found (aws/containers-roadmap#2837), and a
+// reference with both tag and digest is pulled by its digest alone (containerd resolves it
+// with distribution/reference.ParseDockerRef, which drops the tag). So a digest-pinned image
+// is pulled from its own registry, never through the cache.
+func Digested(image string) bool {
+	named, err := reference.ParseNormalizedNamed(image)
+	if err != nil {
+		return false
+	}
+	_, ok := named.(reference.Digested)
+	return ok
 }
 
 // maxRepositoryPrefix is ECR's limit on a pull-through cache rule's repository prefix.
@@ -183,25 +199,29 @@ var repositoryPatternRE = regexp.MustCompile(`^(?:[a-z0-9]+(?:[._-][a-z0-9]+)*/)
 type CacheAddresses map[string]string
 
 // Pull is the reference a node pulls for image: through the cache where its registry has a
-// rule, else image itself. Names are normalized as Docker does ("nvidia/cuda:12" is
+// rule and it is named by tag, else image itself (a digest-pinned image from its own registry:
+// Digested). Names are normalized as Docker does ("nvidia/cuda:12" is
 // docker.io/nvidia/cuda:12, "ubuntu" is docker.io/library/ubuntu), which is also the path
 // ECR's Docker Hub rule expects.
 func (c CacheAddresses) Pull(image string) string {
 	host, rest, ok := ImageRegistry(image)
-	if cache, cached := c[host]; ok && cached {
+	if cache, cached := c[host]; ok && cached && !Digested(image) {
 		return cache + "/" + rest
 	}
 	return image
 }
 
-// Qualified is Pull with the registry always spelled out, as containerd's ctr needs it (it
-// does not add docker.io/ as the kubelet does).
+// Qualified is Pull with the registry and the tag always spelled out, as containerd's ctr
+// needs them (it adds neither docker.io/ nor :latest, as the kubelet does): "ubuntu" is
+// docker.io/library/ubuntu:latest.
 func (c CacheAddresses) Qualified(image string) string {
-	if pulled := c.Pull(image); pulled != image {
+	named, err := reference.ParseNormalizedNamed(image)
+	if err != nil {
+		return image
+	}
+	full := reference.TagNameOnly(named).String()
+	if pulled := c.Pull(full); pulled != full {
 		return pulled
 	}
-	if host, rest, ok := ImageRegistry(image); ok {
-		return host + "/" + rest
-	}
-	return image
+	return full
 }

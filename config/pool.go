@@ -64,8 +64,14 @@ type GPUPool struct {
 	// set, idle at zero, where a workflow sends a job's second attempt after a spot
 	// interruption.
 	OnDemandRetry bool `json:"onDemandRetry,omitempty"`
+	// WarmSchedule is the pool's warm capacity as the stack file gives it (its `warm`
+	// field); Warm is that schedule, validated.
+	WarmSchedule *WarmSchedule `json:"warm,omitempty"`
+	Warm         *Warm         `json:"-"`
 	// RetryTwinOf is, on a twin, the name of the pool it retries for (never configured).
 	RetryTwinOf string `json:"-"`
+	// warmProblems are what is wrong with WarmSchedule (problems reports them).
+	warmProblems []fieldProblem
 }
 
 // retryTwinSuffix names a twin's NodePool, scale set and routing label after its pool's.
@@ -86,6 +92,8 @@ func (p GPUPool) RetryTwin() GPUPool {
 	}
 	t.InstanceTypes = slices.Clone(p.InstanceTypes)
 	t.OnDemandRetry, t.RetryTwinOf = false, p.Name
+	// A retry waits for no warm node: it runs seldom, and on-demand capacity is there.
+	t.WarmSchedule, t.Warm, t.warmProblems = nil, nil, nil
 	return t
 }
 
@@ -198,6 +206,11 @@ func (p *parser) parsePools() []GPUPool {
 		if pool.RunnerLabels == nil && pool.Name != "" {
 			pool.RunnerLabels = []string{"self-hosted", "linux", "amd64", "cuda", "gpu", pool.Name}
 		}
+		if pool.WarmSchedule != nil {
+			pool.Warm = pool.WarmSchedule.parse(pool.GPULimit, pool.JobForm, func(field, problem string) {
+				pool.warmProblems = append(pool.warmProblems, fieldProblem{field, problem})
+			})
+		}
 		pools = append(pools, pool)
 		if pool.OnDemandRetry {
 			// Validated with the others: its names must fit and be unique too.
@@ -250,10 +263,17 @@ func (c *Config) validatePools(p *parser) {
 		}
 		scaleSets[pool.RunnerScaleSetName] = true
 		for _, pr := range problems {
-			p.fail(KeyGPUPools, fmt.Sprintf("%s.%s: %s", at, pr.field, pr.problem), fmt.Sprintf(`[{"name": "gpu-spot", "instanceTypes": ["g4dn.xlarge"], "%s": …}]`, pr.field))
+			example := fmt.Sprintf(`[{"name": "gpu-spot", "instanceTypes": ["g4dn.xlarge"], "%s": …}]`, pr.field)
+			if strings.HasPrefix(pr.field, "warm") {
+				example = warmExample
+			}
+			p.fail(KeyGPUPools, fmt.Sprintf("%s.%s: %s", at, pr.field, pr.problem), example)
 		}
 	}
 }
+
+// warmExample is the fix shown for a bad warm schedule.
+const warmExample = `[{"name": "gpu-spot", "instanceTypes": ["g4dn.xlarge"], "warm": {"timeZone": "Europe/Berlin", "windows": [{"days": "mon-fri", "from": "08:00", "to": "19:00", "nodes": 1}]}}]`
 
 // fieldProblem is what is wrong with one field of a pool.
 type fieldProblem struct{ field, problem string }
@@ -368,5 +388,12 @@ func (pool GPUPool) problems() []fieldProblem {
 	if pool.JobForm != JobFormRunner && pool.JobForm != JobFormContainer {
 		bad("jobForm", fmt.Sprintf("%q is not %q (steps run in the runner, which holds the GPU) or %q (every job declares container:, and its pod gets the GPU)", pool.JobForm, JobFormRunner, JobFormContainer))
 	}
-	return out
+	if pool.Warm != nil {
+		// A window's CronJob is <name>-warm-<i>, and a CronJob's name is at most 52 characters
+		// (its Jobs' names add 11).
+		if n := len(fmt.Sprintf("%s-warm-%d", pool.Name, len(pool.Warm.Windows)-1)); n > 52 {
+			bad("warm", fmt.Sprintf("the window CronJobs' names, %s-warm-<i>, are %d characters, past Kubernetes' 52 for a CronJob: shorten name", pool.Name, n))
+		}
+	}
+	return append(out, pool.warmProblems...)
 }

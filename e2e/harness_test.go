@@ -381,6 +381,18 @@ func (h *harness) calls(t *testing.T) []fakeaws.Call {
 	return calls
 }
 
+// mutations are the calls in the fake AWS's log that change something (Create, Update,
+// Delete), as "method type name" lines.
+func mutations(calls []fakeaws.Call) []string {
+	var out []string
+	for _, c := range calls {
+		if c.Method == "Create" || c.Method == "Update" || c.Method == "Delete" {
+			out = append(out, c.Method+" "+c.Type+" "+c.Name)
+		}
+	}
+	return out
+}
+
 // setPoolField sets a field of the stack's first GPU pool.
 func setPoolField(t *testing.T, cfg map[string]any, field string, v any) {
 	pools, _ := cfg[config.Project+":"+config.KeyGPUPools].([]any)

@@ -18,6 +18,7 @@ import (
 	karpv1 "sigs.k8s.io/karpenter/pkg/apis/v1"
 
 	"github.com/luxfi/lux-gpu-ci/internal/testsupport/fakeeks"
+	"github.com/luxfi/lux-gpu-ci/config"
 	"github.com/luxfi/lux-gpu-ci/internal/wellknown"
 )
 
@@ -91,10 +92,14 @@ func (k *kubeletStandIn) registerGPUNodes(ctx context.Context) {
 			continue
 		}
 		// The kubelet's status: the machine's capacity (written again if a first write lost a
-		// race with a controller), and the GPUs once the device plugin runs there.
+		// race with a controller), and the GPUs once a device plugin runs there: the stack's
+		// DaemonSet on AL2023, the OS's own on Bottlerocket's NVIDIA variant, which runs NVIDIA's
+		// device plugin as a host service from boot (its nvidia-k8s-device-plugin package; the
+		// stack's keeps off those nodes, wellknown.NodeOSLabel).
 		want := nc.Status.Capacity[wellknown.GPUResource]
 		have := node.Status.Allocatable[wellknown.GPUResource]
-		gpus := !want.IsZero() && have.IsZero() && k.devicePluginRunsOn(ctx, node.Name)
+		plugin := node.Labels[wellknown.NodeOSLabel] == config.NodeOSBottlerocket || k.devicePluginRunsOn(ctx, node.Name)
+		gpus := !want.IsZero() && have.IsZero() && plugin
 		if node.Status.Allocatable.Pods().IsZero() || gpus {
 			capacity, allocatable := machineCapacity(&nc)
 			if gpus || !have.IsZero() {
@@ -214,6 +219,24 @@ func (k *kubeletStandIn) runPods(ctx context.Context) {
 		}
 		switch {
 		case p.DeletionTimestamp != nil:
+			// A kubelet stops a deleted pod's containers, then reports its phase, before it
+			// removes the pod: a controller waits for that phase (the Job controller keeps its
+			// finalizer on a pod until the pod is terminal, pkg/controller/job at v1.36.3). The
+			// stand-in runs no process: each exits as one without a SIGTERM handler does (143),
+			// and the pod is Failed (pkg/kubelet/kubelet_pods.go getPhase). A process that traps
+			// SIGTERM and exits 0 (a warm placeholder's) would make it Succeeded on a real node.
+			if p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
+				now := metav1.Now()
+				p.Status.Phase = corev1.PodFailed
+				p.Status.ContainerStatuses = nil
+				for _, c := range p.Spec.Containers {
+					p.Status.ContainerStatuses = append(p.Status.ContainerStatuses, corev1.ContainerStatus{Name: c.Name, Image: c.Image,
+						State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 143, Reason: "Error", FinishedAt: now}}})
+				}
+				if _, err = k.core.CoreV1().Pods(p.Namespace).UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil {
+					break
+				}
+			}
 			err = k.core.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)})
 		case p.Status.Phase == corev1.PodPending:
 			now := metav1.Now()

@@ -120,7 +120,7 @@ func TestWholeProgram(t *testing.T) {
 	})
 
 	var runner *corev1.Pod
-	step(t, "CoreDNS, ARC's listeners, a container-form runner and the retry runner are placed on a system node, and every system pod fits the t3.medium", func(t *testing.T) {
+	step(t, "CoreDNS, ARC's listeners, a container-form runner and the retry runner are placed on a system node by the real scheduler, none left Pending (the t3.medium's headroom logged)", func(t *testing.T) {
 		startCoreDNS(t, ctx, core)
 		runner = containerFormRunner(t, ctx, core, kube, systemNodes, drainedRunner)
 		retry := systemRunner(t, ctx, core, kube, systemNodes, retryScaleSet, retryScaleSet+"-e2e-runner-r")
@@ -160,6 +160,8 @@ func TestWholeProgram(t *testing.T) {
 		require.NoError(t, err)
 		// Its generation counts changes of its spec (Karpenter writes its status all along).
 		before := np.GetGeneration()
+		_, state := h.state(t, ctx)
+		sent := mutations(h.calls(t))
 		h.editStackFile(t, func(cfg map[string]any) { setPoolField(t, cfg, "capacityTypes", []any{"preemptible"}) })
 		_, err = h.up(t, ctx)
 		require.Error(t, err)
@@ -168,7 +170,13 @@ func TestWholeProgram(t *testing.T) {
 		np, err = kube.Resource(nodePools).Get(ctx, "gpu-spot", metav1.GetOptions{})
 		require.NoError(t, err)
 		assert.Equal(t, before, np.GetGeneration(), "the NodePool was not touched")
-		h.editStackFile(t, func(cfg map[string]any) { setPoolField(t, cfg, "capacityTypes", []any{"spot"}) })
+		// Nothing reached a provider: no AWS create, update or delete, and no resource of any
+		// provider changed in the state (a Kubernetes one would have).
+		assert.Equal(t, sent, mutations(h.calls(t)), "no create, update or delete reached the fake AWS")
+		_, after := h.state(t, ctx)
+		require.NotEmpty(t, state)
+		assert.Equal(t, withoutCiphertexts(state), withoutCiphertexts(after), "no resource of any provider changed")
+		h.editStackFile(t, func(cfg map[string]any) { setPoolField(t, cfg, "capacityTypes", []any{"spot", "on-demand"}) })
 	})
 
 	step(t, "zones and the system node group are kept: raising azCount, or a system instance type that would replace the group, is refused, naming the key", func(t *testing.T) {
@@ -216,9 +224,18 @@ func TestWholeProgram(t *testing.T) {
 		systemNodes = tagsAndSnapshotEdited(t, ctx, h, core, kube, systemNodes, gpuci, filepath.Join(e.clusterDir, "kubeconfig"))
 	})
 
+	// A warm window opens at the next minute and closes two minutes later: it runs while ARC's
+	// upgrade and the pool phase below (which touch no GPU pool) run.
+	var warm *background
+	step(t, "warm windows on both pools, opening at the next minute in "+warmZone+"; EC2 out of spot capacity for the container pool", func(t *testing.T) {
+		warm = runInBackground(warmWindowConfigured(t, ctx, h, core, kube, karp, gpuci, filepath.Join(e.clusterDir, "kubeconfig")))
+	})
+
 	step(t, "ARC across a minor version: every scale set back in GitHub, no job killed", func(t *testing.T) { arcMinorUpgrade(t, ctx, h, kube, github, work) })
 
 	step(t, "a pool added, then removed while its runner holds a job", func(t *testing.T) { poolRemovedWhileItsJobRuns(t, ctx, h, kube, github) })
+
+	step(t, "meanwhile, the warm window: each pool's placeholders hold the nodes Karpenter launched (the container pool's on-demand, spot refused; gpuci doctor says so); a runner-form runner and a container-form job pod each preempt one and run on its node with no new NodeClaim, the pool at its gpuLimit; each placeholder comes back after its job; at the window's end every node is consolidated", warm.Wait)
 
 	step(t, "destroy", func(t *testing.T) {
 		_, err := h.destroy(t, ctx)

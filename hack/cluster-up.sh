@@ -5,7 +5,8 @@
 # DaemonSet controllers make the controllers' and the device plugin's pods; its node
 # lifecycle controller lifts a new node's not-ready taint once its kubelet beats; its pod
 # garbage collector removes what was left on a node that is gone, as when the fake EKS
-# replaces the system nodes) and kube-scheduler. No kubelet: the e2e registers the nodes and runs the pods with a stand-in
+# replaces the system nodes; its CronJob and Job controllers open and close the warm windows)
+# and kube-scheduler. No kubelet: the e2e registers the nodes and runs the pods with a stand-in
 # (e2e/kubelet_standin_test.go), from the first up on; Helm releases install with
 # helmSkipAwait, since no node exists during that up.
 #
@@ -87,7 +88,7 @@ done
 
 "$E2E_KUBE_CONTROLLER_MANAGER" --kubeconfig=kubeconfig \
 	--authentication-kubeconfig=kubeconfig --authorization-kubeconfig=kubeconfig \
-	--controllers=namespace,garbagecollector,serviceaccount,serviceaccount-token,disruption,daemonset,nodelifecycle,deployment,replicaset,podgc \
+	--controllers=namespace,garbagecollector,serviceaccount,serviceaccount-token,disruption,daemonset,nodelifecycle,deployment,replicaset,podgc,cronjob,job \
 	--service-account-private-key-file=sa.key --root-ca-file=ca.crt \
 	--bind-address=127.0.0.1 --secure-port=0 --leader-elect=false >kube-controller-manager.log 2>&1 &
 echo $! >>pids

@@ -6,6 +6,8 @@ package hack_test
 // renders the dev stack), and the README short enough to read.
 
 import (
+	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -85,4 +87,39 @@ func TestNewcomersPath(t *testing.T) {
 	b, err := os.ReadFile(filepath.Join(secrets, "githubAppPrivateKey"))
 	require.NoError(t, err, "the App key went in with --secret")
 	assert.Contains(t, string(b), "stand-in")
+}
+
+// The README's start times are what gpuci cost models for the repository's dev stack: a
+// change of the model, or of dev, that moves a figure moves the README's too.
+func TestReadmeStartTimesAreTheModels(t *testing.T) {
+	t.Parallel()
+	out, err := gpuci(t, "", "cost", "--project", testkit.RepoRoot(t), "--stack", "dev", "--json")
+	require.NoError(t, err, out)
+	var r struct {
+		Pools []struct {
+			Pool           string                     `json:"pool"`
+			ColdStart      struct{ Seconds float64 }  `json:"coldStart"`
+			WarmStart      struct{ Seconds float64 }  `json:"warmStart"`
+			SpotShortStart *struct{ Seconds float64 } `json:"spotShortStart"`
+		} `json:"pools"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &r), out)
+	b, err := os.ReadFile(filepath.Join(testkit.RepoRoot(t), "README.md"))
+	require.NoError(t, err)
+	rows := map[string]string{"gpu-spot": "| runner form", "gpu-spot-container": "| container form"}
+	checked := 0
+	for _, p := range r.Pools {
+		prefix, ok := rows[p.Pool]
+		if !ok {
+			continue
+		}
+		checked++
+		require.NotNil(t, p.SpotShortStart, "dev's %s falls back to on-demand", p.Pool)
+		row := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(prefix) + `[^|]*\| (\d+) s[^|]*\| (\d+) s \| (\d+) s \|$`).FindStringSubmatch(string(b))
+		require.NotNil(t, row, "the README's start table has a %s row", prefix)
+		for i, want := range []float64{p.ColdStart.Seconds, p.SpotShortStart.Seconds, p.WarmStart.Seconds} {
+			assert.Equal(t, fmt.Sprintf("%.0f", want), row[i+1], "%s: column %d is the model's", p.Pool, i+1)
+		}
+	}
+	assert.Equal(t, 2, checked, "both dev pools")
 }

@@ -232,7 +232,7 @@ func (b *networkBuilder) natGateway(subnet *ec2.Subnet, igw *ec2.InternetGateway
 
 // s3Endpoint routes the private subnets' S3 traffic through a gateway endpoint: free, where
 // the NAT gateway charges $0.045 per GB. ECR serves image layers from S3, so with the image
-// cache (or any ECR image) a cold node's gigabytes of layers never cross the NAT. (In the lean
+// cache (or any ECR image) a cold node's gigabytes of layers do not cross the NAT. (In the lean
 // profile nodes reach S3 through the internet gateway, which charges nothing for data in.)
 func (b *networkBuilder) s3Endpoint(vpc *ec2.Vpc, rt *ec2.RouteTable) error {
 	ep, err := ec2.NewVpcEndpoint(b.ctx, b.name+"-s3", &ec2.VpcEndpointArgs{

@@ -56,21 +56,28 @@ const (
 // RunnersNetworkPolicies are the runners' namespace's policies: every pod denied in and out,
 // then each role's egress allowed. A pod of neither role (none is made) reaches nothing.
 func RunnersNetworkPolicies() []networkingv1.NetworkPolicy {
-	policy := func(name string, selector k8smeta.LabelSelector, types []networkingv1.PolicyType, egress []networkingv1.NetworkPolicyEgressRule) networkingv1.NetworkPolicy {
-		return networkingv1.NetworkPolicy{
-			TypeMeta:   k8smeta.TypeMeta{APIVersion: "networking.k8s.io/v1", Kind: "NetworkPolicy"},
-			ObjectMeta: k8smeta.ObjectMeta{Name: name, Namespace: wellknown.RunnersNamespace},
-			Spec:       networkingv1.NetworkPolicySpec{PodSelector: selector, PolicyTypes: types, Egress: egress},
-		}
-	}
 	role := func(r string) k8smeta.LabelSelector {
 		return k8smeta.LabelSelector{MatchLabels: map[string]string{wellknown.RunnerRoleLabel: r}}
 	}
 	egress := []networkingv1.PolicyType{networkingv1.PolicyTypeEgress}
+	ns := wellknown.RunnersNamespace
 	return []networkingv1.NetworkPolicy{
-		policy(DenyAllPolicy, k8smeta.LabelSelector{}, []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress}, nil),
-		policy(JobEgressPolicy, role(wellknown.RunnerRoleJob), egress, []networkingv1.NetworkPolicyEgressRule{dnsEgress(), internetEgress(privateRanges)}),
-		policy(RelayEgressPolicy, role(wellknown.RunnerRoleRelay), egress, []networkingv1.NetworkPolicyEgressRule{dnsEgress(), internetEgress(linkLocal)}),
+		DenyAll(ns),
+		networkPolicy(ns, JobEgressPolicy, role(wellknown.RunnerRoleJob), egress, []networkingv1.NetworkPolicyEgressRule{dnsEgress(), internetEgress(privateRanges)}),
+		networkPolicy(ns, RelayEgressPolicy, role(wellknown.RunnerRoleRelay), egress, []networkingv1.NetworkPolicyEgressRule{dnsEgress(), internetEgress(linkLocal)}),
+	}
+}
+
+// DenyAll denies every pod of namespace every connection, in and out.
+func DenyAll(namespace string) networkingv1.NetworkPolicy {
+	return networkPolicy(namespace, DenyAllPolicy, k8smeta.LabelSelector{}, []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress}, nil)
+}
+
+func networkPolicy(namespace, name string, selector k8smeta.LabelSelector, types []networkingv1.PolicyType, egress []networkingv1.NetworkPolicyEgressRule) networkingv1.NetworkPolicy {
+	return networkingv1.NetworkPolicy{
+		TypeMeta:   k8smeta.TypeMeta{APIVersion: "networking.k8s.io/v1", Kind: "NetworkPolicy"},
+		ObjectMeta: k8smeta.ObjectMeta{Name: name, Namespace: namespace},
+		Spec:       networkingv1.NetworkPolicySpec{PodSelector: selector, PolicyTypes: types, Egress: egress},
 	}
 }
 

@@ -163,6 +163,11 @@ func New(ctx *pulumi.Context, name string, args *Args, opts ...pulumi.ResourceOp
 		}
 		nodePools[pool.Name] = p.NodePool
 	}
+	if _, err := NewWarmCapacity(ctx, name+"-warm", &WarmCapacityArgs{
+		Pools: args.Pools, ImageCache: args.ImageCache, NodePools: nodePools,
+	}, in...); err != nil {
+		return nil, err
+	}
 	runners, err := NewRunners(ctx, name+"-arc", &RunnersArgs{
 		Pools:           args.Pools,
 		GitHub:          args.GitHub,

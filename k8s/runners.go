@@ -5,8 +5,6 @@ import (
 	"math"
 	"strings"
 
-	"github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes"
-	"github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/apiextensions"
 	corev1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/core/v1"
 	metav1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/meta/v1"
 	policyv1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/policy/v1"
@@ -439,20 +437,10 @@ func newContainerHooksRBAC(ctx *pulumi.Context, name string, opts ...pulumi.Reso
 	return append([]pulumi.Resource{sa}, rbac...), nil
 }
 
-// newNetworkPolicies declares the runners' namespace's NetworkPolicies (RunnersNetworkPolicies),
-// from their upstream Go types.
+// newNetworkPolicies declares the runners' namespace's NetworkPolicies (RunnersNetworkPolicies).
 func newNetworkPolicies(ctx *pulumi.Context, name string, opts ...pulumi.ResourceOption) error {
 	for _, np := range RunnersNetworkPolicies() {
-		u, err := unstructured(np)
-		if err != nil {
-			return err
-		}
-		if _, err := apiextensions.NewCustomResource(ctx, name+"-"+np.Name, &apiextensions.CustomResourceArgs{
-			ApiVersion:  pulumi.String(np.APIVersion),
-			Kind:        pulumi.String(np.Kind),
-			Metadata:    &metav1.ObjectMetaArgs{Name: pulumi.String(np.Name), Namespace: pulumi.String(np.Namespace)},
-			OtherFields: kubernetes.UntypedArgs{"spec": u["spec"]},
-		}, opts...); err != nil {
+		if _, err := newObject(ctx, name+"-"+np.Name, np.TypeMeta, np.ObjectMeta, np, opts...); err != nil {
 			return fmt.Errorf("network policy %s: %w", np.Name, err)
 		}
 	}

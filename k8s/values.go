@@ -3,6 +3,12 @@ package k8s
 import (
 	"encoding/json"
 	"fmt"
+
+	"github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes"
+	"github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/apiextensions"
+	metav1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/meta/v1"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+	k8smeta "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // Kubernetes objects and Helm values are built from upstream Go API types (corev1,
@@ -67,4 +73,31 @@ func jsonList[T any](items ...T) []any {
 		panic(err)
 	}
 	return dropNulls(out).([]any)
+}
+
+// newObject declares a Kubernetes object built from its upstream Go type (obj, of kind tm,
+// named by meta): everything but its metadata goes to the API server as the type serializes
+// it. Any kind: the provider takes the type token from apiVersion and kind, as for its typed
+// resources.
+func newObject(ctx *pulumi.Context, logical string, tm k8smeta.TypeMeta, meta k8smeta.ObjectMeta, obj any, opts ...pulumi.ResourceOption) (*apiextensions.CustomResource, error) {
+	u, err := unstructured(obj)
+	if err != nil {
+		return nil, err
+	}
+	fields := kubernetes.UntypedArgs{}
+	for k, v := range u {
+		if k != "apiVersion" && k != "kind" && k != "metadata" {
+			fields[k] = v
+		}
+	}
+	m := &metav1.ObjectMetaArgs{Name: pulumi.String(meta.Name)}
+	if meta.Namespace != "" {
+		m.Namespace = pulumi.String(meta.Namespace)
+	}
+	if len(meta.Labels) > 0 {
+		m.Labels = pulumi.ToStringMap(meta.Labels)
+	}
+	return apiextensions.NewCustomResource(ctx, logical, &apiextensions.CustomResourceArgs{
+		ApiVersion: pulumi.String(tm.APIVersion), Kind: pulumi.String(tm.Kind), Metadata: m, OtherFields: fields,
+	}, opts...)
 }

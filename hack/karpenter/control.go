@@ -15,6 +15,7 @@ import (
 
 	"github.com/aws/karpenter-provider-aws/pkg/controllers/interruption/messages"
 	"github.com/aws/karpenter-provider-aws/pkg/controllers/interruption/messages/spotinterruption"
+	"github.com/aws/karpenter-provider-aws/pkg/fake"
 )
 
 // Instance is a fake EC2 instance as the e2e reads it.
@@ -38,6 +39,10 @@ type Account struct {
 //
 //	GET  /account                  the fake account (Account)
 //	POST /interrupt?instance=i-…   EC2's spot interruption warning for it, on the queue
+//	PUT  /shortage                 the capacity pools EC2 has none of from now on (a JSON list
+//	                               of {capacityType, instanceType, zone}; [] ends the shortage):
+//	                               CreateFleet answers InsufficientInstanceCapacity for them,
+//	                               as upstream's fake does (pkg/fake/ec2api.go, CreateFleet)
 func serveControl(ctx context.Context, l net.Listener, c *cloud) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /account", func(w http.ResponseWriter, _ *http.Request) {
@@ -51,6 +56,15 @@ func serveControl(ctx context.Context, l net.Listener, c *cloud) {
 		}
 		c.sqs.Send(c.spotInterruption(id))
 		writeJSON(w, map[string]string{"sent": id})
+	})
+	mux.HandleFunc("PUT /shortage", func(w http.ResponseWriter, r *http.Request) {
+		var pools []fake.CapacityPool
+		if err := json.NewDecoder(r.Body).Decode(&pools); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		c.ec2.InsufficientCapacityPools.Set(pools)
+		writeJSON(w, map[string]int{"pools": len(pools)})
 	})
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx }}
 	_ = srv.Serve(l)

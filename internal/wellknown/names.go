@@ -39,6 +39,15 @@ const (
 	ARCCRDFieldManager = "lux-gpu-ci"
 )
 
+// Warm capacity (a pool's warm windows): its placeholders run in a namespace of their own, at a
+// priority below every job's, labelled with the pool they keep warm.
+const (
+	WarmNamespace     = "gpuci-warm"
+	WarmPriorityClass = "lux-gpu-ci-warm"
+	// WarmPoolLabel, on a placeholder pod, names the pool whose node it holds.
+	WarmPoolLabel = "lux-gpu-ci.luxfi.com/warm-for"
+)
+
 // PrepareJobTimeoutSeconds is how long a container-form runner's hooks wait for the job pod to
 // run before they fail the job (ACTIONS_RUNNER_PREPARE_JOB_TIMEOUT_SECONDS; the hooks' own
 // default is 600 s, runner-container-hooks v0.8.1 packages/k8s/src/k8s/index.ts). The wait

@@ -2,6 +2,7 @@ package cost
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/luxfi/lux-gpu-ci/config"
 	"github.com/luxfi/lux-gpu-ci/internal/wellknown"
@@ -77,6 +78,19 @@ const (
 	// slower than a warm volume but only for what the job touches. An estimate; a followed
 	// :latest runner released since the snapshot also pulls its new layers, not modelled.
 	FromSnapshotSeconds = 10.0
+	// PreemptSeconds: in a warm window the job's pod finds a placeholder on a warm node; the
+	// scheduler nominates the node, deletes the placeholder (its shell exits on SIGTERM at
+	// once: k8s.WarmPlaceholder) and binds the pod on its next attempt. An estimate; make e2e
+	// prints the time from a job pod's creation to its binding on a warm node.
+	PreemptSeconds = 2.0
+	// SpotRefusedSeconds: EC2 refuses the spot launch (InsufficientInstanceCapacity);
+	// Karpenter deletes the NodeClaim, remembers the offering for 3 minutes, and makes a new
+	// one on its next pass, the pod requeued after 10 s and batched for 1–10 s
+	// (sigs.k8s.io/karpenter v1.14.1 nodeclaim/lifecycle/launch.go; karpenter-provider-aws
+	// pkg/cache UnavailableOfferingsTTL). Once no spot offering of the pool is left, it
+	// launches on-demand. An estimate for one refused round (a pool of one type in two zones
+	// may take two).
+	SpotRefusedSeconds = 15.0
 	// PrepareJobWaitSeconds is how long the container form's hooks wait for the job pod to
 	// run before they fail the job: the stack sets it (wellknown.PrepareJobTimeoutSeconds);
 	// the hooks' own default would be 600 s (runner-container-hooks v0.8.1,
@@ -157,6 +171,47 @@ func PullSeconds(gb float64, fromECR bool, throughputMiBps int) float64 {
 	mb := gb * 1000
 	disk := float64(throughputMiBps) * 1.048576
 	return mb/source + max(mb*UnpackedPerPulled/UnpackMBps, mb*(1+UnpackedPerPulled)/disk)
+}
+
+// WarmStartOf estimates a job's start on a warm node (config.GPUPool's warm windows): no
+// node to launch, no image to pull; the job's pod preempts a placeholder.
+func WarmStartOf(pool config.GPUPool) ColdStart {
+	cs := ColdStart{Pool: pool.Name}
+	add := func(what string, s float64) { cs.Steps = append(cs.Steps, Step{what, s}) }
+	add("ARC: job → runner pod", ARCJobToPodSeconds)
+	if pool.JobForm == config.JobFormContainer {
+		add("runner on a system node starts, the hooks create the job pod", StartSeconds+ARCJobToPodSeconds)
+	}
+	add("the scheduler preempts a placeholder on a warm node and binds the pod", PreemptSeconds)
+	if pool.JobForm == config.JobFormContainer {
+		add("fs-init (the runner image, on the node) copies the runner's externals", StartSeconds)
+	}
+	add("container start (its image already on the node)", StartSeconds)
+	for _, s := range cs.Steps {
+		cs.Seconds += s.Seconds
+	}
+	return cs
+}
+
+// SpotShortStartOf is a cold start when EC2 has no spot capacity of the pool's types and the
+// pool falls back to on-demand (both in its capacityTypes): one refused round more; nil for a
+// pool that cannot fall back (its jobs wait until spot returns).
+func SpotShortStartOf(pool config.GPUPool, images []PulledImage) *ColdStart {
+	if !slices.Contains(pool.CapacityTypes, "spot") || !slices.Contains(pool.CapacityTypes, "on-demand") {
+		return nil
+	}
+	cs := ColdStartOf(pool, images)
+	short := ColdStart{Pool: cs.Pool, Steps: append([]Step{}, cs.Steps[0])}
+	short.Steps = append(short.Steps, Step{"spot refused (InsufficientInstanceCapacity): Karpenter's next pass launches on-demand", SpotRefusedSeconds})
+	short.Steps = append(short.Steps, cs.Steps[1:]...)
+	for _, s := range short.Steps {
+		short.Seconds += s.Seconds
+	}
+	if cs.PrepareJobMarginSeconds != nil {
+		m := *cs.PrepareJobMarginSeconds - SpotRefusedSeconds
+		short.PrepareJobMarginSeconds = &m
+	}
+	return &short
 }
 
 // ColdStartOf estimates a pool's cold start, step by step.

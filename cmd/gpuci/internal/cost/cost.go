@@ -91,6 +91,9 @@ func LoadPrices(path string) (Prices, error) {
 	return p, nil
 }
 
+// WeeksPerMonth turns a week's warm node-hours into a month's (HoursPerMonth / 168).
+const WeeksPerMonth = HoursPerMonth / (7 * 24.0)
+
 // DefaultInterruptionRate is the share of builds gpuci cost assumes a spot interruption
 // re-runs: 5 %, deliberately high. AWS's Spot Instance Advisor puts g4dn in us-west-2 in its
 // ">20 %" band, a monthly figure for instances that live for weeks; a GPU node here lives for
@@ -135,6 +138,15 @@ type PoolEstimate struct {
 	// Images are what a cold node of the pool pulls; ColdStart how long until the job runs.
 	Images    []PulledImage `json:"images"`
 	ColdStart ColdStart     `json:"coldStart"`
+	// WarmStart is a job's start on a warm node (in a warm window, or on a node a job just
+	// left); SpotShortStart a cold start when spot is short and the pool falls back (nil: it
+	// cannot, and its jobs wait for spot).
+	WarmStart      ColdStart  `json:"warmStart"`
+	SpotShortStart *ColdStart `json:"spotShortStart,omitempty"`
+	// WarmNodeHoursPerMonth are the node-hours the pool's warm windows keep up, and
+	// WarmMonthlyUSD what they cost (in the pool's month).
+	WarmNodeHoursPerMonth float64 `json:"warmNodeHoursPerMonth,omitempty"`
+	WarmMonthlyUSD        float64 `json:"warmMonthlyUSD,omitempty"`
 	// OnDemandBuildUSD is the per-build cost if spot is short and the pool falls back.
 	OnDemandBuildUSD float64 `json:"onDemandPerBuildUSD,omitempty"`
 	// RetryTwinOf names the pool whose interrupted builds this twin re-runs; its month
@@ -152,6 +164,11 @@ type Report struct {
 	HostedUSD float64        `json:"githubHostedT4PerBuildUSD"`
 	// Comparisons put each pool (with its retry twin) against GitHub's hosted T4 runner.
 	Comparisons []Comparison `json:"comparisons"`
+	// NewTagFirstPulls price, once per new tag of each cached image, a first pull that ECR
+	// sends to the upstream registry instead of serving it (it has been seen redirecting an
+	// uncached pull to the upstream's CDN: aws/containers-roadmap#2304, #939), so that it
+	// crosses the NAT: at most the image's size at NATPerGB. Not in any month above.
+	NewTagFirstPulls []Item `json:"newTagFirstPullsAtMost,omitempty"`
 }
 
 // Comparison is one pool running every build, against GitHub's hosted T4 runner.
@@ -198,6 +215,17 @@ func Estimate(cfg *config.Config, p Prices, u Usage) (Report, error) {
 		r.IdleUSD += it.USD
 	}
 
+	if nat {
+		seen := map[string]bool{}
+		for _, pool := range cfg.GPUPools {
+			for _, img := range PulledImages(cfg, pool, u.JobImageGB) {
+				if img.Cached && !seen[img.Image] {
+					seen[img.Image] = true
+					r.NewTagFirstPulls = append(r.NewTagFirstPulls, Item{fmt.Sprintf("%s (%.1f GB)", img.Image, img.GB), img.GB * p.NATPerGB})
+				}
+			}
+		}
+	}
 	r.HostedUSD = u.MinutesPerBuild * p.HostedT4PerMinute
 	for _, pool := range cfg.GPUPools {
 		e, err := estimatePool(cfg, pool, p, u, nat)
@@ -281,6 +309,8 @@ func estimatePool(cfg *config.Config, pool config.GPUPool, p Prices, u Usage, na
 	}
 	e.Images = PulledImages(cfg, pool, u.JobImageGB)
 	e.ColdStart = ColdStartOf(pool, e.Images)
+	e.WarmStart = WarmStartOf(pool)
+	e.SpotShortStart = SpotShortStartOf(pool, e.Images)
 	boot := u.BootMinutes
 	if boot < 0 {
 		boot = e.ColdStart.Seconds / 60
@@ -304,6 +334,13 @@ func estimatePool(cfg *config.Config, pool config.GPUPool, p Prices, u Usage, na
 		e.BuildUSD += it.USD
 	}
 	e.MonthlyUSD = e.BuildUSD * u.BuildsPerDay * 30
+	// A warm window's nodes run whether or not a job comes (a job on one is already priced
+	// above; counting its minutes twice errs toward the higher figure).
+	if w := pool.Warm.NodeHoursPerWeek(); w > 0 {
+		e.WarmNodeHoursPerMonth = w * WeeksPerMonth
+		e.WarmMonthlyUSD = e.WarmNodeHoursPerMonth * (e.PerHour + ebsPerHour)
+		e.MonthlyUSD += e.WarmMonthlyUSD
+	}
 	if pool.RetryTwinOf != "" {
 		e.RetryTwinOf = pool.RetryTwinOf
 		e.MonthlyUSD *= u.InterruptionRate

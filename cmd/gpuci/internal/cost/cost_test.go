@@ -78,6 +78,18 @@ func poolNamed(t *testing.T, r cost.Report, name string) cost.PoolEstimate {
 	return cost.PoolEstimate{}
 }
 
+// comparisonNamed is the report's comparison of a pool, failing the test without one.
+func comparisonNamed(t *testing.T, r cost.Report, pool string) cost.Comparison {
+	t.Helper()
+	for _, c := range r.Comparisons {
+		if c.Pool == pool {
+			return c
+		}
+	}
+	t.Fatalf("no comparison for pool %s", pool)
+	return cost.Comparison{}
+}
+
 func TestCostOfTheDefaultStack(t *testing.T) {
 	r, err := cost.Estimate(testkit.DevConfig(t), cost.DefaultPrices(), defaultUsage)
 	require.NoError(t, err)
@@ -136,12 +148,9 @@ func TestTheImagePathKeepsTheStackCheaperThanGitHub(t *testing.T) {
 	require.NoError(t, err)
 	container := poolNamed(t, before, "gpu-spot-container")
 	near(t, 8.6*0.045, item(t, container, "8.6 GB of images through the NAT").USD, "device plugin, runner and CUDA image through the NAT")
-	for _, c := range before.Comparisons {
-		if c.Pool == "gpu-spot-container" {
-			assert.Less(t, c.Times, 1.5, "through the NAT the CUDA pull dwarfs the GPU time")
-			assert.Greater(t, c.MonthUSD, c.HostedMonthUSD, "and the month costs more than GitHub's")
-		}
-	}
+	c := comparisonNamed(t, before, "gpu-spot-container")
+	assert.Less(t, c.Times, 1.5, "through the NAT the CUDA pull dwarfs the GPU time")
+	assert.Greater(t, c.MonthUSD, c.HostedMonthUSD, "and the month costs more than GitHub's")
 
 	// The lean profile has no NAT: image bytes come in through the internet gateway, free,
 	// and each node pays for its public IPv4.
@@ -367,4 +376,64 @@ func TestOnDemandPricesAreKarpentersTable(t *testing.T) {
 	assert.Contains(t, p.Source, "karpenter-provider-aws v1.14.1")
 	p.OnDemand["g4dn.xlarge"] = 9
 	assert.Equal(t, 0.526, cost.DefaultPrices().OnDemand["g4dn.xlarge"], "each caller gets its own copy")
+}
+
+// A warm start (a warm window's node, or one a job just left): no launch, no pull; the job's
+// pod preempts a placeholder. Both forms within 15 s of the job being queued, by the model.
+// And a cold start when spot is short: one refused round more, for a pool that may fall back;
+// a spot-only pool has none (its jobs wait for spot).
+func TestWarmAndSpotShortStarts(t *testing.T) {
+	c := testkit.DevConfig(t)
+	runner := cost.WarmStartOf(c.GPUPools[0])
+	assert.Equal(t, []cost.Step{
+		{What: "ARC: job → runner pod", Seconds: cost.ARCJobToPodSeconds},
+		{What: "the scheduler preempts a placeholder on a warm node and binds the pod", Seconds: cost.PreemptSeconds},
+		{What: "container start (its image already on the node)", Seconds: cost.StartSeconds},
+	}, runner.Steps)
+	assert.LessOrEqual(t, runner.Seconds, 15.0)
+	container := cost.WarmStartOf(c.GPUPools[2])
+	require.Equal(t, "container", c.GPUPools[2].JobForm)
+	assert.Len(t, container.Steps, 5, "the runner on a system node and the hooks' fs-init too")
+	assert.LessOrEqual(t, container.Seconds, 20.0)
+	assert.Greater(t, container.Seconds, runner.Seconds)
+
+	spotOnly := c.GPUPools[0]
+	require.Equal(t, []string{"spot"}, spotOnly.CapacityTypes)
+	assert.Nil(t, cost.SpotShortStartOf(spotOnly, cost.PulledImages(c, spotOnly, 8)), "a spot-only pool cannot fall back")
+	both := spotOnly
+	both.CapacityTypes = []string{"spot", "on-demand"}
+	images := cost.PulledImages(c, both, 8)
+	short := cost.SpotShortStartOf(both, images)
+	require.NotNil(t, short)
+	near(t, cost.ColdStartOf(both, images).Seconds+cost.SpotRefusedSeconds, short.Seconds, "one refused round more")
+	assert.Equal(t, "spot refused (InsufficientInstanceCapacity): Karpenter's next pass launches on-demand", short.Steps[1].What)
+}
+
+// A pool's warm windows cost their node-hours at the pool's price, a month being 730/168 weeks.
+func TestWarmWindowsArePriced(t *testing.T) {
+	pools := `[{"name": "gpu-spot", "instanceTypes": ["g4dn.xlarge"], "gpuLimit": 2, "maxRunners": 1,
+		"warm": {"windows": [{"days": "mon-fri", "from": "08:00", "to": "18:00", "nodes": 2}]}}]`
+	r, err := cost.Estimate(testkit.DevConfig(t, "gpuPools", pools), cost.DefaultPrices(), defaultUsage)
+	require.NoError(t, err)
+	e := poolNamed(t, r, "gpu-spot")
+	near(t, 5*10*2*730.0/168, e.WarmNodeHoursPerMonth, "5 days × 10 h × 2 nodes a week")
+	ebs := 100 * cost.DefaultPrices().GP3PerGiBMonth / cost.HoursPerMonth
+	near(t, e.WarmNodeHoursPerMonth*(e.PerHour+ebs), e.WarmMonthlyUSD, "at the pool's spot price, with its volume")
+	near(t, e.BuildUSD*defaultUsage.BuildsPerDay*30+e.WarmMonthlyUSD, e.MonthlyUSD, "on top of its builds")
+	assert.Greater(t, comparisonNamed(t, r, "gpu-spot").MonthUSD, r.IdleUSD+e.WarmMonthlyUSD)
+}
+
+// A cached image's first pull of a new tag may still cross the NAT (ECR has been seen sending
+// an uncached pull to the upstream): priced once per tag, at most its size at the NAT's rate,
+// and not at all where there is no NAT.
+func TestANewTagsFirstPullIsPricedOnce(t *testing.T) {
+	r, err := cost.Estimate(testkit.DevConfig(t), cost.DefaultPrices(), defaultUsage)
+	require.NoError(t, err)
+	assert.Equal(t, []cost.Item{
+		{What: "ghcr.io/actions/actions-runner:latest (0.5 GB)", USD: 0.5 * 0.045},
+		{What: "nvidia/cuda:12.8.1-devel-ubuntu24.04 (8.0 GB)", USD: 8 * 0.045},
+	}, r.NewTagFirstPulls, "each cached image once, whatever the pools that pull it")
+	lean, err := cost.Estimate(testkit.DevConfig(t, "natMode", "none"), cost.DefaultPrices(), defaultUsage)
+	require.NoError(t, err)
+	assert.Empty(t, lean.NewTagFirstPulls, "no NAT: data in through the internet gateway is free")
 }

@@ -14,6 +14,13 @@ func (r Report) WriteTable(w io.Writer) error {
 		fmt.Fprintf(tw, "  %s\t$%8.2f\n", it.What, it.USD)
 	}
 	fmt.Fprintf(tw, "  total\t$%8.2f\n\t\n", r.IdleUSD)
+	if len(r.NewTagFirstPulls) > 0 {
+		fmt.Fprintf(tw, "Once per new tag of a cached image, at most: its first pull, if ECR sends it to the upstream through the NAT\t\n")
+		for _, it := range r.NewTagFirstPulls {
+			fmt.Fprintf(tw, "  %s\t$%8.2f\n", it.What, it.USD)
+		}
+		fmt.Fprintf(tw, "\t\n")
+	}
 	u := r.Usage
 	boot := "each pool's cold start below"
 	if u.BootMinutes >= 0 {
@@ -32,6 +39,9 @@ func (r Report) WriteTable(w io.Writer) error {
 		if p.RetryTwinOf != "" {
 			fmt.Fprintf(tw, "    per month, re-running %.0f%% of %s's %.0f builds/day (spot interruptions)\t$%8.2f\n", u.InterruptionRate*100, p.RetryTwinOf, u.BuildsPerDay, p.MonthlyUSD)
 			continue
+		}
+		if p.WarmMonthlyUSD > 0 {
+			fmt.Fprintf(tw, "    warm windows: %.0f node-hours a month\t$%8.2f\n", p.WarmNodeHoursPerMonth, p.WarmMonthlyUSD)
 		}
 		fmt.Fprintf(tw, "    per month at %.0f builds/day\t$%8.2f\n", u.BuildsPerDay, p.MonthlyUSD)
 	}
@@ -69,6 +79,22 @@ func (r Report) WriteTable(w io.Writer) error {
 		if m := cs.PrepareJobMarginSeconds; m != nil {
 			fmt.Fprintf(tw, "    left of the container hooks' %.0f s wait for the job pod (600 s without the stack's setting)\t%6.0f s\n", PrepareJobWaitSeconds, *m)
 		}
+		if short := p.SpotShortStart; short != nil {
+			fmt.Fprintf(tw, "    with spot short, falling back to on-demand\t%6.0f s\n", short.Seconds)
+		} else {
+			fmt.Fprintf(tw, "    with spot short\twaits for spot (add on-demand to capacityTypes)\n")
+		}
+	}
+	fmt.Fprintf(tw, "\t\nWarm start: queued job → first step on a warm node (a warm window's, or one a job just left; estimate)\t\n")
+	for _, p := range r.Pools {
+		if p.RetryTwinOf != "" {
+			continue
+		}
+		fmt.Fprintf(tw, "  pool %s\t\n", p.Pool)
+		for _, s := range p.WarmStart.Steps {
+			fmt.Fprintf(tw, "    %s\t%6.0f s\n", s.What, s.Seconds)
+		}
+		fmt.Fprintf(tw, "    total\t%6.0f s\n", p.WarmStart.Seconds)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

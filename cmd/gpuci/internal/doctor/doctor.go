@@ -64,7 +64,7 @@ func (d Doctor) Examine(ctx context.Context) []Finding {
 		d.staleRunner(ctx),
 		d.runnerPending(ctx, claims),
 		d.gpuNotDetected(ctx, gpuNodes),
-		d.spotCapacity(claims),
+		d.spotCapacity(ctx, claims),
 		d.spotInterruptions(ctx),
 		d.gpuQuota(claims),
 		d.costSpike(ctx, gpuNodes),
@@ -271,8 +271,27 @@ func (d Doctor) gpuNotDetected(ctx context.Context, nodes []corev1.Node) Finding
 	return f
 }
 
-func (d Doctor) spotCapacity(claims *unstructured.UnstructuredList) Finding {
-	f := Finding{Symptom: "Spot capacity", Fix: "add on-demand to the pool's capacityTypes for fallback, or more instance types (spot g4dn is in the >20% interruption band)"}
+// InsufficientCapacityError is the reason of the event Karpenter records on a NodeClaim whose
+// launch EC2 refused for want of capacity, before it deletes the NodeClaim and tries the
+// next offering (sigs.k8s.io/karpenter v1.14.1 pkg/events/reason.go,
+// pkg/controllers/nodeclaim/lifecycle/events.go and launch.go).
+const InsufficientCapacityError = "InsufficientCapacityError"
+
+// spotCapacity finds launches EC2 refused for want of capacity: Karpenter's events (the
+// NodeClaims themselves are deleted), and NodeClaims whose conditions still say so.
+func (d Doctor) spotCapacity(ctx context.Context, claims *unstructured.UnstructuredList) Finding {
+	f := Finding{Symptom: "Spot capacity", Fix: "a pool with on-demand in its capacityTypes falls back to it by itself (Karpenter tries on-demand once no spot offering is left); a spot-only pool's jobs wait: add on-demand to its capacityTypes, or more instance types"}
+	// A cluster-scoped object's events are recorded in "default".
+	events, err := d.Kube.CoreV1().Events(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{FieldSelector: "reason=" + InsufficientCapacityError})
+	if err == nil {
+		for _, e := range events.Items {
+			if e.Reason != InsufficientCapacityError { // a server that ignores the selector
+				continue
+			}
+			f.Problem = true
+			f.Evidence = append(f.Evidence, fmt.Sprintf("%s %s %s: %s", eventTime(e).UTC().Format(time.RFC3339), e.InvolvedObject.Kind, e.InvolvedObject.Name, strings.TrimSpace(e.Message)))
+		}
+	}
 	for _, c := range claims.Items {
 		if s := live.Conditions(&c); strings.Contains(s, "InsufficientCapacity") {
 			f.Problem = true
@@ -280,9 +299,19 @@ func (d Doctor) spotCapacity(claims *unstructured.UnstructuredList) Finding {
 		}
 	}
 	if !f.Problem {
-		f.Evidence = append(f.Evidence, "no NodeClaim reports InsufficientCapacity")
+		f.Evidence = append(f.Evidence, "no launch refused for want of capacity (Karpenter's events of the last hour, the NodeClaims)")
 	}
 	return f
+}
+
+func eventTime(e corev1.Event) time.Time {
+	switch {
+	case !e.LastTimestamp.IsZero():
+		return e.LastTimestamp.Time
+	case !e.EventTime.IsZero():
+		return e.EventTime.Time
+	}
+	return e.FirstTimestamp.Time
 }
 
 // gpuQuota finds NodeClaims that failed to launch because the account's G and VT vCPU

@@ -121,6 +121,15 @@ func TestDoctorFindsEachSymptom(t *testing.T) {
 		"spot capacity": {func(c *fakecluster.Cluster) {
 			c.Custom = append(c.Custom, nodeClaim("gpu-spot-x2", []any{map[string]any{"type": "Launched", "status": "False", "reason": "InsufficientCapacity", "message": "spot capacity"}}, nil))
 		}, "Spot capacity", "InsufficientCapacity"},
+		// Karpenter v1.14 deletes a NodeClaim EC2 refused and records why on it as an event.
+		"spot capacity, from Karpenter's event": {func(c *fakecluster.Cluster) {
+			c.Objects = append(c.Objects, &corev1.Event{
+				ObjectMeta:     metav1.ObjectMeta{Namespace: "default", Name: "gpu-spot-x3.1"},
+				InvolvedObject: corev1.ObjectReference{Kind: "NodeClaim", Name: "gpu-spot-x3"},
+				Reason:         "InsufficientCapacityError", Type: "Warning", LastTimestamp: metav1.NewTime(doctorNow.Add(-2 * time.Minute)),
+				Message: "NodeClaim gpu-spot-x3 event: creating instance, insufficient capacity, all requested instance types were unavailable during launch",
+			})
+		}, "Spot capacity", "NodeClaim gpu-spot-x3: NodeClaim gpu-spot-x3 event: creating instance, insufficient capacity"},
 		"spot interruption": {func(c *fakecluster.Cluster) {
 			runner := fakecluster.Pod("arc-runners", "lux-gpu-t4-7xk2p-runner-abcde", nil, corev1.PodRunning)
 			runner.Spec.NodeName = "ip-10-0-2-2"

@@ -1,0 +1,210 @@
+package config
+
+import (
+	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	// The time zones a schedule names are checked the same way on every machine that
+	// deploys, whether or not it has the system's zoneinfo.
+	_ "time/tzdata"
+
+	"github.com/distribution/reference"
+)
+
+// WarmSchedule is a pool's warm capacity (the pool's `warm` field): in each window, Nodes GPU
+// nodes of the pool are kept up, with the pool's images already on them, for a job to start
+// on at once. Outside the windows the pool has no node until a job asks for one.
+type WarmSchedule struct {
+	// TimeZone is the IANA zone the windows are in ("Europe/Berlin"); "UTC" by default.
+	TimeZone string `json:"timeZone,omitempty"`
+	// Windows are the times of the week to keep nodes warm.
+	Windows []WarmWindowSpec `json:"windows"`
+	// Images a container-form pool's jobs run (`container:`), pulled onto each warm node
+	// beside the runner image. Each needs a shell (sh), as CUDA images have.
+	Images []string `json:"images,omitempty"`
+}
+
+// WarmWindowSpec is a window as the stack file gives it.
+type WarmWindowSpec struct {
+	// Days are "mon-fri", "sat,sun", "daily", or day names (mon … sun) and ranges joined by ",".
+	Days string `json:"days"`
+	// From and To are the window's start and end, "HH:MM" in the schedule's zone, From < To
+	// (a window does not cross midnight; "24:00" ends at midnight).
+	From string `json:"from"`
+	To   string `json:"to"`
+	// Nodes is how many GPU nodes the window keeps warm (each holds one job's GPU share): at
+	// most the pool's gpuLimit.
+	Nodes int `json:"nodes"`
+}
+
+// WarmWindow is a validated window.
+type WarmWindow struct {
+	// Days are the weekdays it opens on, in order.
+	Days []time.Weekday
+	// From and To are its start and end since midnight, in its zone.
+	From, To time.Duration
+	Nodes    int
+}
+
+// Length is how long the window stays open.
+func (w WarmWindow) Length() time.Duration { return w.To - w.From }
+
+// Schedule is the window's opening as a cron schedule (minute hour * * weekdays), in the
+// schedule's zone.
+func (w WarmWindow) Schedule() string {
+	days := make([]string, len(w.Days))
+	for i, d := range w.Days {
+		days[i] = strconv.Itoa(int(d))
+	}
+	return fmt.Sprintf("%d %d * * %s", int(w.From.Minutes())%60, int(w.From.Hours()), strings.Join(days, ","))
+}
+
+// HoursPerWeek is the window's open hours in a week.
+func (w WarmWindow) HoursPerWeek() float64 { return w.Length().Hours() * float64(len(w.Days)) }
+
+// Warm is a pool's validated warm schedule.
+type Warm struct {
+	// TimeZone is the zone's IANA name, as the CronJobs carry it.
+	TimeZone string
+	Windows  []WarmWindow
+	Images   []string
+}
+
+// NodeHoursPerWeek is how many node-hours the windows keep warm in a week.
+func (w *Warm) NodeHoursPerWeek() float64 {
+	if w == nil {
+		return 0
+	}
+	total := 0.0
+	for _, win := range w.Windows {
+		total += win.HoursPerWeek() * float64(win.Nodes)
+	}
+	return total
+}
+
+var (
+	weekdays  = []string{"sun", "mon", "tue", "wed", "thu", "fri", "sat"}
+	clockRE   = regexp.MustCompile(`^([01][0-9]|2[0-4]):([0-5][0-9])$`)
+	warmAtMin = time.Minute // a CronJob's resolution
+)
+
+// parse validates the schedule of a pool whose gpuLimit and job form are given; bad records
+// each problem as a field of the pool.
+func (s WarmSchedule) parse(gpuLimit int, jobForm string, bad func(field, problem string)) *Warm {
+	w := &Warm{TimeZone: s.TimeZone, Images: s.Images}
+	if w.TimeZone == "" {
+		w.TimeZone = "UTC"
+	}
+	if w.TimeZone == "Local" {
+		bad("warm.timeZone", `"Local" is this machine's zone, not the cluster's: name an IANA zone, e.g. Europe/Berlin`)
+	} else if _, err := time.LoadLocation(w.TimeZone); err != nil {
+		bad("warm.timeZone", fmt.Sprintf("%q is not an IANA time zone (e.g. Europe/Berlin, America/New_York, UTC)", w.TimeZone))
+	}
+	if len(s.Windows) == 0 {
+		bad("warm.windows", `is empty: give at least one, e.g. {"days": "mon-fri", "from": "08:00", "to": "19:00", "nodes": 1}`)
+	}
+	for i, spec := range s.Windows {
+		at := fmt.Sprintf("warm.windows[%d]", i)
+		win := WarmWindow{Nodes: spec.Nodes}
+		var err error
+		if win.Days, err = parseDays(spec.Days); err != nil {
+			bad(at+".days", err.Error())
+		}
+		from, errFrom := parseClock(spec.From)
+		to, errTo := parseClock(spec.To)
+		switch {
+		case errFrom != nil:
+			bad(at+".from", errFrom.Error())
+		case errTo != nil:
+			bad(at+".to", errTo.Error())
+		case to <= from:
+			bad(at+".to", fmt.Sprintf("%s is not after from (%s): a window does not cross midnight; split it in two", spec.To, spec.From))
+		case from >= 24*time.Hour:
+			bad(at+".from", "24:00 only ends a window")
+		}
+		win.From, win.To = from, to
+		if spec.Nodes < 1 || spec.Nodes > gpuLimit {
+			bad(at+".nodes", fmt.Sprintf("must be 1–gpuLimit (%d): each warm node holds one GPU of the pool's limit, got %d", gpuLimit, spec.Nodes))
+		}
+		for j, other := range w.Windows {
+			if overlap(win, other) {
+				bad(at, fmt.Sprintf("overlaps warm.windows[%d] on a day they share: their nodes would add up; merge them", j))
+			}
+		}
+		w.Windows = append(w.Windows, win)
+	}
+	if len(s.Images) > 0 && jobForm != JobFormContainer {
+		bad("warm.images", "only a container-form pool's jobs run images of their own; a runner-form pool's warm nodes hold its runner image")
+	}
+	for _, img := range s.Images {
+		if _, err := reference.ParseNormalizedNamed(img); err != nil {
+			bad("warm.images", fmt.Sprintf("%q is not an image reference: %v", img, err))
+		}
+	}
+	return w
+}
+
+// parseDays reads "mon-fri", "sat,sun", "daily" or a list of names and ranges.
+func parseDays(s string) ([]time.Weekday, error) {
+	s = strings.ToLower(strings.TrimSpace(s))
+	if s == "daily" {
+		s = "sun-sat"
+	}
+	index := func(name string) (int, error) {
+		if i := slices.Index(weekdays, strings.TrimSpace(name)); i >= 0 {
+			return i, nil
+		}
+		return 0, fmt.Errorf("%q is not a day (sun, mon, tue, wed, thu, fri, sat)", name)
+	}
+	seen := map[time.Weekday]bool{}
+	for _, part := range strings.Split(s, ",") {
+		first, last, isRange := strings.Cut(part, "-")
+		a, err := index(first)
+		if err != nil {
+			return nil, err
+		}
+		b := a
+		if isRange {
+			if b, err = index(last); err != nil {
+				return nil, err
+			}
+			if b < a {
+				return nil, fmt.Errorf("%q runs backwards; the week starts on sun (write sat,sun or fri-sat,sun)", part)
+			}
+		}
+		for d := a; d <= b; d++ {
+			seen[time.Weekday(d)] = true
+		}
+	}
+	var days []time.Weekday
+	for d := time.Sunday; d <= time.Saturday; d++ {
+		if seen[d] {
+			days = append(days, d)
+		}
+	}
+	return days, nil
+}
+
+// parseClock reads "HH:MM" (00:00–24:00) as the time since midnight.
+func parseClock(s string) (time.Duration, error) {
+	m := clockRE.FindStringSubmatch(s)
+	if m == nil {
+		return 0, fmt.Errorf("%q is not a time of day like 08:00", s)
+	}
+	h, _ := strconv.Atoi(m[1])
+	mm, _ := strconv.Atoi(m[2])
+	d := time.Duration(h)*time.Hour + time.Duration(mm)*warmAtMin
+	if d > 24*time.Hour {
+		return 0, fmt.Errorf("%q is past midnight", s)
+	}
+	return d, nil
+}
+
+// overlap: the two windows are open at once on some day.
+func overlap(a, b WarmWindow) bool {
+	shared := slices.ContainsFunc(a.Days, func(d time.Weekday) bool { return slices.Contains(b.Days, d) })
+	return shared && a.From < b.To && b.From < a.To
+}

@@ -1,0 +1,280 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+
+	karpv1 "sigs.k8s.io/karpenter/pkg/apis/v1"
+
+	"github.com/luxfi/lux-gpu-ci/config"
+	"github.com/luxfi/lux-gpu-ci/internal/wellknown"
+)
+
+// warmZone is the warm windows' time zone in the e2e: not UTC (the machine's), so a window
+// that opens on time proves the CronJob controller read the schedule in the window's zone.
+const warmZone = "Asia/Kolkata"
+
+// warmWindowConfigured gives both of dev's pools a warm window that opens at the next minute
+// in warmZone and stays open warmWindowLength, as many nodes as each pool's gpuLimit (so a
+// job's pod can only start on a warm node, and a displaced placeholder can only wait), and
+// the container-form pool the CUDA image its jobs run. It returns the window's life, which
+// the scenario runs in the background: the job pods are built now, from the templates the
+// stack deployed, while nothing else changes them.
+//
+// EC2 has no spot capacity for the container-form pool's types from then on, until its warm
+// node is up: Karpenter falls back to on-demand (the pool allows both), and gpuci doctor names
+// the refused launch from Karpenter's events.
+func warmWindowConfigured(t *testing.T, ctx context.Context, h *harness, core kubernetes.Interface, kube dynamic.Interface, k *karpenter, gpuci, kubeconfig string) (window func(t tb)) {
+	loc, err := time.LoadLocation(warmZone)
+	require.NoError(t, err)
+	// The up takes some 15 s: the window opens at the first minute after it (a window does not
+	// cross midnight: one that would opens at midnight).
+	opens := time.Now().Add(25 * time.Second).In(loc).Truncate(time.Minute).Add(time.Minute)
+	if closes := opens.Add(warmWindowLength); closes.Day() != opens.Day() {
+		opens = time.Date(closes.Year(), closes.Month(), closes.Day(), 0, 0, 0, 0, loc)
+	}
+	closes := opens.Add(warmWindowLength)
+	nodes := map[string]int{}
+	h.editStackFile(t, func(cfg map[string]any) {
+		pools, _ := cfg[config.Project+":"+config.KeyGPUPools].([]any)
+		for _, p := range pools {
+			pool := p.(map[string]any)
+			name := pool["name"].(string)
+			limit := 1
+			if l, ok := pool["gpuLimit"].(int); ok {
+				limit = l
+			}
+			warm := map[string]any{"timeZone": warmZone, "windows": []any{map[string]any{
+				"days": strings.ToLower(opens.Weekday().String()[:3]), "from": opens.Format("15:04"), "to": closes.Format("15:04"), "nodes": limit,
+			}}}
+			if pool["jobForm"] == config.JobFormContainer {
+				warm["images"] = []any{cudaImage}
+			}
+			pool["warm"] = warm
+			nodes[name] = limit
+		}
+	})
+	require.Equal(t, map[string]int{"gpu-spot": 2, "gpu-spot-container": 1}, nodes, "dev's pools, gpu-spot at the gpuLimit an earlier phase raised")
+	res, err := h.up(t, ctx)
+	require.NoError(t, err)
+	t.Logf("up: %v; the window opens at %s (%s) for %s", *res.Summary.ResourceChanges, opens.Format("15:04"), warmZone, warmWindowLength)
+	require.True(t, time.Now().Before(opens), "the up ended before the window opens (else its CronJob waits a day)")
+
+	runner := runnerPod(t, ctx, kube, "lux-gpu-t4", "lux-gpu-t4-warm-runner-a")
+	job := containerJobPod(t, ctx, core, "lux-gpu-t4-container", "lux-gpu-t4-container-warm-runner-b")
+
+	// No spot capacity of the container-form pool's types, in any of the stack's zones.
+	np, err := kube.Resource(nodePools).Get(ctx, "gpu-spot-container", metav1.GetOptions{})
+	require.NoError(t, err)
+	var nodePool karpv1.NodePool
+	require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(np.Object, &nodePool))
+	var refused []capacityPool
+	for _, r := range nodePool.Spec.Template.Spec.Requirements {
+		switch r.Key {
+		case karpv1.CapacityTypeLabelKey:
+			require.ElementsMatch(t, []string{karpv1.CapacityTypeSpot, karpv1.CapacityTypeOnDemand}, r.Values, "dev's pools fall back to on-demand")
+		case corev1.LabelInstanceTypeStable:
+			for _, it := range r.Values {
+				for _, z := range k.zones {
+					refused = append(refused, capacityPool{CapacityType: karpv1.CapacityTypeSpot, InstanceType: it, Zone: z})
+				}
+			}
+		}
+	}
+	require.NotEmpty(t, refused)
+	k.shortage(t, refused)
+	return func(t tb) {
+		defer k.shortage(t, nil)
+		warmWindow(t, ctx, core, kube, k, nodes, runner, job, opens, closes, func() {
+			// The shortage's mark: the container pool's warm node is on-demand (so may gpu-spot's
+			// be, which shares its type).
+			claims := poolClaims(t, ctx, kube, "gpu-spot-container")
+			require.NotEmpty(t, claims)
+			for _, c := range claims {
+				assert.Equal(t, karpv1.CapacityTypeOnDemand, c.Labels[karpv1.CapacityTypeLabelKey], "gpu-spot-container's warm node %s, spot refused", c.Name)
+			}
+			f := gpuciDoctor(t, ctx, gpuci, kubeconfig, "Spot capacity")
+			assert.True(t, f.Problem, "gpuci doctor names the refused spot launch")
+			assert.True(t, slices.ContainsFunc(f.Evidence, func(e string) bool { return strings.Contains(e, "NodeClaim gpu-spot-container-") }),
+				"from Karpenter's event on the container pool's NodeClaim: %v", f.Evidence)
+			k.shortage(t, nil)
+		})
+	}
+}
+
+// warmWindowLength is how long the e2e's window stays open: the jobs below take well under it.
+const warmWindowLength = 2 * time.Minute
+
+// cudaImage is the CUDA image the smoke workflow's container job runs.
+const cudaImage = "nvidia/cuda:12.8.1-devel-ubuntu24.04"
+
+// warmWindow is a warm window's life through the real CronJob, Job and scheduler controllers
+// and the real Karpenter: at the window's start each pool's placeholders hold as many nodes
+// as Karpenter launches for them; a runner-form runner pod and a container-form job pod each
+// preempt a placeholder and are bound to its node with no new NodeClaim (the pool is at its
+// gpuLimit, so the displaced placeholder waits); when each job ends, its placeholder is back on
+// that node; at the window's end the placeholders go and Karpenter consolidates every node.
+// opened runs once every warm node is up.
+func warmWindow(t tb, ctx context.Context, core kubernetes.Interface, kube dynamic.Interface, k *karpenter, nodes map[string]int, runner, job *corev1.Pod, opens, closes time.Time, opened func()) {
+	defer func() {
+		if t.Failed() {
+			dumpScheduling(t, ctx, core)
+			for pool := range nodes {
+				for _, c := range poolClaims(t, ctx, kube, pool) {
+					t.Logf("NodeClaim %s (%s): node %q, capacity %v", c.Name, pool, c.Status.NodeName, c.Status.Capacity)
+				}
+			}
+			t.Logf("karpenter on the warm pools:\n%s", k.logLines("gpu-spot"))
+		}
+	}()
+	placeholders := func(pool string) []corev1.Pod {
+		list, err := core.CoreV1().Pods(wellknown.WarmNamespace).List(ctx, metav1.ListOptions{LabelSelector: wellknown.WarmPoolLabel + "=" + pool})
+		require.NoError(t, err)
+		return list.Items
+	}
+	running := func(pool string) map[string]string { // node → placeholder
+		out := map[string]string{}
+		for _, p := range placeholders(pool) {
+			if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
+				out[p.Spec.NodeName] = p.Name
+			}
+		}
+		return out
+	}
+	claims := func(pool string) []string {
+		var out []string
+		for _, c := range poolClaims(t, ctx, kube, pool) {
+			out = append(out, c.Name)
+		}
+		slices.Sort(out)
+		return out
+	}
+
+	// The window opens: each pool's placeholders hold a node each, which Karpenter launched.
+	warm := map[string][]string{} // pool → its warm NodeClaims
+	for pool, n := range nodes {
+		require.Eventually(t, func() bool { return len(running(pool)) == n }, time.Until(opens)+90*time.Second, time.Second,
+			"%s: %d placeholders run on nodes of their own once the window opens", pool, n)
+		warm[pool] = claims(pool)
+		require.Len(t, warm[pool], n, "%s: one NodeClaim per warm node", pool)
+	}
+	jobs, err := core.BatchV1().Jobs(wellknown.WarmNamespace).List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	require.Len(t, jobs.Items, len(nodes), "a window's Job per pool")
+	for _, j := range jobs.Items {
+		require.NotNil(t, j.Status.StartTime)
+		started := j.Status.StartTime.Time
+		assert.WithinDuration(t, opens, started, 20*time.Second, "%s opened at %s %s, by the CronJob controller", j.Name, opens.Format("15:04"), warmZone)
+	}
+	t.Logf("window open at %s: %v warm", time.Now().Format("15:04:05"), warm)
+	opened()
+
+	// A job takes a warm node: its pod preempts the placeholder there and is bound at once.
+	takes := func(pool string, pod *corev1.Pod) string {
+		created, err := core.CoreV1().Pods(pod.Namespace).Create(ctx, pod, metav1.CreateOptions{})
+		require.NoError(t, err)
+		start := time.Now()
+		var bound *corev1.Pod
+		require.Eventually(t, func() bool {
+			bound, err = core.CoreV1().Pods(pod.Namespace).Get(ctx, created.Name, metav1.GetOptions{})
+			return err == nil && bound.Spec.NodeName != "" && bound.Status.Phase == corev1.PodRunning
+		}, 45*time.Second, 100*time.Millisecond, "%s's job pod %s runs on a warm node", pool, pod.Name)
+		t.Logf("%s: job pod %s bound and running %s after it was created, on warm node %s", pool, pod.Name, time.Since(start).Round(100*time.Millisecond), bound.Spec.NodeName)
+		nodeClaims := poolClaims(t, ctx, kube, pool)
+		onWarm := slices.ContainsFunc(nodeClaims, func(c karpv1.NodeClaim) bool { return c.Status.NodeName == bound.Spec.NodeName && slices.Contains(warm[pool], c.Name) })
+		assert.True(t, onWarm, "%s: the job's pod is on one of the window's nodes", pool)
+		_, placeholder := running(pool)[bound.Spec.NodeName]
+		assert.False(t, placeholder, "%s: the placeholder on %s made way", pool, bound.Spec.NodeName)
+		// The Job replaces the placeholder (after the Job controller's backoff: the stand-in's
+		// pods exit as if killed; a real placeholder exits 0 and is replaced at once), and at
+		// the gpuLimit the replacement waits: no NodeClaim for it, none for the job.
+		pending := func() int {
+			n := 0
+			for _, p := range placeholders(pool) {
+				if p.Spec.NodeName == "" && p.DeletionTimestamp == nil {
+					n++
+				}
+			}
+			return n
+		}
+		require.Eventually(t, func() bool { return pending() == 1 }, 30*time.Second, 250*time.Millisecond, "%s: the Job replaced the placeholder", pool)
+		time.Sleep(8 * time.Second) // Karpenter's batch window (1–10 s) and a provisioning pass
+		assert.Equal(t, warm[pool], claims(pool), "%s: no new NodeClaim, for the job or the displaced placeholder", pool)
+		assert.Equal(t, 1, pending(), "%s: the replacement waits for a node", pool)
+		return bound.Spec.NodeName
+	}
+	back := func(pool, node string, pod *corev1.Pod) {
+		require.NoError(t, core.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{}), "the job ends")
+		require.Eventually(t, func() bool { _, ok := running(pool)[node]; return ok }, 45*time.Second, 250*time.Millisecond,
+			"%s: once the job ends, a placeholder holds %s again", pool, node)
+		assert.Equal(t, warm[pool], claims(pool), "%s: on the same node", pool)
+	}
+
+	node := takes("gpu-spot", runner)
+	back("gpu-spot", node, runner)
+	node = takes("gpu-spot-container", job)
+	back("gpu-spot-container", node, job)
+
+	// The window closes: the Jobs' deadline takes the placeholders, and Karpenter consolidates.
+	for pool := range nodes {
+		require.Eventually(t, func() bool { return len(placeholders(pool)) == 0 }, time.Until(closes)+60*time.Second, time.Second,
+			"%s: the placeholders go at the window's end", pool)
+	}
+	for _, j := range mustJobs(t, ctx, core) {
+		assert.True(t, jobFailedBy(j, "DeadlineExceeded"), "%s ended by its deadline, the window's end: %v", j.Name, j.Status.Conditions)
+	}
+	for pool := range nodes {
+		require.Eventually(t, func() bool { return len(claims(pool)) == 0 }, 90*time.Second, time.Second,
+			"%s: no NodeClaim is left once the window has closed", pool)
+	}
+	t.Logf("window closed at %s: every warm node consolidated", time.Now().Format("15:04:05"))
+}
+
+func mustJobs(t tb, ctx context.Context, core kubernetes.Interface) []batchv1.Job {
+	jobs, err := core.BatchV1().Jobs(wellknown.WarmNamespace).List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	return jobs.Items
+}
+
+func jobFailedBy(j batchv1.Job, reason string) bool {
+	for _, c := range j.Status.Conditions {
+		if c.Type == batchv1.JobFailed && c.Status == corev1.ConditionTrue && c.Reason == reason {
+			return true
+		}
+	}
+	return false
+}
+
+// shortage makes the fake EC2 refuse capacity of the given pools from now on (nil ends it).
+func (k *karpenter) shortage(t tb, pools []capacityPool) {
+	b, err := json.Marshal(pools)
+	require.NoError(t, err)
+	req, err := http.NewRequest(http.MethodPut, "http://"+k.control+"/shortage", bytes.NewReader(b))
+	require.NoError(t, err)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+}
+
+// capacityPool is upstream's fake.CapacityPool as the control endpoint takes it.
+type capacityPool struct {
+	CapacityType, InstanceType, Zone string
+}
