@@ -198,7 +198,9 @@ func warmWindow(t tb, ctx context.Context, core kubernetes.Interface, kube dynam
 		}, 45*time.Second, 100*time.Millisecond, "%s's job pod %s runs on a warm node", pool, pod.Name)
 		t.Logf("%s: job pod %s bound and running %s after it was created, on warm node %s", pool, pod.Name, time.Since(start).Round(100*time.Millisecond), bound.Spec.NodeName)
 		nodeClaims := poolClaims(t, ctx, kube, pool)
-		onWarm := slices.ContainsFunc(nodeClaims, func(c karpv1.NodeClaim) bool { return c.Status.NodeName == bound.Spec.NodeName && slices.Contains(warm[pool], c.Name) })
+		onWarm := slices.ContainsFunc(nodeClaims, func(c karpv1.NodeClaim) bool {
+			return c.Status.NodeName == bound.Spec.NodeName && slices.Contains(warm[pool], c.Name)
+		})
 		assert.True(t, onWarm, "%s: the job's pod is on one of the window's nodes", pool)
 		_, placeholder := running(pool)[bound.Spec.NodeName]
 		assert.False(t, placeholder, "%s: the placeholder on %s made way", pool, bound.Spec.NodeName)
