@@ -117,6 +117,12 @@ func (p GPUPool) NodeOS() string {
 	return NodeOSAL2023
 }
 
+// ImagesOnInstanceStore tells whether the pool's nodes keep their images and the kubelet on
+// the instance's local NVMe (every GPU type of the catalogue has one: 125 GB on
+// g4dn.xlarge, 250 GB on g5.xlarge and g6.xlarge): an AL2023 pool's do. A snapshot pool's
+// images are on its EBS data volume, restored from the snapshot, which the NVMe would hide.
+func (p GPUPool) ImagesOnInstanceStore() bool { return p.NodeOS() == NodeOSAL2023 }
+
 const (
 	NodeOSAL2023       = "al2023"
 	NodeOSBottlerocket = "bottlerocket"
@@ -134,14 +140,13 @@ const (
 	GP3BaselineIOPS       = 3000
 )
 
-// DefaultRootVolumeThroughput is twice gp3's baseline. A cold node writes each image twice
-// (the compressed layers, then the unpacked files: ~12 GB for a 4 GB-compressed CUDA devel
-// image), about 100 s at 125 MiB/s and 50 s at 250 MiB/s; beyond that, unpacking (gzip, a
-// core per layer) rather than the disk sets the pace. The extra 125 MiB/s costs $5 a month
-// of volume-time ($0.04 per MiB/s-month), under a fifth of a cent for a 15-minute node, and
-// it saves ~50 s of a $0.25/h spot GPU on every cold start, which is worth about twice that.
-// gpuci cost prices it; its cold-start model shows the pull time at the configured rate.
-const DefaultRootVolumeThroughput = 250
+// DefaultRootVolumeThroughput is gp3's baseline, included in its price. An AL2023 pool's node
+// writes the images it pulls, and runs the kubelet, on the instance's local NVMe (its
+// EC2NodeClass's instanceStorePolicy RAID0: ImagesOnInstanceStore), not on the root volume;
+// a snapshot pool's data volume holds its images already and loads each block from S3 on
+// first read, at a pace the volume's throughput does not set. (It was 250 MiB/s while AL2023
+// pools unpacked images onto the root volume, where 125 MiB/s was the bound.)
+const DefaultRootVolumeThroughput = GP3BaselineThroughput
 
 // DefaultPool is the pool a stack gets when it configures none: one T4-class spot GPU.
 func DefaultPool() GPUPool {

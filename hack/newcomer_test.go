@@ -123,3 +123,31 @@ func TestReadmeStartTimesAreTheModels(t *testing.T) {
 	}
 	assert.Equal(t, 2, checked, "both dev pools")
 }
+
+// The README's and the operations page's quota figures for dev are what gpuci quota computes
+// from Pulumi.dev.yaml (#39: they once said 4 on-demand vCPUs where dev needed 8).
+func TestDocsQuotaFiguresAreGpuciQuotas(t *testing.T) {
+	t.Parallel()
+	out, err := gpuci(t, "", "quota", "--project", testkit.RepoRoot(t), "--stack", "dev", "--json")
+	require.NoError(t, err, out)
+	var needs []struct {
+		CapacityType string   `json:"capacityType"`
+		VCPUs        int      `json:"vcpus"`
+		Pools        []string `json:"pools"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &needs), out)
+	by := map[string]int{}
+	for _, n := range needs {
+		by[n.CapacityType] = n.VCPUs
+	}
+	require.Positive(t, by["spot"])
+	require.Positive(t, by["on-demand"])
+	readme, err := os.ReadFile(filepath.Join(testkit.RepoRoot(t), "README.md"))
+	require.NoError(t, err)
+	assert.Contains(t, string(readme), fmt.Sprintf("%d for dev; on-demand (`L-DB2E81BA`) %d for dev", by["spot"], by["on-demand"]))
+	ops, err := os.ReadFile(filepath.Join(testkit.RepoRoot(t), "docs", "operations.md"))
+	require.NoError(t, err)
+	for _, n := range needs {
+		assert.Contains(t, string(ops), fmt.Sprintf("pools %s need %d. Request it", strings.Join(n.Pools, ","), n.VCPUs), "%s, in bootstrap's sample output", n.CapacityType)
+	}
+}

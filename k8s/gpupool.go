@@ -111,16 +111,27 @@ func EC2NodeClassFor(pool config.GPUPool, clusterName, nodeRole string, publicIP
 	if pool.NodeOS() == config.NodeOSBottlerocket {
 		nc.Spec.AMISelectorTerms = []awsv1.AMISelectorTerm{{Alias: versions.GPUNodeBottlerocketAlias}}
 	}
+	if pool.ImagesOnInstanceStore() {
+		// The kubelet's, containerd's and the pods' logs' directories on the instance's NVMe:
+		// Karpenter sets nodeadm's localStorage strategy RAID0 (karpenter-provider-aws v1.14.1
+		// pkg/providers/amifamily/bootstrap/nodeadm.go), whose setup-local-disks builds an md
+		// array even of one disk and bind-mounts them onto it (amazon-eks-ami), before the
+		// kubelet starts. A cold node unpacks its images there, not onto gp3 at the instance's
+		// EBS bandwidth (g4dn.xlarge: 118.75 MB/s sustained), and Karpenter counts the NVMe as
+		// the node's ephemeral storage (125 GB on g4dn.xlarge).
+		nc.Spec.InstanceStorePolicy = ptr(awsv1.InstanceStorePolicyRAID0)
+	}
 	if publicIP {
 		nc.Spec.AssociatePublicIPAddress = ptr(true)
 	}
 	return nc
 }
 
-// blockDevices are the pool's volumes. The one containerd writes images to is sized and
-// provisioned by the pool's rootVolume* keys: AL2023's root volume, or Bottlerocket's data
-// volume (/dev/xvdb, the kubelet's and containerd's; its 4 GiB OS volume is Karpenter's
-// default), which a pool with an image snapshot restores from it.
+// blockDevices are the pool's volumes, sized and provisioned by the pool's rootVolume* keys:
+// AL2023's root volume (its images and kubelet are on the instance store:
+// ImagesOnInstanceStore), or Bottlerocket's data volume (/dev/xvdb, the kubelet's and
+// containerd's; its 4 GiB OS volume is Karpenter's default), which a pool with an image
+// snapshot restores from it.
 func blockDevices(pool config.GPUPool) []*awsv1.BlockDeviceMapping {
 	volume := resource.MustParse(fmt.Sprintf("%dGi", pool.RootVolumeGi))
 	images := &awsv1.BlockDevice{

@@ -155,8 +155,9 @@ func TestRootVolumePerformance(t *testing.T) {
 	bdm := path(nc.Inputs, "spec", "blockDeviceMappings").([]any)
 	require.Len(t, bdm, 1)
 	ebs := bdm[0].(map[string]any)["ebs"].(map[string]any)
-	assert.EqualValues(t, 250, ebs["throughput"], "the default: twice gp3's baseline")
+	assert.EqualValues(t, 125, ebs["throughput"], "the default: gp3's baseline, since the images go to the NVMe")
 	assert.EqualValues(t, 3000, ebs["iops"])
+	assert.Equal(t, "RAID0", path(nc.Inputs, "spec", "instanceStorePolicy"), "an AL2023 pool's images and kubelet on the instance's NVMe")
 
 	m = runDev(t, "gpuPools", `[{"name": "fast", "instanceTypes": ["g4dn.xlarge"], "rootVolumeThroughput": 1000, "rootVolumeIOPS": 4000}]`)
 	ebs = path(m.get(t, "kubernetes:karpenter.k8s.aws/v1:EC2NodeClass", "gpu-ci-fast-nodeclass").Inputs, "spec", "blockDeviceMappings").([]any)[0].(map[string]any)["ebs"].(map[string]any)

@@ -212,8 +212,9 @@ func TestNodePoolAndNodeClassDev(t *testing.T) {
 	assert.Equal(t, discovery, path(ncs, "securityGroupSelectorTerms"))
 	assert.Equal(t, map[string]any{"httpEndpoint": "enabled", "httpProtocolIPv6": "disabled", "httpPutResponseHopLimit": 1.0, "httpTokens": "required"}, path(ncs, "metadataOptions"))
 	assert.Equal(t, []any{map[string]any{"deviceName": "/dev/xvda", "rootVolume": true, "ebs": map[string]any{
-		"volumeSize": "100Gi", "volumeType": "gp3", "encrypted": true, "deleteOnTermination": true, "throughput": 250.0, "iops": 3000.0,
+		"volumeSize": "100Gi", "volumeType": "gp3", "encrypted": true, "deleteOnTermination": true, "throughput": 125.0, "iops": 3000.0,
 	}}}, path(ncs, "blockDeviceMappings"))
+	assert.Equal(t, "RAID0", path(ncs, "instanceStorePolicy"), "images, kubelet and pod logs on the NVMe")
 	assert.Nil(t, path(ncs, "associatePublicIPAddress"), "nodes are private behind the NAT")
 	assert.Equal(t, map[string]any{"env": "dev", "team": "platform"}, path(ncs, "tags"))
 

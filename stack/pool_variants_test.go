@@ -71,9 +71,10 @@ func TestImageSnapshotPoolRunsBottlerocketFromTheSnapshot(t *testing.T) {
 		}},
 		map[string]any{"deviceName": "/dev/xvdb", "rootVolume": true, "ebs": map[string]any{
 			"snapshotID": "snap-0123456789abcdef0", "volumeSize": "100Gi", "volumeType": "gp3",
-			"throughput": float64(250), "iops": float64(3000), "encrypted": true, "deleteOnTermination": true,
+			"throughput": float64(125), "iops": float64(3000), "encrypted": true, "deleteOnTermination": true,
 		}},
 	}, spec["blockDeviceMappings"], "the OS volume as Karpenter's Bottlerocket default; the data volume from the snapshot, at the pool's size and speed")
+	assert.NotContains(t, spec, "instanceStorePolicy", "the images are on the restored data volume, which the NVMe would hide")
 	labels := np["spec"].(map[string]any)["template"].(map[string]any)["metadata"].(map[string]any)["labels"].(map[string]any)
 	assert.Equal(t, "bottlerocket", labels["lux-gpu-ci.luxfi.com/node-os"])
 

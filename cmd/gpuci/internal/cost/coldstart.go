@@ -53,6 +53,13 @@ const (
 	// UnpackMBps is gzip decompression in containerd, one core per layer, layers applied in
 	// order (each on top of the last): an estimate of its output rate.
 	UnpackMBps = 200.0
+	// InstanceStoreMBps is what a node's local NVMe takes of a pull (an AL2023 pool's images
+	// are there: config.GPUPool.ImagesOnInstanceStore): an estimate. AWS publishes only 4-KiB
+	// random IOPS for the g4dn, g5 and g6 instance stores (32,500 writes on g4dn, about
+	// 20,000 on g5 and g6: 80–130 MB/s at 4 KiB); containerd writes layers sequentially in
+	// large blocks, which an NVMe SSD takes several times faster. Past 300 MB/s, unpacking
+	// (UnpackMBps) is the bound either way.
+	InstanceStoreMBps = 500.0
 )
 
 // Steps of a cold start before the pull (seconds).
@@ -160,17 +167,26 @@ type ColdStart struct {
 	PrepareJobMarginSeconds *float64 `json:"prepareJobMarginSeconds,omitempty"`
 }
 
-// PullSeconds is how long a pull of gb takes at a volume throughput (MiB/s): the download
+// PullSeconds is how long a pull of gb takes onto a disk that writes diskMBps: the download
 // (from ECR in the region, or over the internet), then the slower of unpacking and writing
 // (the disk takes the compressed layers and the unpacked files).
-func PullSeconds(gb float64, fromECR bool, throughputMiBps int) float64 {
+func PullSeconds(gb float64, fromECR bool, diskMBps float64) float64 {
 	source := FromUpstreamMBps
 	if fromECR {
 		source = FromECRMBps
 	}
 	mb := gb * 1000
-	disk := float64(throughputMiBps) * 1.048576
-	return mb/source + max(mb*UnpackedPerPulled/UnpackMBps, mb*(1+UnpackedPerPulled)/disk)
+	return mb/source + max(mb*UnpackedPerPulled/UnpackMBps, mb*(1+UnpackedPerPulled)/diskMBps)
+}
+
+// ImageDisk is where a pool's node writes the images it pulls, and how fast (MB/s): the
+// instance's NVMe (an AL2023 pool), or its gp3 volume at the pool's rootVolumeThroughput
+// (MiB/s).
+func ImageDisk(pool config.GPUPool) (string, float64) {
+	if pool.ImagesOnInstanceStore() {
+		return "the instance's NVMe", InstanceStoreMBps
+	}
+	return fmt.Sprintf("%d MiB/s gp3", pool.RootVolumeThroughput), float64(pool.RootVolumeThroughput) * 1.048576
 }
 
 // WarmStartOf estimates a job's start on a warm node (config.GPUPool's warm windows): no
@@ -238,7 +254,8 @@ func ColdStartOf(pool config.GPUPool, images []PulledImage) ColdStart {
 		if img.Cached {
 			where = "from the ECR cache"
 		}
-		add(fmt.Sprintf("pull %s (%.1f GB, %s, %d MiB/s disk)", img.Image, img.GB, where, pool.RootVolumeThroughput), PullSeconds(img.GB, img.Cached, pool.RootVolumeThroughput))
+		disk, rate := ImageDisk(pool)
+		add(fmt.Sprintf("pull %s (%.1f GB, %s, onto %s)", img.Image, img.GB, where, disk), PullSeconds(img.GB, img.Cached, rate))
 		if img.Image == versions.NvidiaDevicePluginImage {
 			add("device plugin registers the GPU", DevicePluginSeconds)
 		}

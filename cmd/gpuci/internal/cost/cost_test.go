@@ -105,17 +105,20 @@ func TestCostOfTheDefaultStack(t *testing.T) {
 	assert.Equal(t, "spot", pool.CapacityType)
 	assert.Equal(t, "g4dn.xlarge", pool.InstanceType, "the cheaper of the pool's types")
 	// By hand: the cold start is 5 + 5 + 75 s, the device plugin's 0.1 GB through the NAT
-	// (1.67 s down, 1.14 s to disk) + 10 s, the runner's 0.5 GB from the cache (1.67 + 5.72 s)
-	// and 2 s: 107.2 s. The node lives 10 + 1.787 + 0.5 = 12.287 minutes, 0.20478 h.
-	nearTo(t, 107.2, pool.ColdStart.Seconds, 0.05, "cold start")
-	nearTo(t, 12.287, pool.NodeMinutes, 0.001, "node minutes: job + the pool's cold start + 30 s warm window")
-	nearTo(t, 0.051133, pool.PerBuild[0].USD, 0.000005, "instance: 0.20478 h × $0.2497")
-	nearTo(t, 0.002244, item(t, pool, "100 GiB gp3 root volume").USD, 0.000005, "volume: 0.20478 h × 100 GiB × $0.08 / 730")
-	nearTo(t, 0.001403, item(t, pool, "root volume at 250 MiB/s").USD, 0.000005, "throughput: 0.20478 h × 125 MiB/s × $0.04 / 730")
+	// (1.67 s down, then 1.0 s unpacking, the NVMe being faster) + 10 s, the runner's 0.5 GB
+	// from the cache (1.67 + 5.0 s) and 2 s: 106.33 s. The node lives 10 + 1.7722 + 0.5 =
+	// 12.2722 minutes, 0.204537 h.
+	nearTo(t, 106.33, pool.ColdStart.Seconds, 0.01, "cold start")
+	nearTo(t, 12.2722, pool.NodeMinutes, 0.001, "node minutes: job + the pool's cold start + 30 s warm window")
+	nearTo(t, 0.051073, pool.PerBuild[0].USD, 0.000005, "instance: 0.204537 h × $0.2497")
+	nearTo(t, 0.002242, item(t, pool, "100 GiB gp3 root volume").USD, 0.000005, "volume: 0.204537 h × 100 GiB × $0.08 / 730")
+	for _, it := range pool.PerBuild {
+		assert.NotContains(t, it.What, "above gp3's baseline", "the images go to the NVMe: the root volume needs no more than gp3's baseline")
+	}
 	assert.Equal(t, cost.Item{What: "0.5 GB of images from the ECR cache (S3 gateway endpoint)", USD: 0}, item(t, pool, "0.5 GB"), "the runner image")
 	near(t, 0.1*0.045, item(t, pool, "0.1 GB of images through the NAT").USD, "the device plugin's image: nvcr.io has no cache rule")
-	nearTo(t, 0.05928, pool.BuildUSD, 0.00001, "per build: instance, volume, throughput, $0.0045 of NAT")
-	nearTo(t, 53.35, pool.MonthlyUSD, 0.01, "monthly: 900 builds")
+	nearTo(t, 0.057815, pool.BuildUSD, 0.00001, "per build: instance, volume, $0.0045 of NAT")
+	nearTo(t, 52.03, pool.MonthlyUSD, 0.01, "monthly: 900 builds")
 	near(t, 10*0.052, r.HostedUSD, "hosted T4 per build")
 
 	container := poolNamed(t, r, "gpu-spot-container")
@@ -174,9 +177,9 @@ func TestColdStart(t *testing.T) {
 	}
 	assert.Equal(t, []string{
 		"ARC: job → runner pod", "Karpenter: batch, CreateFleet", "instance launch → node Ready",
-		"pull nvcr.io/nvidia/k8s-device-plugin:v0.19.3 (0.1 GB, over the internet, through the NAT, 250 MiB/s disk)",
+		"pull nvcr.io/nvidia/k8s-device-plugin:v0.19.3 (0.1 GB, over the internet, through the NAT, onto the instance's NVMe)",
 		"device plugin registers the GPU",
-		"pull ghcr.io/actions/actions-runner:latest (0.5 GB, from the ECR cache, 250 MiB/s disk)",
+		"pull ghcr.io/actions/actions-runner:latest (0.5 GB, from the ECR cache, onto the instance's NVMe)",
 		"container start",
 	}, steps)
 	assert.Nil(t, runner.PrepareJobMarginSeconds, "the runner form has no hooks' wait")
@@ -190,24 +193,24 @@ func TestColdStart(t *testing.T) {
 	assert.Less(t, cached.Seconds, 330.0, "queued → running in under five and a half minutes")
 
 	nc := noCache(t)
-	slow := pool
-	slow.RootVolumeThroughput = 125
-	upstream := cost.ColdStartOf(slow, cost.PulledImages(nc, slow, 8))
-	assert.Greater(t, upstream.Seconds, cached.Seconds+150, "over the internet at gp3's baseline: minutes more")
+	upstream := cost.ColdStartOf(pool, cost.PulledImages(nc, pool, 8))
+	assert.Greater(t, upstream.Seconds, cached.Seconds+100, "over the internet: minutes more")
 	assert.Greater(t, *upstream.PrepareJobMarginSeconds, 600.0, "even then the wait is twice what it takes")
-	huge := cost.ColdStartOf(slow, cost.PulledImages(nc, slow, 30))
-	assert.Negative(t, *huge.PrepareJobMarginSeconds, "a 30 GB image from Docker Hub at 125 MiB/s outlasts the wait: the job would fail")
+	huge := cost.ColdStartOf(pool, cost.PulledImages(nc, pool, 50))
+	assert.Negative(t, *huge.PrepareJobMarginSeconds, "a 50 GB image from Docker Hub outlasts the wait: the job would fail")
 }
 
 // A pull: download, then the slower of unpacking and writing. 8 GB at 250 MiB/s from ECR:
 // 8000 MB / 300 MB/s = 26.67 s, then max(16000 MB / 200 MB/s = 80 s, 24000 MB / 262.144 MB/s =
 // 91.55 s) = 118.22 s. From the internet at 125 MiB/s: 133.33 + 183.11 = 316.44 s.
 func TestPullSeconds(t *testing.T) {
-	near(t, 118.22, cost.PullSeconds(8, true, 250), "8 GB from ECR at 250 MiB/s")
-	near(t, 316.44, cost.PullSeconds(8, false, 125), "8 GB over the internet at 125 MiB/s")
+	mib := 1.048576 // MB/s per MiB/s
+	near(t, 118.22, cost.PullSeconds(8, true, 250*mib), "8 GB from ECR at 250 MiB/s")
+	near(t, 316.44, cost.PullSeconds(8, false, 125*mib), "8 GB over the internet at 125 MiB/s")
+	near(t, 106.67, cost.PullSeconds(8, true, cost.InstanceStoreMBps), "8 GB from ECR onto the NVMe: 26.67 s down, then 80 s unpacking")
 	for _, gb := range []float64{0.5, 8, 20} {
-		for _, tp := range []int{125, 250, 500, 1000} {
-			assert.Less(t, cost.PullSeconds(gb, true, tp), cost.PullSeconds(gb, false, tp), "the cache is faster (%v GB, %d MiB/s)", gb, tp)
+		for _, tp := range []float64{125, 250, 500, 1000} {
+			assert.Less(t, cost.PullSeconds(gb, true, tp), cost.PullSeconds(gb, false, tp), "the cache is faster (%v GB, %v MB/s)", gb, tp)
 			if tp > 125 {
 				assert.LessOrEqual(t, cost.PullSeconds(gb, true, tp), cost.PullSeconds(gb, true, tp/2), "more throughput is never slower")
 			}
@@ -290,12 +293,12 @@ func TestCostCountsTheRetryTwinAtTheInterruptionRate(t *testing.T) {
 	require.Equal(t, "gpu-spot", twin.RetryTwinOf)
 	assert.Equal(t, "on-demand", twin.CapacityType)
 	assert.Equal(t, spot.InstanceType, twin.InstanceType)
-	// By hand: the twin's node lives as long as gpu-spot's (12.287 min, 0.20478 h) at the
-	// on-demand $0.526: $0.107714, plus the same volume ($0.002244), throughput ($0.001403)
-	// and NAT ($0.0045) as gpu-spot: $0.115861 a build. It runs 5% of 900 builds: 45.
-	nearTo(t, 0.107714, twin.PerBuild[0].USD, 0.000005, "instance: 0.20478 h × $0.526 on-demand")
-	nearTo(t, 0.115861, twin.BuildUSD, 0.00001, "per build")
-	nearTo(t, 5.2137, twin.MonthlyUSD, 0.001, "the twin's month: 45 re-runs")
+	// By hand: the twin's node lives as long as gpu-spot's (12.2722 min, 0.204537 h) at the
+	// on-demand $0.526: $0.107586, plus the same volume ($0.002242) and NAT ($0.0045) as
+	// gpu-spot: $0.114328 a build. It runs 5% of 900 builds: 45.
+	nearTo(t, 0.107586, twin.PerBuild[0].USD, 0.000005, "instance: 0.204537 h × $0.526 on-demand")
+	nearTo(t, 0.114328, twin.BuildUSD, 0.00001, "per build")
+	nearTo(t, 5.1448, twin.MonthlyUSD, 0.001, "the twin's month: 45 re-runs")
 
 	var out bytes.Buffer
 	require.NoError(t, r.WriteTable(&out))
@@ -304,8 +307,8 @@ func TestCostCountsTheRetryTwinAtTheInterruptionRate(t *testing.T) {
 	compared := 0
 	for _, c := range r.Comparisons {
 		if c.Pool == "gpu-spot" {
-			// 142.318 idle + 53.35 for gpu-spot's 900 builds + 5.2137 for the twin's 45.
-			nearTo(t, 200.88, c.MonthUSD, 0.01, "gpu-spot's month counts its twin's re-runs")
+			// 142.318 idle + 52.03 for gpu-spot's 900 builds + 5.145 for the twin's 45.
+			nearTo(t, 199.50, c.MonthUSD, 0.01, "gpu-spot's month counts its twin's re-runs")
 			compared++
 		}
 	}
