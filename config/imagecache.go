@@ -182,7 +182,10 @@ func (p *parser) parseImageCache(cluster string) ImageCache {
 	}
 	p.object(KeyImageRepositories, &c.Repositories)
 	for _, r := range c.Repositories {
-		if !repositoryPatternRE.MatchString(r) {
+		switch {
+		case r == "*":
+			p.fail(KeyImageRepositories, `"*" would let the nodes pull every repository of the account, which is what the list is there to prevent`, `name the repositories or their prefixes: ["team-a/cuda-base", "team-b/*"]`)
+		case !repositoryPatternRE.MatchString(r):
 			p.fail(KeyImageRepositories, fmt.Sprintf("%q is not an ECR repository name, or a name prefix ending in *", r), `["team-a/cuda-base", "team-b/*"]`)
 		}
 	}
@@ -191,7 +194,51 @@ func (p *parser) parseImageCache(cluster string) ImageCache {
 
 // repositoryPatternRE is ECR's repository name pattern (lower-case components separated by
 // '/', each with single '.', '_' or '-' inside), optionally cut short by a final '*'.
-var repositoryPatternRE = regexp.MustCompile(`^(?:[a-z0-9]+(?:[._-][a-z0-9]+)*/)*(?:[a-z0-9]+(?:[._-][a-z0-9]+)*(?:/?\*)?|\*)$`)
+var repositoryPatternRE = regexp.MustCompile(`^(?:[a-z0-9]+(?:[._-][a-z0-9]+)*/)*[a-z0-9]+(?:[._-][a-z0-9]+)*(?:/?\*)?$`)
+
+// ecrHostRE is a private ECR registry's host: the account, then the region
+// (<account>.dkr.ecr[-fips].<region>.amazonaws.com[.cn]).
+var ecrHostRE = regexp.MustCompile(`^([0-9]{12})\.dkr\.ecr(?:-fips)?\.([a-z0-9-]+)\.amazonaws\.com(?:\.cn)?$`)
+
+// DeniedOwnImages are the images the stack's nodes are set to pull (each pool's runnerImage
+// and warm images) that sit in the account's own ECR where the nodes' roles may not pull
+// (infra.ImagePullScope): in another region, or in a repository that neither Repositories
+// nor a cache rule's prefix covers. A pattern is IAM's: a final '*' matches the rest of the
+// name, '/' included.
+func (c ImageCache) DeniedOwnImages(account, region string, pools []GPUPool) []string {
+	allowed := slices.Clone(c.Repositories)
+	for _, u := range c.Upstreams {
+		allowed = append(allowed, u.RepositoryPrefix+"/*")
+	}
+	covered := func(repo string) bool {
+		return slices.ContainsFunc(allowed, func(p string) bool {
+			prefix, wild := strings.CutSuffix(p, "*")
+			return repo == p || wild && strings.HasPrefix(repo, prefix)
+		})
+	}
+	var denied []string
+	for _, pool := range pools {
+		images := []string{pool.RunnerImage}
+		if pool.Warm != nil {
+			images = append(images, pool.Warm.Images...)
+		}
+		for _, image := range images {
+			named, err := reference.ParseNormalizedNamed(image)
+			if err != nil {
+				continue
+			}
+			m := ecrHostRE.FindStringSubmatch(reference.Domain(named))
+			if m == nil || m[1] != account {
+				continue
+			}
+			if m[2] != region || !covered(reference.Path(named)) {
+				denied = append(denied, image)
+			}
+		}
+	}
+	slices.Sort(denied)
+	return slices.Compact(denied)
+}
 
 // CacheAddresses maps an upstream registry's host (docker.io, ghcr.io, …) to the ECR
 // pull-through cache repository serving its images ("<account>.dkr.ecr.<region>.amazonaws.com/<prefix>"),

@@ -175,7 +175,9 @@ func (a arcStandIn) reconcile(ctx context.Context) {
 	for _, ars := range sets.Items {
 		a.reconcileSet(ctx, &ars, build, image)
 	}
-	a.releaseDependents(ctx, sets.Items)
+	if build != "" { // the controller releases them
+		a.releaseDependents(ctx, sets.Items)
+	}
 }
 
 // reconcileSet follows AutoscalingRunnerSetReconciler.Reconcile
@@ -187,12 +189,15 @@ func (a arcStandIn) reconcileSet(ctx context.Context, ars *unstructured.Unstruct
 	if scaleSet == "" {
 		scaleSet = name
 	}
+	// Only a running controller reconciles: with its Deployment gone, a deleted scale set
+	// keeps its finalizer and its uninstall waits until it times out, as on a real cluster
+	// (a destroy or upgrade that removed the controller first would hang: #42).
+	if build == "" {
+		return
+	}
 	if ars.GetDeletionTimestamp() != nil {
 		// Cleanup: the listener and the ephemeral runner sets go first (their runners wait for
 		// their jobs), then the scale set is deleted from GitHub, then the finalizer.
-		// This stand-in cleans up even when the controller's Deployment is gone, since the
-		// e2e's Helm releases do not wait (helmSkipAwait) — the real order is the graph's
-		// (stack tests, destroy-order rules).
 		if !slices.Contains(ars.GetFinalizers(), arsFinalizer) {
 			return
 		}
@@ -203,9 +208,6 @@ func (a arcStandIn) reconcileSet(ctx context.Context, ars *unstructured.Unstruct
 		}
 		a.patchMeta(ctx, runnerSets, ars, map[string]any{"finalizers": without(ars.GetFinalizers(), arsFinalizer)})
 		return
-	}
-	if build == "" {
-		return // no controller runs
 	}
 	// The version rule: IsVersionAllowed (apis/actions.github.com/v1alpha1/version.go) allows
 	// only the same major.minor; anything else is deleted.
@@ -220,11 +222,23 @@ func (a arcStandIn) reconcileSet(ctx context.Context, ars *unstructured.Unstruct
 		a.patchMeta(ctx, runnerSets, ars, map[string]any{"finalizers": append(slices.Clone(ars.GetFinalizers()), arsFinalizer)})
 		return
 	}
+	// GitHub puts the scale set in the spec's runner group (Default when none is named), and
+	// ARC records which (wellknown.ARCRunnerGroupAnnotation): on create, and on a later change
+	// of the spec's group (autoscalingrunnerset_controller.go:200-205, 563, 611). The fake org
+	// has every group it is asked for.
+	group, _, _ := unstructured.NestedString(ars.Object, "spec", "runnerGroup")
+	if group == "" {
+		group = "Default"
+	}
 	if id, err := strconv.Atoi(ars.GetAnnotations()[arsScaleSetIDAnnot]); err != nil || id <= 0 {
 		id := a.github.createRunnerScaleSet(scaleSet)
 		a.patchMeta(ctx, runnerSets, ars, map[string]any{
-			"annotations": map[string]string{arsScaleSetIDAnnot: strconv.Itoa(id), arsScaleSetNameAnnot: scaleSet},
+			"annotations": map[string]string{arsScaleSetIDAnnot: strconv.Itoa(id), arsScaleSetNameAnnot: scaleSet, wellknown.ARCRunnerGroupAnnotation: group},
 		})
+		return
+	}
+	if current, ok := ars.GetAnnotations()[wellknown.ARCRunnerGroupAnnotation]; !ok || !strings.EqualFold(current, group) {
+		a.patchMeta(ctx, runnerSets, ars, map[string]any{"annotations": map[string]string{wellknown.ARCRunnerGroupAnnotation: group}})
 		return
 	}
 	a.ensureListener(ctx, ars, image)

@@ -155,6 +155,9 @@ func poolEditedWhileAnEarlierZoneGainsItsTypes(t *testing.T, ctx context.Context
 // failed update leaves its new outputs in the state (the provider saves them, as
 // terraform-plugin-sdk does), so only a refresh sees the nodes were not replaced: the next
 // deploy (deploy.yml's up --refresh), once the job ended, replaces them with no manual step.
+// That state, and what a refresh reads, is the fake's model of pulumi-aws and EKS, read in
+// their sources (internal/testsupport/fakeaws's node group rules; docs/operations.md, "A
+// system-node update a job holds"), not a recorded trace: it is asserted here as modelled.
 // It returns the system nodes after.
 func tagsAndSnapshotEdited(t *testing.T, ctx context.Context, h *harness, core kubernetes.Interface, kube dynamic.Interface, systemNodes []string, gpuci, kubeconfig string) []string {
 	const snapshot = "snap-0123456789abcdef0"
@@ -203,7 +206,7 @@ func tagsAndSnapshotEdited(t *testing.T, ctx context.Context, h *harness, core k
 	group := findResource(t, resources, "aws:eks/nodeGroup:NodeGroup", "")
 	template := findResource(t, resources, "aws:ec2/launchTemplate:LaunchTemplate", "cluster-system")
 	assert.Equal(t, fmt.Sprint(template.Outputs["latestVersion"]), fmt.Sprint(group.Outputs["launchTemplate"].(map[string]any)["version"]),
-		"the state holds the failed update's launch template version: an up without a refresh would see nothing to do")
+		"as modelled: the state holds the failed update's launch template version, so an up without a refresh would see nothing to do")
 
 	require.NoError(t, core.CoreV1().Pods(runner.Namespace).Delete(ctx, runner.Name, metav1.DeleteOptions{}), "ARC ends the job")
 	next, steps, err := h.upWithSteps(t, ctx, optup.Refresh())

@@ -94,7 +94,7 @@ func hostileJobs(t *testing.T, ctx context.Context, restCfg *rest.Config, core k
 	// alone: a job's pod to DNS and public addresses, a relay also to the API server.
 	policies, err := core.NetworkingV1().NetworkPolicies(wellknown.RunnersNamespace).List(ctx, metav1.ListOptions{})
 	require.NoError(t, err)
-	require.Len(t, policies.Items, 3, "deny-all, job-egress, relay-egress")
+	require.Len(t, policies.Items, 4, "deny-all, job-egress, relay-egress, predates-runner-roles")
 	selected := map[string][]string{} // pod → the policies that select it
 	for _, np := range policies.Items {
 		sel, err := metav1.LabelSelectorAsSelector(&np.Spec.PodSelector)
@@ -109,6 +109,15 @@ func hostileJobs(t *testing.T, ctx context.Context, restCfg *rest.Config, core k
 	assert.ElementsMatch(t, []string{k8s.DenyAllPolicy, k8s.JobEgressPolicy}, selected[job.Name], "so does a container-form job's pod")
 	assert.ElementsMatch(t, []string{k8s.DenyAllPolicy, k8s.RelayEgressPolicy}, selected[relay.Name], "a container-form runner relays to the API server")
 	assert.ElementsMatch(t, []string{k8s.DenyAllPolicy, k8s.RelayEgressPolicy}, selected[retryRunner.Name], "so does the retry runner")
+	// The policy for pods older than the roles (k8s.RunnersNetworkPolicies) selects none that
+	// ARC, the hooks or the scale sets made: every pod there was made with a role.
+	all, err := pods.List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, len(all.Items), 4, "the runners and the job pod above")
+	for _, p := range all.Items {
+		assert.NotContains(t, selected[p.Name], k8s.PredatesRolesPolicy, "%s was made with a role: %v", p.Name, p.Labels)
+		assert.Len(t, selected[p.Name], 2, "%s: deny-all and its role's egress", p.Name)
+	}
 }
 
 // tryEverything has client try each thing a job must not do, and asserts that the API server

@@ -214,11 +214,11 @@ func TestWholeProgram(t *testing.T) {
 	// up. It replaces the system nodes, so it comes after the container-form jobs above
 	// ended (their runners sit on system nodes: the tag edit below shows a job holding the
 	// update).
-	step(t, "kubernetesVersion 1.35 → 1.36 and Karpenter's charts bumped, in one up: the control plane, the system node group (its nodes replaced), the add-ons, then karpenter-crd, then karpenter, all in place; NodePools, EC2NodeClasses and a running GPU job kept", func(t *testing.T) {
+	step(t, "kubernetesVersion 1.35 → 1.36 and Karpenter's charts bumped, in one up: the control plane, the system node group (its nodes replaced), the add-ons, then karpenter-crd, then karpenter, all in place; NodePools and EC2NodeClasses kept (a GPU node's AMI drift cannot happen here: the e2e's Karpenter keeps the version it started with)", func(t *testing.T) {
 		systemNodes = platformBumped(t, ctx, h, core, kube, work, systemNodes)
 	})
 
-	step(t, "meanwhile, the GPU job's node: kept while it ran, consolidated once it ended, its instance terminated", ending.Wait)
+	step(t, "meanwhile, the GPU job's node: not consolidated while its job ran (WhenEmpty), consolidated once it ended, its instance terminated", ending.Wait)
 
 	step(t, "a tag added and gpu-spot's images from a snapshot, while a container-form job runs on a system node: the node group's update fails with PodEvictionFailure and the job runs on; the next deploy (up --refresh) replaces the system nodes; everything else updated in place", func(t *testing.T) {
 		systemNodes = tagsAndSnapshotEdited(t, ctx, h, core, kube, systemNodes, gpuci, filepath.Join(e.clusterDir, "kubeconfig"))

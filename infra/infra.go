@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/pulumi/pulumi-aws/sdk/v6/go/aws"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
@@ -64,6 +65,13 @@ func New(ctx *pulumi.Context, cfg *config.Config) (*Outputs, error) {
 	caller, err := aws.GetCallerIdentity(ctx, nil)
 	if err != nil {
 		return nil, fmt.Errorf("looking up the AWS account (are credentials set?): %w", err)
+	}
+	// The nodes' roles may pull from the account's own ECR only what imageRepositories and the
+	// cache cover (NodeImagePull): an image of the stack's own set elsewhere would fail at job
+	// time, so it fails here, where the account is known.
+	if denied := cfg.ImageCache.DeniedOwnImages(caller.AccountId, cfg.Region, cfg.GPUPools); len(denied) > 0 {
+		return nil, fmt.Errorf("%s: the nodes may not pull %s from account %s's own ECR (the stack denies them every repository of the account but the cache's and imageRepositories'); fix: add the repositories (or a prefix ending in *) to imageRepositories in Pulumi.<stack>.yaml, in region %s",
+			config.KeyImageRepositories, strings.Join(denied, ", "), caller.AccountId, cfg.Region)
 	}
 	live, err := clusterExists(ctx, cfg.ClusterName)
 	if err != nil {

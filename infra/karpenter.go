@@ -171,7 +171,8 @@ func (b *karpenterBuilder) interruptionQueue() (*sqs.Queue, error) {
 	// lets events.amazonaws.com and sqs.amazonaws.com send, from anywhere. EventBridge may
 	// send here only for this stack's rules (aws:SourceArn, as EventBridge's guide for an SQS
 	// target recommends): nobody's rule in another account or stack can feed Karpenter
-	// interruptions that drain its nodes.
+	// interruptions that drain its nodes. sqs.amazonaws.com's grant is left out: nothing of
+	// the stack sends as SQS, and unconditioned it would admit any account's.
 	policy, err := sqs.NewQueuePolicy(b.ctx, b.name+"-interruption", &sqs.QueuePolicyArgs{
 		QueueUrl: queue.Url,
 		Policy: policyDocument(b.ctx, b.component, "EC2InterruptionPolicy",
@@ -181,12 +182,6 @@ func (b *karpenterBuilder) interruptionQueue() (*sqs.Queue, error) {
 				Resources:        pulumi.StringArray{queue.Arn},
 				Principals:       []principal{{Type: "Service", Identifiers: []string{"events.amazonaws.com"}}},
 				OutputConditions: []outputCondition{{"ArnEquals", "aws:SourceArn", ruleArns}},
-			},
-			statement{
-				Sid:        "SQS",
-				Actions:    []string{"sqs:SendMessage"},
-				Resources:  pulumi.StringArray{queue.Arn},
-				Principals: []principal{{Type: "Service", Identifiers: []string{"sqs.amazonaws.com"}}},
 			},
 			statement{
 				Sid:        "DenyHTTP",

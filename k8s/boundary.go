@@ -6,13 +6,16 @@ package k8s
 //   - Pod Security admission: baseline enforced (no privileged pod, no host path, network,
 //     PID or port), restricted audited and warned. Not restricted: a runner-form job keeps the
 //     runner image's sudo inside its container, and a container job runs its image's user.
-//   - No service-account token where nothing uses one (gpuPodTemplate): a job's code runs only
-//     in pods without a token, so it holds no Kubernetes identity at all.
+//   - No service-account token where nothing uses one (gpuPodTemplate): a pool's job code runs
+//     only in pods without a token. The retry runner is the exception: its job runs gpuci
+//     retry with the retry account's token, which reads events and nothing else.
 //   - NetworkPolicies: nothing reaches a runner; a job's pod reaches DNS and the internet, not
-//     the cluster's private addresses (the API server, other pods, nodes) nor the link-local
-//     ones (IMDS, the Pod Identity agent); a relay (a container-form runner, the retry runner)
-//     reaches the API server too. EKS's VPC CNI enforces them (infra: vpc-cni's
-//     enableNetworkPolicy).
+//     the cluster's private addresses (other pods, nodes, the API server's private endpoint
+//     and ClusterIP) nor the link-local ones (IMDS, the Pod Identity agent); a relay (a
+//     container-form runner, the retry runner) reaches the private addresses on 443 only, for
+//     the API server. EKS's VPC CNI enforces them (infra: vpc-cni's enableNetworkPolicy).
+//     The API server's public endpoint is on the internet, reachable as publicAccessCidrs
+//     allows; an anonymous caller gets its version and health only (docs/operations.md).
 
 import (
 	corev1 "k8s.io/api/core/v1"
@@ -43,28 +46,45 @@ func PodSecurityLabels() map[string]string {
 // Service address counts as its own range here.
 var privateRanges = []string{"10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "169.254.0.0/16"}
 
-// linkLocal is what no pod in the namespace may reach: IMDS and the Pod Identity agent.
-var linkLocal = []string{"169.254.0.0/16"}
+// clusterRanges are privateRanges but link-local: where the API server answers a relay, on
+// apiServerPort (its private endpoint's ENIs in the VPC, its ClusterIP in the Service range).
+var clusterRanges = privateRanges[:4]
+
+// apiServerPort is the API server's port, on its endpoint and its ClusterIP.
+const apiServerPort = 443
 
 // Names of the runners' namespace's NetworkPolicies.
 const (
-	DenyAllPolicy     = "deny-all"
-	JobEgressPolicy   = "job-egress"
-	RelayEgressPolicy = "relay-egress"
+	DenyAllPolicy       = "deny-all"
+	JobEgressPolicy     = "job-egress"
+	RelayEgressPolicy   = "relay-egress"
+	PredatesRolesPolicy = "predates-runner-roles"
 )
 
 // RunnersNetworkPolicies are the runners' namespace's policies: every pod denied in and out,
-// then each role's egress allowed. A pod of neither role (none is made) reaches nothing.
+// then each role's egress allowed.
+//
+// A pod without a role keeps the network it had: such a pod predates the roles (a runner or
+// job pod started before the stack drew this boundary; ARC and the hooks label a pod only
+// when they make it, and relabel none), and denying it would cut a running job off GitHub in
+// the middle of the up that brings the boundary. Nothing makes one now: ARC's templates and
+// the hooks' carry a role (ScaleSetValues, JobPodTemplate), no job's account may
+// create a pod (e2e: hostile jobs), and the e2e checks that every pod there has one.
+// Drop this policy once no stack has a pod older than the roles (docs/design.md).
 func RunnersNetworkPolicies() []networkingv1.NetworkPolicy {
 	role := func(r string) k8smeta.LabelSelector {
 		return k8smeta.LabelSelector{MatchLabels: map[string]string{wellknown.RunnerRoleLabel: r}}
 	}
 	egress := []networkingv1.PolicyType{networkingv1.PolicyTypeEgress}
 	ns := wellknown.RunnersNamespace
+	noRole := k8smeta.LabelSelector{MatchExpressions: []k8smeta.LabelSelectorRequirement{{Key: wellknown.RunnerRoleLabel, Operator: k8smeta.LabelSelectorOpDoesNotExist}}}
 	return []networkingv1.NetworkPolicy{
 		DenyAll(ns),
-		networkPolicy(ns, JobEgressPolicy, role(wellknown.RunnerRoleJob), egress, []networkingv1.NetworkPolicyEgressRule{dnsEgress(), internetEgress(privateRanges)}),
-		networkPolicy(ns, RelayEgressPolicy, role(wellknown.RunnerRoleRelay), egress, []networkingv1.NetworkPolicyEgressRule{dnsEgress(), internetEgress(linkLocal)}),
+		networkPolicy(ns, JobEgressPolicy, role(wellknown.RunnerRoleJob), egress,
+			[]networkingv1.NetworkPolicyEgressRule{dnsEgress(), internetEgress(privateRanges)}),
+		networkPolicy(ns, RelayEgressPolicy, role(wellknown.RunnerRoleRelay), egress,
+			[]networkingv1.NetworkPolicyEgressRule{dnsEgress(), internetEgress(privateRanges), tcpEgress(clusterRanges, apiServerPort)}),
+		networkPolicy(ns, PredatesRolesPolicy, noRole, egress, []networkingv1.NetworkPolicyEgressRule{{}}),
 	}
 }
 
@@ -92,6 +112,16 @@ func dnsEgress() networkingv1.NetworkPolicyEgressRule {
 		}},
 		Ports: []networkingv1.NetworkPolicyPort{{Protocol: &udp, Port: &port}, {Protocol: &tcp, Port: &port}},
 	}
+}
+
+// tcpEgress reaches port on the addresses of cidrs.
+func tcpEgress(cidrs []string, port int32) networkingv1.NetworkPolicyEgressRule {
+	tcp, p := corev1.ProtocolTCP, intstr.FromInt32(port)
+	var to []networkingv1.NetworkPolicyPeer
+	for _, c := range cidrs {
+		to = append(to, networkingv1.NetworkPolicyPeer{IPBlock: &networkingv1.IPBlock{CIDR: c}})
+	}
+	return networkingv1.NetworkPolicyEgressRule{To: to, Ports: []networkingv1.NetworkPolicyPort{{Protocol: &tcp, Port: &p}}}
 }
 
 // internetEgress reaches every IPv4 address but those in except.

@@ -265,7 +265,10 @@ func NewRunners(ctx *pulumi.Context, name string, args *RunnersArgs, opts ...pul
 	if err != nil {
 		return nil, err
 	}
-	if err := newNetworkPolicies(ctx, name, parent, pulumi.DependsOn([]pulumi.Resource{runnersNS})); err != nil {
+	// Every scale set depends on the boundary: no runner starts before it, and on destroy it
+	// stands until the last runner's job has drained.
+	boundary, err := newNetworkPolicies(ctx, name, parent, pulumi.DependsOn([]pulumi.Resource{runnersNS}))
+	if err != nil {
 		return nil, err
 	}
 
@@ -305,7 +308,7 @@ func NewRunners(ctx *pulumi.Context, name string, args *RunnersArgs, opts ...pul
 		if err != nil {
 			return nil, err
 		}
-		deps := []pulumi.Resource{controller, secret, runnersNS, jobs}
+		deps := append([]pulumi.Resource{controller, secret, runnersNS, jobs}, boundary...)
 		if np := args.NodePools[pool.Name]; np != nil {
 			deps = append(deps, np)
 		}
@@ -338,7 +341,7 @@ func NewRunners(ctx *pulumi.Context, name string, args *RunnersArgs, opts ...pul
 		if _, err := newRelease(ctx, name+"-"+retry.ScaleSetName, release{
 			Name: retry.ScaleSetName, Namespace: wellknown.RunnersNamespace, Chart: args.ScaleSetChart,
 			Values: vals, TimeoutSeconds: args.DrainSeconds,
-		}, parent, pulumi.DependsOn(append([]pulumi.Resource{controller, secret, runnersNS, jobs}, account...)),
+		}, parent, pulumi.DependsOn(append(append([]pulumi.Resource{controller, secret, runnersNS, jobs}, boundary...), account...)),
 			pulumi.ReplaceWith([]pulumi.Resource{controller})); err != nil {
 			return nil, err
 		}
@@ -438,13 +441,16 @@ func newContainerHooksRBAC(ctx *pulumi.Context, name string, opts ...pulumi.Reso
 }
 
 // newNetworkPolicies declares the runners' namespace's NetworkPolicies (RunnersNetworkPolicies).
-func newNetworkPolicies(ctx *pulumi.Context, name string, opts ...pulumi.ResourceOption) error {
+func newNetworkPolicies(ctx *pulumi.Context, name string, opts ...pulumi.ResourceOption) ([]pulumi.Resource, error) {
+	var out []pulumi.Resource
 	for _, np := range RunnersNetworkPolicies() {
-		if _, err := newObject(ctx, name+"-"+np.Name, np.TypeMeta, np.ObjectMeta, np, opts...); err != nil {
-			return fmt.Errorf("network policy %s: %w", np.Name, err)
+		r, err := newObject(ctx, name+"-"+np.Name, np.TypeMeta, np.ObjectMeta, np, opts...)
+		if err != nil {
+			return nil, fmt.Errorf("network policy %s: %w", np.Name, err)
 		}
+		out = append(out, r)
 	}
-	return nil
+	return out, nil
 }
 
 // secretInput hands a credential from the configuration to a resource as a Pulumi secret,

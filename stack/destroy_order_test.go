@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/luxfi/lux-gpu-ci/internal/testsupport/destroyorder"
 )
@@ -52,6 +53,16 @@ func TestDestroyOrder(t *testing.T) {
 		edge(scaleSet, nodePool.Key(), "runners go before their nodes")
 		edge(scaleSet, releaseNamed(t, m, "arc").Key(), "the controller cleans up its runners")
 		edge(scaleSet, "kubernetes:core/v1:Secret::gpu-ci-arc-github", "runners register with it")
+		policies := m.all("kubernetes:networking.k8s.io/v1:NetworkPolicy")
+		require.Len(t, policies, 4)
+		for _, np := range policies {
+			edge(scaleSet, np.Key(), "no runner starts before the boundary, and it stands until the last job has drained")
+		}
+	}
+	withRetry := runDev(t, "retryScaleSetName", "lux-gpu-retry", "retryRunnerGroup", "lux-gpu-retry")
+	retrySet := releaseNamed(t, withRetry, "lux-gpu-retry")
+	for _, np := range withRetry.all("kubernetes:networking.k8s.io/v1:NetworkPolicy") {
+		edge(retrySet, np.Key(), "the retry runner's job runs with a token: inside the boundary only")
 	}
 	// A container-form runner deletes its job pod with the hooks' account as it ends.
 	containerSet := releaseNamed(t, m, "lux-gpu-t4-container")

@@ -250,3 +250,40 @@ func TestNodesPullNothingElseFromTheAccount(t *testing.T) {
 	assert.Empty(t, none.NotResource)
 	assert.Empty(t, none.Condition)
 }
+
+// An image the stack's own pools pull from the account's ECR, in a repository the Deny above
+// covers, would fail at job time: the program refuses it before creating anything, naming
+// imageRepositories. Listed, or in the stack's cache, it is fine.
+func TestAnOwnImageTheNodesMayNotPullIsRefused(t *testing.T) {
+	own := testAccount + ".dkr.ecr.us-west-2.amazonaws.com/"
+	pools := func(runnerImage, warmImage string) string {
+		return `[{"name": "gpu-spot", "instanceTypes": ["g4dn.xlarge"], "gpuLimit": 1, "runnerScaleSetName": "lux-gpu-t4", "runnerLabels": ["self-hosted", "gpu", "r"],
+		  "runnerImage": "` + runnerImage + `"},
+		 {"name": "gpu-spot-container", "instanceTypes": ["g4dn.xlarge"], "gpuLimit": 1, "runnerScaleSetName": "lux-gpu-t4-container", "runnerLabels": ["self-hosted", "gpu", "c"], "jobForm": "container",
+		  "warm": {"windows": [{"days": "daily", "from": "08:00", "to": "09:00", "nodes": 1}], "images": ["` + warmImage + `"]}}]`
+	}
+	cases := []struct {
+		name, runner, warm, repositories string
+		refused                          []string
+	}{
+		{"a runner image in a repository not listed", own + "team-c/runner:2.330.0", "nvidia/cuda:12.8.1-devel-ubuntu24.04", `["team-a/*"]`, []string{own + "team-c/runner:2.330.0"}},
+		{"a warm image in another region of the account", "ghcr.io/actions/actions-runner:2.330.0", testAccount + ".dkr.ecr.eu-west-1.amazonaws.com/team-a/cuda:12", `["team-a/*"]`, []string{testAccount + ".dkr.ecr.eu-west-1.amazonaws.com/team-a/cuda:12"}},
+		{"both, none listed", own + "team-c/runner:2.330.0", own + "team-a/cuda:12", `[]`, []string{own + "team-a/cuda:12", own + "team-c/runner:2.330.0"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			m := newMocks()
+			err := m.run(testkit.With(testkit.StackConfig(t, "dev"), "gpuPools", pools(c.runner, c.warm), "imageRepositories", c.repositories))
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), "imageRepositories:", "names the key")
+			assert.Contains(t, err.Error(), "fix:")
+			for _, image := range c.refused {
+				assert.Contains(t, err.Error(), image)
+			}
+			assert.Empty(t, m.all("aws:ec2/vpc:Vpc"), "refused before anything is created")
+		})
+	}
+
+	ok := runDev(t, "gpuPools", pools(own+"team-c/runner:2.330.0", own+"lux-gpu-ci/docker-hub/nvidia/cuda:12"), "imageRepositories", `["team-c/runner"]`)
+	assert.NotEmpty(t, ok.all("aws:iam/policy:Policy"), "a listed repository, and the cache's own, are the nodes' to pull")
+}

@@ -28,8 +28,8 @@ func TestKarpenterAWSDev(t *testing.T) {
 
 	qp := policyOf(t, m.one(t, "aws:sqs/queuePolicy:QueuePolicy"), "policy")
 	assert.Equal(t, "EC2InterruptionPolicy", qp.ID)
-	require.Len(t, qp.Statement, 3)
-	for _, st := range qp.Statement[:2] {
+	require.Len(t, qp.Statement, 2, "EventBridge's grant and the TLS deny: no one else may send")
+	for _, st := range qp.Statement[:1] {
 		assert.Equal(t, "Allow", st.Effect)
 		assert.Equal(t, []string{"sqs:SendMessage"}, st.Action)
 		assert.Equal(t, []string{queueArn}, st.Resource)
@@ -44,12 +44,11 @@ func TestKarpenterAWSDev(t *testing.T) {
 	require.Contains(t, qp.Statement[0].Condition, "ArnEquals")
 	assert.ElementsMatch(t, ruleArns, qp.Statement[0].Condition["ArnEquals"]["aws:SourceArn"])
 	assert.Len(t, qp.Statement[0].Condition, 1)
-	assert.Equal(t, map[string]any{"Service": []any{"sqs.amazonaws.com"}}, qp.Statement[1].Principal, "as Karpenter's CloudFormation has it")
-	assert.Equal(t, "DenyHTTP", qp.Statement[2].Sid)
-	assert.Equal(t, "Deny", qp.Statement[2].Effect)
-	assert.Equal(t, []string{"sqs:*"}, qp.Statement[2].Action)
-	assert.Equal(t, "*", qp.Statement[2].Principal)
-	assert.Equal(t, map[string]map[string][]string{"Bool": {"aws:SecureTransport": {"false"}}}, qp.Statement[2].Condition)
+	assert.Equal(t, "DenyHTTP", qp.Statement[1].Sid)
+	assert.Equal(t, "Deny", qp.Statement[1].Effect)
+	assert.Equal(t, []string{"sqs:*"}, qp.Statement[1].Action)
+	assert.Equal(t, "*", qp.Statement[1].Principal)
+	assert.Equal(t, map[string]map[string][]string{"Bool": {"aws:SecureTransport": {"false"}}}, qp.Statement[1].Condition)
 	// The rules exist before the policy names them, and the targets wait for the policy.
 	for _, tg := range m.all("aws:cloudwatch/eventTarget:EventTarget") {
 		assert.Contains(t, tg.Deps(), m.one(t, "aws:sqs/queuePolicy:QueuePolicy").Key(), "target %s sends once the queue admits it", tg.Name)

@@ -71,7 +71,7 @@ func TestDevStackResourceCounts(t *testing.T) {
 		// No drain evicts a pod that holds a job.
 		"kubernetes:policy/v1:PodDisruptionBudget": 1,
 		// The runners' namespace's boundary: deny all, then each role's egress.
-		"kubernetes:networking.k8s.io/v1:NetworkPolicy": 3,
+		"kubernetes:networking.k8s.io/v1:NetworkPolicy": 4,
 	}
 	got := map[string]int{}
 	for _, r := range m.programResources() {

@@ -35,7 +35,7 @@ const (
 // pod off it is one hop further and never gets a token, and so never the node role's
 // credentials). What on a node needs IMDS runs on the host network: aws-node, kube-proxy and
 // the Pod Identity agent (EKS's add-ons); Karpenter, off it, takes its region from AWS_REGION
-// (k8s.KarpenterValues) and its credentials from Pod Identity (docs/design.md, "IMDS").
+// (k8s.KarpenterValues) and its credentials from Pod Identity (docs/operations.md, "No node credentials").
 const IMDSHopLimit = 1
 
 // SystemNodeLabel marks the nodes of the always-on system node group, with SystemNodeValue.

@@ -13,3 +13,10 @@ var (
 
 // ARCGroup is the API group of ARC's custom resources (its four CRDs).
 const ARCGroup = "actions.github.com"
+
+// ARCRunnerGroupAnnotation, on an AutoscalingRunnerSet, is the runner group GitHub has its
+// scale set in: ARC writes it once GitHub has created or moved the scale set there, and
+// leaves it as it was when GitHub has no group of the spec's name
+// (actions-runner-controller gha-runner-scale-set-0.14.2 controllers/actions.github.com:
+// constants.go:50, autoscalingrunnerset_controller.go:200-205, 563, 594-611).
+const ARCRunnerGroupAnnotation = "actions.github.com/runner-group-name"

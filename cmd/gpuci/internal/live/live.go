@@ -36,6 +36,9 @@ type ScaleSet struct {
 	// Labels are the labels the scale set was created with (fixed from then on).
 	Labels         []string
 	CurrentRunners int64
+	// RunnerGroup is the runner group GitHub has the scale set in, as ARC last recorded it
+	// (wellknown.ARCRunnerGroupAnnotation); empty before ARC has registered the scale set.
+	RunnerGroup string
 }
 
 // GetScaleSet reads a runner scale set's AutoscalingRunnerSet.
@@ -46,7 +49,7 @@ func GetScaleSet(ctx context.Context, dyn dynamic.Interface, name string) (Scale
 	}
 	labels, _, _ := unstructured.NestedStringSlice(rs.Object, "spec", "runnerScaleSetLabels")
 	current, _, _ := unstructured.NestedInt64(rs.Object, "status", "currentRunners")
-	return ScaleSet{Labels: labels, CurrentRunners: current}, nil
+	return ScaleSet{Labels: labels, CurrentRunners: current, RunnerGroup: rs.GetAnnotations()[wellknown.ARCRunnerGroupAnnotation]}, nil
 }
 
 // Condition returns the status and reason of a custom resource's condition of type typ.

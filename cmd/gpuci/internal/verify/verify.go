@@ -39,7 +39,7 @@ func Run(ctx context.Context, kube kubernetes.Interface, dyn dynamic.Interface, 
 		checks = append(checks, runnerSet(ctx, dyn, pool))
 	}
 	if r := cfg.RetryRunner.ScaleSetName; r != "" {
-		checks = append(checks, retrySet(ctx, dyn, r))
+		checks = append(checks, retrySet(ctx, dyn, cfg.RetryRunner))
 	}
 	return checks
 }
@@ -154,16 +154,24 @@ func runnerSet(ctx context.Context, dyn dynamic.Interface, pool config.GPUPool) 
 }
 
 // retrySet: the retry runner's scale set (retryScaleSetName) is there, where the retry
-// workflow's runs-on sends it.
-func retrySet(ctx context.Context, dyn dynamic.Interface, name string) Check {
-	c := Check{Name: "retry runner scale set " + name}
-	rs, err := live.GetScaleSet(ctx, dyn, name)
+// workflow's runs-on sends it, and in its own runner group (retryRunnerGroup): its runner
+// holds an account that reads the cluster's events, so only the repositories that group
+// admits may send it a job. ARC leaves a scale set in the group it had when GitHub has none
+// of the configured name, and up succeeds all the same: this is where that shows.
+func retrySet(ctx context.Context, dyn dynamic.Interface, retry config.RetryRunner) Check {
+	c := Check{Name: "retry runner scale set " + retry.ScaleSetName + " in runner group " + retry.RunnerGroup}
+	rs, err := live.GetScaleSet(ctx, dyn, retry.ScaleSetName)
 	if err != nil {
 		c.Evidence = err.Error()
 		return c
 	}
-	c.OK = true
-	c.Evidence = fmt.Sprintf("%d runner(s)", rs.CurrentRunners)
+	c.OK = strings.EqualFold(rs.RunnerGroup, retry.RunnerGroup) // as ARC compares them
+	c.Evidence = fmt.Sprintf("%d runner(s); in runner group %s", rs.CurrentRunners, orUnknown(rs.RunnerGroup))
+	if !c.OK {
+		c.Evidence += fmt.Sprintf(", not %s: create that group in the organization's Actions settings (Runner groups), "+
+			"admit only the repositories that may retry, and ARC moves the scale set there (its controller logs "+
+			"\"Failed to get runner group by name\" until then)", retry.RunnerGroup)
+	}
 	return c
 }
 

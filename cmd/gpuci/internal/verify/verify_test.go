@@ -18,6 +18,7 @@ import (
 	"github.com/luxfi/lux-gpu-ci/config"
 	"github.com/luxfi/lux-gpu-ci/internal/testsupport/fakecluster"
 	"github.com/luxfi/lux-gpu-ci/internal/testsupport/testkit"
+	"github.com/luxfi/lux-gpu-ci/internal/wellknown"
 )
 
 // verifyCluster runs gpuci verify's checks on a fake cluster, against the dev stack.
@@ -90,7 +91,8 @@ func TestVerifyFailures(t *testing.T) {
 	}
 }
 
-// With retryScaleSetName, verify looks for the retry runner's scale set too.
+// With retryScaleSetName, verify looks for the retry runner's scale set too, in its own
+// runner group: one GitHub has no group for stays where it was, and verify says so.
 func TestVerifyRetryRunner(t *testing.T) {
 	cfg := testkit.DevConfig(t)
 	cfg.RetryRunner = config.RetryRunner{ScaleSetName: "lux-gpu-retry", RunnerGroup: "lux-gpu-retry"}
@@ -101,13 +103,27 @@ func TestVerifyRetryRunner(t *testing.T) {
 		verify.Write(&out, checks)
 		return checks, out.String()
 	}
+	const check = "retry runner scale set lux-gpu-retry in runner group lux-gpu-retry"
 	checks, out := run(fakecluster.Healthy())
-	assert.Equal(t, []string{"retry runner scale set lux-gpu-retry"}, failed(checks), out)
+	assert.Equal(t, []string{check}, failed(checks), out)
 	assert.Contains(t, out, "not found")
 
-	c := fakecluster.Healthy()
-	c.Custom = append(c.Custom, fakecluster.Custom(schema.GroupVersionKind{Group: "actions.github.com", Version: "v1alpha1", Kind: "AutoscalingRunnerSet"}, "arc-runners", "lux-gpu-retry", map[string]any{}))
-	checks, out = run(c)
+	withRetrySet := func(group string) fakecluster.Cluster {
+		c := fakecluster.Healthy()
+		ars := fakecluster.Custom(schema.GroupVersionKind{Group: "actions.github.com", Version: "v1alpha1", Kind: "AutoscalingRunnerSet"}, "arc-runners", "lux-gpu-retry", map[string]any{})
+		if group != "" {
+			ars.SetAnnotations(map[string]string{wellknown.ARCRunnerGroupAnnotation: group})
+		}
+		c.Custom = append(c.Custom, ars)
+		return c
+	}
+	checks, out = run(withRetrySet("LUX-GPU-RETRY"))
 	assert.True(t, verify.AllOK(checks), out)
-	assert.Contains(t, out, "✓ retry runner scale set lux-gpu-retry — 0 runner(s)")
+	assert.Contains(t, out, "✓ "+check+" — 0 runner(s); in runner group LUX-GPU-RETRY")
+
+	for _, group := range []string{"Default", ""} {
+		checks, out = run(withRetrySet(group))
+		assert.Equal(t, []string{check}, failed(checks), out)
+		assert.Contains(t, out, "create that group in the organization's Actions settings", "group %q", group)
+	}
 }

@@ -1,0 +1,194 @@
+package stack_test
+
+// The runners' namespace's NetworkPolicies, as the program declares them, judged by what they
+// let each kind of pod reach. make e2e proves which policies select which real pod (hostile
+// jobs); nothing in it enforces a policy, so what a policy allows is judged here, by
+// NetworkPolicy's own rules (k8s.io/api networking/v1 types.go at the pinned version: a pod
+// any Egress policy selects is isolated for egress, and a connection is allowed when a rule
+// of a policy selecting it matches both a peer and a port; an empty rule matches all).
+
+import (
+	"encoding/json"
+	"net/netip"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/luxfi/lux-gpu-ci/internal/wellknown"
+)
+
+// destination is where a pod connects: an address and port, and the pod there if it is one.
+type destination struct {
+	what      string
+	ip        string
+	port      int32
+	proto     corev1.Protocol
+	namespace map[string]string // the labels of the pod's namespace; nil when not a pod
+	pod       map[string]string
+}
+
+var (
+	kubeDNS      = destination{what: "CoreDNS", ip: "10.0.1.20", port: 53, proto: corev1.ProtocolUDP, namespace: map[string]string{"kubernetes.io/metadata.name": "kube-system"}, pod: map[string]string{"k8s-app": "kube-dns"}}
+	github       = destination{what: "github.com", ip: "140.82.112.3", port: 443, proto: corev1.ProtocolTCP}
+	apiENI       = destination{what: "the API server's private endpoint", ip: "10.0.2.15", port: 443, proto: corev1.ProtocolTCP}
+	apiCluster   = destination{what: "the API server's ClusterIP", ip: "172.20.0.1", port: 443, proto: corev1.ProtocolTCP}
+	kubelet      = destination{what: "a node's kubelet", ip: "10.0.2.40", port: 10250, proto: corev1.ProtocolTCP}
+	karpenter    = destination{what: "Karpenter's metrics", ip: "10.0.1.33", port: 8080, proto: corev1.ProtocolTCP, namespace: map[string]string{"kubernetes.io/metadata.name": "kube-system"}, pod: map[string]string{"app.kubernetes.io/name": "karpenter"}}
+	imds         = destination{what: "IMDS", ip: "169.254.169.254", port: 80, proto: corev1.ProtocolTCP}
+	podIdentity  = destination{what: "the Pod Identity agent", ip: "169.254.170.23", port: 80, proto: corev1.ProtocolTCP}
+	otherPodHTTP = destination{what: "another pod's port 443", ip: "100.64.3.9", port: 443, proto: corev1.ProtocolTCP, namespace: map[string]string{"kubernetes.io/metadata.name": "arc-systems"}, pod: map[string]string{"app": "x"}}
+)
+
+func TestTheRunnersNamespaceIsABoundary(t *testing.T) {
+	m := runDev(t)
+	var policies []networkingv1.NetworkPolicy
+	for _, r := range m.all("kubernetes:networking.k8s.io/v1:NetworkPolicy") {
+		var np networkingv1.NetworkPolicy
+		b, err := json.Marshal(r.Inputs)
+		require.NoError(t, err)
+		require.NoError(t, json.Unmarshal(b, &np))
+		if np.Namespace == wellknown.RunnersNamespace {
+			policies = append(policies, np)
+		}
+	}
+	require.NotEmpty(t, policies)
+
+	pod := func(role string) map[string]string {
+		l := map[string]string{"app": "runner"}
+		if role != "" {
+			l[wellknown.RunnerRoleLabel] = role
+		}
+		return l
+	}
+	cases := []struct {
+		pod     string
+		labels  map[string]string
+		reaches []destination
+		refused []destination
+	}{
+		{"a job's pod (runner-form runner, container-form job)", pod(wellknown.RunnerRoleJob),
+			[]destination{kubeDNS, github},
+			[]destination{apiENI, apiCluster, kubelet, karpenter, imds, podIdentity, otherPodHTTP}},
+		{"a relay (container-form runner, retry runner)", pod(wellknown.RunnerRoleRelay),
+			[]destination{kubeDNS, github, apiENI, apiCluster},
+			[]destination{kubelet, karpenter, imds, podIdentity}},
+		{"a pod of another role", pod("other"),
+			nil,
+			[]destination{kubeDNS, github, apiENI, imds}},
+		{"a pod that predates the roles", pod(""),
+			[]destination{kubeDNS, github, apiENI, kubelet, imds}, // what it had before the boundary
+			nil},
+	}
+	for _, c := range cases {
+		for _, d := range c.reaches {
+			assert.True(t, egressAllowed(t, policies, c.labels, d), "%s reaches %s", c.pod, d.what)
+		}
+		for _, d := range c.refused {
+			assert.False(t, egressAllowed(t, policies, c.labels, d), "%s does not reach %s", c.pod, d.what)
+		}
+		assert.True(t, ingressIsolated(t, policies, c.labels), "nothing connects to %s", c.pod)
+	}
+}
+
+// egressAllowed applies NetworkPolicy's egress rules: isolated if any Egress policy selects
+// the pod, then allowed if one of those policies has a rule matching d.
+func egressAllowed(t *testing.T, policies []networkingv1.NetworkPolicy, pod map[string]string, d destination) bool {
+	isolated := false
+	for _, np := range policies {
+		if !selects(t, np.Spec.PodSelector, pod) || !hasType(np, networkingv1.PolicyTypeEgress) {
+			continue
+		}
+		isolated = true
+		for _, rule := range np.Spec.Egress {
+			if peersMatch(t, rule.To, d) && portsMatch(rule.Ports, d) {
+				return true
+			}
+		}
+	}
+	return !isolated
+}
+
+func ingressIsolated(t *testing.T, policies []networkingv1.NetworkPolicy, pod map[string]string) bool {
+	for _, np := range policies {
+		if selects(t, np.Spec.PodSelector, pod) && hasType(np, networkingv1.PolicyTypeIngress) && len(np.Spec.Ingress) == 0 {
+			for _, other := range policies {
+				if selects(t, other.Spec.PodSelector, pod) && len(other.Spec.Ingress) > 0 {
+					return false
+				}
+			}
+			return true
+		}
+	}
+	return false
+}
+
+func hasType(np networkingv1.NetworkPolicy, typ networkingv1.PolicyType) bool {
+	for _, p := range np.Spec.PolicyTypes {
+		if p == typ {
+			return true
+		}
+	}
+	return false
+}
+
+func selects(t *testing.T, sel metav1.LabelSelector, l map[string]string) bool {
+	s, err := metav1.LabelSelectorAsSelector(&sel)
+	require.NoError(t, err)
+	return s.Matches(labels.Set(l))
+}
+
+func peersMatch(t *testing.T, peers []networkingv1.NetworkPolicyPeer, d destination) bool {
+	if len(peers) == 0 {
+		return true
+	}
+	for _, p := range peers {
+		switch {
+		case p.IPBlock != nil:
+			if inBlock(t, *p.IPBlock, d.ip) {
+				return true
+			}
+		case d.pod != nil:
+			nsOK := p.NamespaceSelector == nil && d.namespace["kubernetes.io/metadata.name"] == wellknown.RunnersNamespace ||
+				p.NamespaceSelector != nil && selects(t, *p.NamespaceSelector, d.namespace)
+			podOK := p.PodSelector == nil || selects(t, *p.PodSelector, d.pod)
+			if nsOK && podOK {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func inBlock(t *testing.T, b networkingv1.IPBlock, ip string) bool {
+	addr := netip.MustParseAddr(ip)
+	if !netip.MustParsePrefix(b.CIDR).Contains(addr) {
+		return false
+	}
+	for _, e := range b.Except {
+		if netip.MustParsePrefix(e).Contains(addr) {
+			return false
+		}
+	}
+	return true
+}
+
+func portsMatch(ports []networkingv1.NetworkPolicyPort, d destination) bool {
+	if len(ports) == 0 {
+		return true
+	}
+	for _, p := range ports {
+		proto := corev1.ProtocolTCP
+		if p.Protocol != nil {
+			proto = *p.Protocol
+		}
+		if proto == d.proto && (p.Port == nil || p.Port.IntVal == d.port) {
+			return true
+		}
+	}
+	return false
+}
