@@ -9,6 +9,7 @@
 //	pool.go      a GPU pool, its defaults and its rules
 //	github.go    where runners register, and the credentials (secrets from the start)
 //	imagecache.go  the registries nodes pull through ECR's pull-through cache
+//	compilercache.go  the compiler cache: each pool's access, the services that serve it
 //	stackfile.go reading Pulumi.<stack>.yaml as the engine hands it over, for offline tools
 //
 // The keys, their types and defaults are also declared in Pulumi.yaml's `config:` block;
@@ -70,6 +71,9 @@ type Config struct {
 	// RetryRunner is the stack's retry runner, where a retry workflow runs `gpuci retry
 	// --cluster`; its zero value is none.
 	RetryRunner RetryRunner
+	// CompilerCacheExpiryDays is how long an object of the compiler cache may go unused
+	// before S3 expires it (CompilerCaches: which pools have one).
+	CompilerCacheExpiryDays int
 }
 
 // RetryRunner is a runner scale set of the stack's own (k8s.RetryScaleSetValues): a small
@@ -145,6 +149,7 @@ func Parse(stack string, get Getter, isSecret func(key string) bool) (*Config, e
 		HelmSkipAwait:               p.boolean(KeyHelmSkipAwait),
 		RunnerDrainTimeout:          p.drainTimeout(),
 		RetryRunner:                 RetryRunner{ScaleSetName: p.str(KeyRetryScaleSetName), RunnerGroup: p.str(KeyRetryRunnerGroup)},
+		CompilerCacheExpiryDays:     p.integer(KeyCompilerCacheExpiryDays),
 	}
 	c.GPUPools = p.parsePools()
 	c.GitHub = p.parseGitHub()
@@ -164,6 +169,7 @@ func Parse(stack string, get Getter, isSecret func(key string) bool) (*Config, e
 		c.validate(p)
 		c.validatePools(p)
 		c.validateRetryRunner(p)
+		c.validateCompilerCache(p)
 	}
 	if len(p.errs) > 0 {
 		return nil, fmt.Errorf("invalid stack configuration:\n  %w", errors.Join(p.errs...))

@@ -35,6 +35,7 @@ const (
 	KeyImageRepositories           = "imageRepositories"
 	KeyRetryScaleSetName           = "retryScaleSetName"
 	KeyRetryRunnerGroup            = "retryRunnerGroup"
+	KeyCompilerCacheExpiryDays     = "compilerCacheExpiryDays"
 
 	// The AWS provider's own keys; read, not declared by this project.
 	KeyRegion     = "aws:region"
@@ -107,6 +108,8 @@ var Defaults = map[string]any{
 	// "": required once retryScaleSetName is set (validateRetryRunner): the retry runner's
 	// account reads the cluster, so it is never left in the Default group every repository may use.
 	KeyRetryRunnerGroup: "",
+	// Days an object of the compiler cache may go unused before S3 expires it.
+	KeyCompilerCacheExpiryDays: DefaultCompilerCacheExpiryDays,
 }
 
 // Required are the keys a stack must set: Pulumi.yaml declares them without a default, so the

@@ -64,6 +64,11 @@ type GPUPool struct {
 	// set, idle at zero, where a workflow sends a job's second attempt after a spot
 	// interruption.
 	OnDemandRetry bool `json:"onDemandRetry,omitempty"`
+	// CompilerCache is what the pool's jobs may do with the stack's compiler cache
+	// (CacheReadWrite by default); CompilerCacheFrom names, for a read-only pool, the
+	// read-write pool whose cache its builds hit.
+	CompilerCache     CacheAccess `json:"compilerCache,omitempty"`
+	CompilerCacheFrom string      `json:"compilerCacheFrom,omitempty"`
 	// WarmSchedule is the pool's warm capacity as the stack file gives it (its `warm`
 	// field); Warm is that schedule, validated.
 	WarmSchedule *WarmSchedule `json:"warm,omitempty"`
@@ -166,6 +171,7 @@ func DefaultPool() GPUPool {
 		MaxRunners:             1,
 		RunnerImage:            versions.RunnerImage,
 		JobForm:                JobFormRunner,
+		CompilerCache:          CacheReadWrite,
 	}
 }
 
@@ -249,7 +255,7 @@ func (c *Config) validatePools(p *parser) {
 			if pool.Name != "" {
 				at = fmt.Sprintf("[%d] (%s)", i, pool.Name)
 			}
-			problems = pool.problems()
+			problems = append(pool.problems(), compilerCacheProblems(pool, c.GPUPools)...)
 		}
 		// Within the stack, as across stacks (ScaleSetClashes): a labels-form runs-on of one
 		// scale set must not reach another.

@@ -223,6 +223,12 @@ func newHarness(t *testing.T, ctx context.Context, e env, work string) *harness 
 		require.NotEmpty(t, pools)
 		for _, p := range pools {
 			p.(map[string]any)["consolidateAfter"] = e2eConsolidateAfter
+			// The container-form pool stands for one that runs public repositories' pull
+			// requests: its builds read the runner-form pool's compiler cache, and write none.
+			if p.(map[string]any)["name"] == "gpu-spot-container" {
+				p.(map[string]any)["compilerCache"] = "read-only"
+				p.(map[string]any)["compilerCacheFrom"] = "gpu-spot"
+			}
 		}
 	}, filepath.Join(repoRoot(t), "Pulumi."+stackName+".yaml"))
 

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/mod/semver"
 
 	"github.com/luxfi/lux-gpu-ci/internal/testsupport/fakeaws"
+	"github.com/luxfi/lux-gpu-ci/versions"
 )
 
 // The real pulumi-eks that make e2e runs is the one go.mod pins: @pulumi/eks, @pulumi/aws
@@ -92,4 +93,11 @@ func must[T any](v T, err error) T {
 		panic(err)
 	}
 	return v
+}
+
+// The compiler cache server make e2e builds and runs is the version the stack deploys.
+func TestE2ECompilerCacheServerIsTheDeployedOne(t *testing.T) {
+	tools, err := os.ReadFile("../hack/e2e-tools.sh")
+	require.NoError(t, err)
+	assert.Contains(t, string(tools), "\nBAZEL_REMOTE_VERSION="+versions.CompilerCacheServerVersion+" ", "hack/e2e-tools.sh builds versions.CompilerCacheServerVersion")
 }

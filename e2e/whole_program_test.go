@@ -106,6 +106,11 @@ func TestWholeProgram(t *testing.T) {
 		hostileJobs(t, ctx, restCfg, core, kube)
 	})
 
+	step(t, "a build through the compiler cache, as the stack deploys it: the second build on a fresh runner and server hits for every compilation, from the bucket, under the pool's prefix; the read-only pool's builds hit and write nothing, and a job's own write is refused", func(t *testing.T) {
+		_, resources := h.state(t, ctx)
+		compilerCacheBuilds(t, ctx, core, kube, resources)
+	})
+
 	// From here on nodes exist and pods run: the system node group's nodes, and the real
 	// Karpenter over a fake AWS seeded with what the program created.
 	kubelet := newKubeletStandIn(core, kube)

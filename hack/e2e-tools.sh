@@ -13,6 +13,9 @@
 #   pulumi                    github.com/pulumi/pulumi/pkg/v3 v$PULUMI_VERSION
 #   pulumi-resource-kubernetes  the served pulumi-kubernetes/provider/v4 pseudo-version,
 #                             installed as plugin version $K8S_PLUGIN_VERSION
+#   bazel-remote, gofakes3,   the compiler cache's server at versions.CompilerCacheServerVersion
+#   ccache                    and a local S3 (module proxy), ccache from Debian: make e2e runs a
+#                             build through the server as the stack deploys it
 #   pulumi-resource-eks       the real pulumi-eks component: @pulumi/eks from npm, exactly as
 #                             hack/eks-plugin/package-lock.json pins it, run by Node (Debian's
 #                             nodejs where the machine has none); and the version before the
@@ -30,6 +33,8 @@ K8S_PROVIDER_PSEUDO=v4.0.0-20260115033456-f47bc2d6f199
 K8S_PROVIDER_PULUMI=v3.215.0   # the pkg/sdk versions that provider commit compiles against
 K8S_PROVIDER_SDK=v4.24.0
 K8S_PLUGIN_VERSION=4.32.0      # what the program's pulumi-kubernetes SDK asks for
+BAZEL_REMOTE_VERSION=v2.6.2    # versions.CompilerCacheServerVersion (e2e/pins_test.go)
+GOFAKES3_VERSION=v1.2.0
 CLIPBOARD_REPLACE='github.com/atotto/clipboard => github.com/tgummerer/clipboard v0.0.0-20241001131231-d02d263e614e'
 
 CACHE=${LUX_GPU_CI_CACHE:-$HOME/.cache/lux-gpu-ci}
@@ -38,6 +43,7 @@ KUBE_DIR=$TOOLS/kubernetes-v$KUBE_VERSION
 PULUMI_DIR=$TOOLS/pulumi-v$PULUMI_VERSION
 PROVIDER_DIR=$TOOLS/pulumi-resource-kubernetes-v$K8S_PLUGIN_VERSION
 PULUMI_HOME_DIR=$CACHE/pulumi-home
+CCACHE_TOOLS_DIR=$TOOLS/compiler-cache-bazel-remote-$BAZEL_REMOTE_VERSION-gofakes3-$GOFAKES3_VERSION
 # The eks plugins' directories are keyed by their lockfiles, so a changed pin reinstalls one.
 EKS_LOCK=$(cd "$(dirname "$0")" && pwd)/eks-plugin/package-lock.json
 EKS_DIR=$TOOLS/pulumi-eks-$(sha256sum "$EKS_LOCK" | cut -c1-12)
@@ -60,6 +66,9 @@ export E2E_PULUMI_HOME="$PULUMI_HOME_DIR"
 export E2E_ETCD="$(command -v etcd || echo /usr/bin/etcd)"
 export E2E_EKS_PLUGIN="$EKS_DIR"
 export E2E_EKS_PLUGIN_PREVIOUS="$EKS_PREVIOUS_DIR"
+export E2E_BAZEL_REMOTE="$CCACHE_TOOLS_DIR/bazel-remote"
+export E2E_GOFAKES3="$CCACHE_TOOLS_DIR/gofakes3"
+export E2E_CCACHE="$(command -v ccache || echo /usr/bin/ccache)"
 EOF
 	exit 0
 fi
@@ -225,6 +234,40 @@ karpenter_build() {
 	rm -rf "$KARPENTER_DIR" && mv "$KARPENTER_DIR.out" "$KARPENTER_DIR"
 }
 
+# The compiler cache's server and a local S3, from the module proxy. bazel-remote's module
+# cannot be `go install`ed by version (the proxy refuses its version list, which install asks
+# for), so a wrapper module requires the exact versions. Pure Go (CGO_ENABLED=0): its cgo zstd
+# is only for CAS blobs, which ccache never writes. ccache is Debian's (4.7.5: http storage,
+# layout=bazel), g++ compiles the test's sources.
+compiler_cache_tools() {
+	if ! command -v ccache >/dev/null 2>&1 || ! command -v g++ >/dev/null 2>&1; then
+		log "installing ccache and g++ from Debian"
+		apt_install ccache g++
+	fi
+	if [[ -x $CCACHE_TOOLS_DIR/bazel-remote && -x $CCACHE_TOOLS_DIR/gofakes3 ]]; then return; fi
+	log "building bazel-remote $BAZEL_REMOTE_VERSION and gofakes3 $GOFAKES3_VERSION (~3 min cold)"
+	wrapper "$CCACHE_TOOLS_DIR" "module example/compilercache" "go 1.26.0" \
+		"require (" "	github.com/buchgr/bazel-remote/v2 $BAZEL_REMOTE_VERSION" "	github.com/johannesboyne/gofakes3 $GOFAKES3_VERSION" ")"
+	cat >"$CCACHE_TOOLS_DIR.build/tools.go" <<'EOF'
+//go:build tools
+
+package tools
+
+import (
+	_ "github.com/buchgr/bazel-remote/v2"
+	_ "github.com/johannesboyne/gofakes3/cmd/gofakes3"
+)
+EOF
+	(
+		cd "$CCACHE_TOOLS_DIR.build"
+		go mod tidy >/dev/null
+		mkdir -p "$CCACHE_TOOLS_DIR.out"
+		CGO_ENABLED=0 go build -ldflags "-s -w" -o "$CCACHE_TOOLS_DIR.out/bazel-remote" github.com/buchgr/bazel-remote/v2
+		go build -ldflags "-s -w" -o "$CCACHE_TOOLS_DIR.out/gofakes3" github.com/johannesboyne/gofakes3/cmd/gofakes3
+	)
+	rm -rf "$CCACHE_TOOLS_DIR" && mv "$CCACHE_TOOLS_DIR.out" "$CCACHE_TOOLS_DIR" && rm -rf "$CCACHE_TOOLS_DIR.build"
+}
+
 mkdir -p "$TOOLS"
 timed etcd_install
 timed kube_build
@@ -234,4 +277,5 @@ timed plugin_install
 timed eks_install
 timed eks_install "$EKS_PREVIOUS_LOCK" "$EKS_PREVIOUS_DIR"
 timed karpenter_build
+timed compiler_cache_tools
 echo "$TOOLS"

@@ -274,6 +274,9 @@ func TestCUDARunnerImageAgreesWithTheStack(t *testing.T) {
 	cudaAPT := regexp.MustCompile(`(?m)^ARG CUDA_VERSION=(\S+)$`).FindStringSubmatch(dockerfile)
 	require.NotNil(t, cudaAPT, "the Dockerfile pins its CUDA")
 	assert.Contains(t, dockerfile, "g++", "nvcc needs a host compiler")
+	ccache := regexp.MustCompile(`(?m)^ARG CCACHE_VERSION=(\S+)\nARG CCACHE_SHA256=([0-9a-f]{64})$`).FindStringSubmatch(dockerfile)
+	require.NotNil(t, ccache, "the Dockerfile pins ccache and its checksum")
+	assert.Contains(t, dockerfile, `sha256sum -c -`, "and checks it")
 
 	var image struct {
 		Env map[string]string `yaml:"env"`
@@ -284,6 +287,15 @@ func TestCUDARunnerImageAgreesWithTheStack(t *testing.T) {
 	assert.Equal(t, strings.ReplaceAll(image.Env["CUDA_TAG"], ".", "-"), image.Env["CUDA_APT"])
 
 	smoke := read("examples", "workflows", "cuda.yml")
+	var smokeEnv struct {
+		Env map[string]string `yaml:"env"`
+	}
+	require.NoError(t, yaml.Unmarshal([]byte(smoke), &smokeEnv))
+	assert.Equal(t, ccache[1], smokeEnv.Env["CCACHE_VERSION"], "the smoke workflow installs the image's ccache where it is missing")
+	assert.Equal(t, ccache[2], smokeEnv.Env["CCACHE_SHA256"])
+	assert.Contains(t, smokeEnv.Env["CCACHE_INSTALL"], `sha256sum -c -`)
+	assert.Equal(t, 2, strings.Count(smoke, "-DCMAKE_CUDA_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache"), "both jobs build through ccache")
+	assert.Equal(t, 2, strings.Count(smoke, `run: bash -c "$CCACHE_REPORT"`), "and print its hits")
 	assert.Contains(t, smoke, `CUDA_VERSION: "`+cudaAPT[1]+`"`, "the smoke workflow's runner job installs the same CUDA")
 	assert.Contains(t, smoke, "nvidia/cuda:"+image.Env["CUDA_TAG"]+".", "and its container job runs it")
 	assert.Contains(t, smoke, "command -v nvcc >/dev/null && command -v g++ >/dev/null", "it skips the install on the CUDA runner")

@@ -49,6 +49,10 @@ type Outputs struct {
 	// access entry and interruption queue. Karpenter's releases depend on them, so the
 	// controller starts with its credentials and drains GPU nodes on destroy with them.
 	KarpenterLifelines []pulumi.Resource
+	// CompilerCacheBucket is the compiler cache's bucket ("" when no pool has a cache), and
+	// CompilerCacheLifelines its settings and the servers' roles: the servers depend on them.
+	CompilerCacheBucket    pulumi.StringOutput
+	CompilerCacheLifelines []pulumi.Resource
 }
 
 // New builds the AWS layer from validated configuration.
@@ -171,6 +175,24 @@ func New(ctx *pulumi.Context, cfg *config.Config) (*Outputs, error) {
 	}); err != nil {
 		return nil, err
 	}
+	bucket, cacheLifelines := pulumi.String("").ToStringOutput(), []pulumi.Resource(nil)
+	if services := cfg.CompilerCaches(); len(services) > 0 {
+		cc, err := NewCompilerCache(ctx, "compiler-cache", &CompilerCacheArgs{
+			ClusterName:      cfg.ClusterName,
+			Region:           cfg.Region,
+			Partition:        partition.Partition,
+			AccountID:        caller.AccountId,
+			EKSClusterName:   cluster.EKS.EksCluster.Name(),
+			PodIdentityAgent: cluster.PodIdentityAgent,
+			Services:         services,
+			ExpiryDays:       cfg.CompilerCacheExpiryDays,
+			Tags:             cfg.Tags,
+		})
+		if err != nil {
+			return nil, err
+		}
+		bucket, cacheLifelines = cc.Bucket, cc.Resources
+	}
 	if b := cfg.Budget; b != nil {
 		if _, err := NewBudget(ctx, "budget", &BudgetArgs{
 			ClusterName: cfg.ClusterName, MonthlyUSD: b.MonthlyUSD, Emails: b.Emails, Tags: cfg.Tags,
@@ -195,6 +217,9 @@ func New(ctx *pulumi.Context, cfg *config.Config) (*Outputs, error) {
 		ImageCache:         imageCache,
 		Lifelines:          lifelines,
 		KarpenterLifelines: karpenter.Resources,
+
+		CompilerCacheBucket:    bucket,
+		CompilerCacheLifelines: cacheLifelines,
 	}, nil
 }
 

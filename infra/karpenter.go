@@ -240,7 +240,7 @@ func (b *karpenterBuilder) controllerRole(nodeRole *iam.Role, queue *sqs.Queue) 
 	role, _, err := newRole(b.ctx, b.component, b.name+"-controller", roleSpec{
 		Name:        cluster + "-karpenter",
 		Description: "Karpenter controller of " + cluster,
-		Trust:       serviceTrust("pods.eks.amazonaws.com", []string{"sts:AssumeRole", "sts:TagSession"}, PodIdentitySource(b.args.Partition, b.args.Region, b.args.AccountID, cluster)...),
+		Trust:       podIdentityTrust(b.args.Partition, b.args.Region, b.args.AccountID, cluster, wellknown.KarpenterNamespace, wellknown.KarpenterServiceAccount),
 		Tags:        b.tags,
 	})
 	if err != nil {
@@ -284,17 +284,23 @@ func (b *karpenterBuilder) controllerRole(nodeRole *iam.Role, queue *sqs.Queue) 
 	return role, nil
 }
 
-// PodIdentitySource limits a Pod Identity trust to Karpenter's ServiceAccount in this
-// cluster: EKS Pod Identity tags the session it asks for with the cluster's ARN and the pod's
-// namespace and ServiceAccount ("Define which pods can assume a role": session tags
-// eks-cluster-arn, kubernetes-namespace, kubernetes-service-account), so another cluster's
-// association with the role, or another account's, gets nothing.
-func PodIdentitySource(partition, region, account, cluster string) []condition {
+// PodIdentitySource limits a Pod Identity trust to one ServiceAccount in this cluster: EKS
+// Pod Identity tags the session it asks for with the cluster's ARN and the pod's namespace
+// and ServiceAccount ("Define which pods can assume a role": session tags eks-cluster-arn,
+// kubernetes-namespace, kubernetes-service-account), so another cluster's association with
+// the role, or another account's, or another ServiceAccount's, gets nothing.
+func PodIdentitySource(partition, region, account, cluster, namespace, serviceAccount string) []condition {
 	return []condition{
 		{"StringEquals", "aws:RequestTag/eks-cluster-arn", []string{fmt.Sprintf("arn:%s:eks:%s:%s:cluster/%s", partition, region, account, cluster)}},
-		{"StringEquals", "aws:RequestTag/kubernetes-namespace", []string{wellknown.KarpenterNamespace}},
-		{"StringEquals", "aws:RequestTag/kubernetes-service-account", []string{wellknown.KarpenterServiceAccount}},
+		{"StringEquals", "aws:RequestTag/kubernetes-namespace", []string{namespace}},
+		{"StringEquals", "aws:RequestTag/kubernetes-service-account", []string{serviceAccount}},
 	}
+}
+
+// podIdentityTrust is the trust policy of a role EKS Pod Identity hands to serviceAccount.
+func podIdentityTrust(partition, region, account, cluster, namespace, serviceAccount string) []statement {
+	return serviceTrust("pods.eks.amazonaws.com", []string{"sts:AssumeRole", "sts:TagSession"},
+		PodIdentitySource(partition, region, account, cluster, namespace, serviceAccount)...)
 }
 
 // spotServiceLinkedRole makes sure the account has the EC2 Spot service-linked role: it is

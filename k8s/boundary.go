@@ -9,7 +9,8 @@ package k8s
 //   - No service-account token where nothing uses one (gpuPodTemplate): a pool's job code runs
 //     only in pods without a token. The retry runner is the exception: its job runs gpuci
 //     retry with the retry account's token, which reads events and nothing else.
-//   - NetworkPolicies: nothing reaches a runner; a job's pod reaches DNS and the internet, not
+//   - NetworkPolicies: nothing reaches a runner; a job's pod reaches DNS, the internet and its
+//     pool's compiler cache server (CompilerCacheNetworkPolicies admits its pool only), not
 //     the cluster's private addresses (other pods, nodes, the API server's private endpoint
 //     and ClusterIP) nor the link-local ones (IMDS, the Pod Identity agent); a relay (a
 //     container-form runner, the retry runner) reaches the private addresses on 443 only, for
@@ -81,7 +82,7 @@ func RunnersNetworkPolicies() []networkingv1.NetworkPolicy {
 	return []networkingv1.NetworkPolicy{
 		DenyAll(ns),
 		networkPolicy(ns, JobEgressPolicy, role(wellknown.RunnerRoleJob), egress,
-			[]networkingv1.NetworkPolicyEgressRule{dnsEgress(), internetEgress(privateRanges)}),
+			[]networkingv1.NetworkPolicyEgressRule{dnsEgress(), internetEgress(privateRanges), compilerCacheEgress()}),
 		networkPolicy(ns, RelayEgressPolicy, role(wellknown.RunnerRoleRelay), egress,
 			[]networkingv1.NetworkPolicyEgressRule{dnsEgress(), internetEgress(privateRanges), tcpEgress(clusterRanges, apiServerPort)}),
 		networkPolicy(ns, PredatesRolesPolicy, noRole, egress, []networkingv1.NetworkPolicyEgressRule{{}}),

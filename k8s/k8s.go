@@ -63,6 +63,12 @@ type Args struct {
 	RunnerDrainSeconds int
 	// RetryRunner is the retry runner (config.RetryRunner); its zero value is none.
 	RetryRunner config.RetryRunner
+	// CompilerCaches are the compiler cache's servers (config.Config.CompilerCaches), on
+	// CompilerCacheBucket, with their AWS side (infra.CompilerCache) as
+	// CompilerCacheDependsOn.
+	CompilerCaches         []config.CompilerCacheService
+	CompilerCacheBucket    pulumi.StringInput
+	CompilerCacheDependsOn []pulumi.Resource
 }
 
 // Charts are the Helm charts the layer installs, by chart name.
@@ -168,6 +174,13 @@ func New(ctx *pulumi.Context, name string, args *Args, opts ...pulumi.ResourceOp
 	}, in...); err != nil {
 		return nil, err
 	}
+	compilerCache, err := NewCompilerCache(ctx, name+"-compiler-cache", &CompilerCacheArgs{
+		Services: args.CompilerCaches, Bucket: args.CompilerCacheBucket, Region: args.Region,
+		DependsOn: args.CompilerCacheDependsOn, ImageCache: args.ImageCache, SkipAwait: args.SkipAwait,
+	}, in...)
+	if err != nil {
+		return nil, err
+	}
 	runners, err := NewRunners(ctx, name+"-arc", &RunnersArgs{
 		Pools:           args.Pools,
 		GitHub:          args.GitHub,
@@ -180,6 +193,7 @@ func New(ctx *pulumi.Context, name string, args *Args, opts ...pulumi.ResourceOp
 		DrainSeconds:    args.RunnerDrainSeconds,
 		ImageCache:      args.ImageCache,
 		RetryRunner:     args.RetryRunner,
+		CompilerCache:   compilerCache.Resources,
 	}, in...)
 	if err != nil {
 		return nil, err

@@ -38,6 +38,9 @@ type RunnersArgs struct {
 	ImageCache ImageCache
 	// RetryRunner is the retry runner (RetryScaleSetValues); its zero value is none.
 	RetryRunner config.RetryRunner
+	// CompilerCache is what the pools' builds reach the compiler cache through: their scale
+	// sets start after it and go before it.
+	CompilerCache []pulumi.Resource
 }
 
 // Runners is the ARC controller, the GitHub credentials Secret and one runner scale set per
@@ -106,9 +109,16 @@ func gpuPodTemplate(pool config.GPUPool, c k8scorev1.Container) (k8scorev1.PodTe
 		return k8scorev1.PodTemplateSpec{}, err
 	}
 	c.Resources = res
+	// The job's code finds the pool's compiler cache by ccache's own variables, and the
+	// label is what lets its pod reach the cache's server.
+	c.Env = append(c.Env, CompilerCacheEnv(pool)...)
+	labels := map[string]string{wellknown.PoolLabel: pool.Name, wellknown.RunnerRoleLabel: wellknown.RunnerRoleJob}
+	if svc := pool.CompilerCacheService(); svc != "" {
+		labels[wellknown.CompilerCacheLabel] = svc
+	}
 	return k8scorev1.PodTemplateSpec{
 		ObjectMeta: k8smeta.ObjectMeta{
-			Labels:      map[string]string{wellknown.PoolLabel: pool.Name, wellknown.RunnerRoleLabel: wellknown.RunnerRoleJob},
+			Labels:      labels,
 			Annotations: map[string]string{wellknown.DoNotDisrupt: "true"},
 		},
 		Spec: k8scorev1.PodSpec{
@@ -308,7 +318,7 @@ func NewRunners(ctx *pulumi.Context, name string, args *RunnersArgs, opts ...pul
 		if err != nil {
 			return nil, err
 		}
-		deps := append([]pulumi.Resource{controller, secret, runnersNS, jobs}, boundary...)
+		deps := append(append([]pulumi.Resource{controller, secret, runnersNS, jobs}, boundary...), args.CompilerCache...)
 		if np := args.NodePools[pool.Name]; np != nil {
 			deps = append(deps, np)
 		}

@@ -3,6 +3,7 @@ package k8s
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes"
 	"github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/apiextensions"
@@ -77,8 +78,9 @@ func jsonList[T any](items ...T) []any {
 
 // newObject declares a Kubernetes object built from its upstream Go type (obj, of kind tm,
 // named by meta): everything but its metadata goes to the API server as the type serializes
-// it. Any kind: the provider takes the type token from apiVersion and kind, as for its typed
-// resources.
+// it. Any kind, under the type token of the provider's typed resource of that kind
+// (kubernetes:<group>/<version>:<kind>, core/v1 for the core group), so the provider awaits
+// it as it would the typed one.
 func newObject(ctx *pulumi.Context, logical string, tm k8smeta.TypeMeta, meta k8smeta.ObjectMeta, obj any, opts ...pulumi.ResourceOption) (*apiextensions.CustomResource, error) {
 	u, err := unstructured(obj)
 	if err != nil {
@@ -97,7 +99,17 @@ func newObject(ctx *pulumi.Context, logical string, tm k8smeta.TypeMeta, meta k8
 	if len(meta.Labels) > 0 {
 		m.Labels = pulumi.ToStringMap(meta.Labels)
 	}
-	return apiextensions.NewCustomResource(ctx, logical, &apiextensions.CustomResourceArgs{
-		ApiVersion: pulumi.String(tm.APIVersion), Kind: pulumi.String(tm.Kind), Metadata: m, OtherFields: fields,
-	}, opts...)
+	if len(meta.Annotations) > 0 {
+		m.Annotations = pulumi.ToStringMap(meta.Annotations)
+	}
+	fields["apiVersion"], fields["kind"], fields["metadata"] = pulumi.String(tm.APIVersion), pulumi.String(tm.Kind), m
+	groupVersion := tm.APIVersion
+	if !strings.Contains(groupVersion, "/") {
+		groupVersion = "core/" + groupVersion
+	}
+	var r apiextensions.CustomResource
+	if err := ctx.RegisterResource(fmt.Sprintf("kubernetes:%s:%s", groupVersion, tm.Kind), logical, fields, &r, opts...); err != nil {
+		return nil, err
+	}
+	return &r, nil
 }

@@ -72,6 +72,7 @@ func TestInvalidConfigNamesKeyAndCreatesNothing(t *testing.T) {
 		{"retry runner in the Default group", "lux-gpu-ci:retryRunnerGroup", []string{"retryScaleSetName", "lux-gpu-retry", "retryRunnerGroup", "default"}},
 		{"retry runner group without a retry runner", "lux-gpu-ci:retryRunnerGroup", []string{"retryRunnerGroup", "lux-gpu-retry"}},
 		{"image repository not an ECR name", "lux-gpu-ci:imageRepositories", []string{"imageRepositories", `["Team-A/base"]`}},
+		{"compiler cache expiring at once", "lux-gpu-ci:compilerCacheExpiryDays", []string{"compilerCacheExpiryDays", "0"}},
 		{"image repositories allowing every repository", "lux-gpu-ci:imageRepositories", []string{"imageRepositories", `["team-a/*", "*"]`}},
 		{"image repositories not a list", "lux-gpu-ci:imageRepositories", []string{"imageRepositories", `"team-a/*"`}},
 		{"cluster name ECR would refuse in the cache's repositories", "lux-gpu-ci:clusterName", []string{"clusterName", "lux--ci"}},

@@ -119,6 +119,11 @@ func TestWrongPoolConfigs(t *testing.T) {
 		{name: "IOPS below gp3's baseline", pool: `{"name": "gpu", "instanceTypes": ["g4dn.xlarge"], "rootVolumeIOPS": 100}`, wantCfg: "rootVolumeIOPS: must be 3000–16000"},
 		{name: "a t4 label on an A10G type", pool: `{"name": "gpu", "instanceTypes": ["g4dn.xlarge", "g5.xlarge"], "runnerLabels": ["self-hosted", "prod-t4"]}`, wantCfg: `runnerLabels: "prod-t4" promises an NVIDIA T4, but g5.xlarge has an A10G: take g5.xlarge out of instanceTypes`},
 		{name: "image snapshot not a snapshot ID", pool: `{"name": "gpu", "instanceTypes": ["g4dn.xlarge"], "imageSnapshotID": "ami-0123456789abcdef0"}`, wantCfg: `imageSnapshotID: "ami-0123456789abcdef0" is not an EBS snapshot ID`},
+		{name: "unknown compiler cache access", pool: `{"name": "gpu", "instanceTypes": ["g4dn.xlarge"], "compilerCache": "write-only"}`, wantCfg: `compilerCache: "write-only" must be "read-write", "read-only" or "none"`},
+		{name: "read-only cache nobody fills", pool: `{"name": "gpu", "instanceTypes": ["g4dn.xlarge"], "compilerCache": "read-only"}`, wantCfg: "compilerCacheFrom: is not set, and nothing ever writes a read-only pool's own cache"},
+		{name: "read-only cache of a read-only pool", pool: `{"name": "a", "instanceTypes": ["g4dn.xlarge"], "runnerLabels": ["a"], "compilerCache": "read-only", "compilerCacheFrom": "b"}, {"name": "b", "instanceTypes": ["g4dn.xlarge"], "runnerLabels": ["b"], "compilerCache": "none"}`, wantCfg: `compilerCacheFrom: pool b's cache is "none"`},
+		{name: "read-only cache of no pool", pool: `{"name": "gpu", "instanceTypes": ["g4dn.xlarge"], "compilerCache": "read-only", "compilerCacheFrom": "main"}`, wantCfg: `compilerCacheFrom: "main" is not a pool of the stack`},
+		{name: "a writer reading another's cache", pool: `{"name": "gpu", "instanceTypes": ["g4dn.xlarge"], "compilerCacheFrom": "gpu"}`, wantCfg: `compilerCacheFrom: "gpu" is set, but only a read-only pool reads another pool's cache`},
 		{name: "misspelt field", pool: `{"name": "gpu", "instanceTypes": ["g4dn.xlarge"], "gpuLimt": 2}`, wantCfg: "unknown field \"gpuLimt\""},
 	}
 	for _, tc := range cases {

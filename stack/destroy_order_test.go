@@ -53,15 +53,27 @@ func TestDestroyOrder(t *testing.T) {
 		edge(scaleSet, nodePool.Key(), "runners go before their nodes")
 		edge(scaleSet, releaseNamed(t, m, "arc").Key(), "the controller cleans up its runners")
 		edge(scaleSet, "kubernetes:core/v1:Secret::gpu-ci-arc-github", "runners register with it")
-		policies := m.all("kubernetes:networking.k8s.io/v1:NetworkPolicy")
-		require.Len(t, policies, 4)
-		for _, np := range policies {
+		var boundary []registered
+		for _, np := range m.all("kubernetes:networking.k8s.io/v1:NetworkPolicy") {
+			if path(np.Inputs, "metadata", "namespace") == "arc-runners" {
+				boundary = append(boundary, np)
+			}
+		}
+		require.Len(t, boundary, 4)
+		for _, np := range boundary {
 			edge(scaleSet, np.Key(), "no runner starts before the boundary, and it stands until the last job has drained")
 		}
+		server := m.get(t, "kubernetes:apps/v1:Deployment", "gpu-ci-compiler-cache-"+pool.name+"-ccache")
+		edge(scaleSet, server.Key(), "a build reaches its cache until the last job has drained")
+		edge(server, "aws:eks/podIdentityAssociation:PodIdentityAssociation::compiler-cache-"+pool.name, "the server gets its credentials when it starts")
+		edge(server, "aws:iam/rolePolicy:RolePolicy::compiler-cache-"+pool.name, "and keeps its access while it serves")
 	}
 	withRetry := runDev(t, "retryScaleSetName", "lux-gpu-retry", "retryRunnerGroup", "lux-gpu-retry")
 	retrySet := releaseNamed(t, withRetry, "lux-gpu-retry")
 	for _, np := range withRetry.all("kubernetes:networking.k8s.io/v1:NetworkPolicy") {
+		if path(np.Inputs, "metadata", "namespace") != "arc-runners" {
+			continue
+		}
 		edge(retrySet, np.Key(), "the retry runner's job runs with a token: inside the boundary only")
 	}
 	// A container-form runner deletes its job pod with the hooks' account as it ends.

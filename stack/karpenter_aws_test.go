@@ -111,7 +111,7 @@ func TestKarpenterAWSDev(t *testing.T) {
 	assert.Equal(t, "lux-gpu-ci", entry.Inputs["clusterName"])
 	assert.Contains(t, entry.Deps(), "eks:index:Cluster::cluster")
 
-	pia := m.one(t, "aws:eks/podIdentityAssociation:PodIdentityAssociation")
+	pia := m.get(t, "aws:eks/podIdentityAssociation:PodIdentityAssociation", "karpenter-controller")
 	assert.Equal(t, "kube-system", pia.Inputs["namespace"])
 	assert.Equal(t, "karpenter", pia.Inputs["serviceAccount"])
 	assert.Equal(t, "arn:aws:iam::"+testAccount+":role/lux-gpu-ci-karpenter", pia.Inputs["roleArn"])

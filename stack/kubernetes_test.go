@@ -251,7 +251,7 @@ func TestSeveralPools(t *testing.T) {
 // template mounted) starts each job's `container:` as a pod that holds the GPU on the pool's
 // nodes. The runner form is untouched and creates none of this.
 func TestContainerJobForm(t *testing.T) {
-	runnerOnly := runDev(t, "gpuPools", `[{"name": "gpu-spot", "instanceTypes": ["g4dn.xlarge"], "runnerScaleSetName": "lux-gpu-t4"}]`)
+	runnerOnly := runDev(t, "gpuPools", `[{"name": "gpu-spot", "instanceTypes": ["g4dn.xlarge"], "runnerScaleSetName": "lux-gpu-t4", "compilerCache": "none"}]`)
 	assert.Empty(t, runnerOnly.all("kubernetes:core/v1:ServiceAccount"), "no container-form pool: no hooks account")
 	assert.Empty(t, runnerOnly.all("kubernetes:core/v1:ConfigMap"))
 	assert.Empty(t, runnerOnly.all("kubernetes:rbac.authorization.k8s.io/v1:Role"))
@@ -278,14 +278,14 @@ func TestContainerJobForm(t *testing.T) {
 	assert.Equal(t, []any{map[string]any{"name": "job-pod-template", "configMap": map[string]any{"name": "lux-gpu-t4-container-job-pod"}}}, path(tmpl, "spec", "volumes"))
 
 	// The job pod template, read back as the hooks read it.
-	cm := m.one(t, "kubernetes:core/v1:ConfigMap")
+	cm := m.get(t, "kubernetes:core/v1:ConfigMap", "gpu-ci-arc-lux-gpu-t4-container-job-pod")
 	assert.Equal(t, "lux-gpu-t4-container-job-pod", path(cm.Inputs, "metadata", "name"))
 	assert.Equal(t, "arc-runners", path(cm.Inputs, "metadata", "namespace"))
 	var job corev1.PodTemplateSpec
 	require.NoError(t, yaml.UnmarshalStrict([]byte(path(cm.Inputs, "data", "job-pod.yaml").(string)), &job))
 	assert.Equal(t, map[string]string{"karpenter.sh/do-not-disrupt": "true"}, job.Annotations)
-	assert.Equal(t, map[string]string{"lux-gpu-ci.luxfi.com/pool": "gpu-spot-container", "lux-gpu-ci.luxfi.com/runner-role": "job"}, job.Labels,
-		"its pool, and its role for the NetworkPolicies: a job's code runs here")
+	assert.Equal(t, map[string]string{"lux-gpu-ci.luxfi.com/pool": "gpu-spot-container", "lux-gpu-ci.luxfi.com/runner-role": "job", "lux-gpu-ci.luxfi.com/compiler-cache": "gpu-spot-container"}, job.Labels,
+		"its pool, its role for the NetworkPolicies (a job's code runs here) and the compiler cache server it may reach")
 	require.NotNil(t, job.Spec.AutomountServiceAccountToken)
 	assert.False(t, *job.Spec.AutomountServiceAccountToken, "no token in the pod where the job's code runs (the hooks keep this key of the template)")
 	assert.Equal(t, map[string]string{"karpenter.sh/nodepool": "gpu-spot-container"}, job.Spec.NodeSelector)
@@ -300,7 +300,7 @@ func TestContainerJobForm(t *testing.T) {
 	assert.Equal(t, "12Gi", res.Requests.Memory().String())
 
 	// The hooks' permissions (the hooks' own requiredPermissions), bound to its account only.
-	sa := m.one(t, "kubernetes:core/v1:ServiceAccount")
+	sa := m.get(t, "kubernetes:core/v1:ServiceAccount", "gpu-ci-arc-container-hooks")
 	assert.Equal(t, "arc-container-hooks", path(sa.Inputs, "metadata", "name"))
 	role := m.one(t, "kubernetes:rbac.authorization.k8s.io/v1:Role")
 	assert.Equal(t, "arc-runners", path(role.Inputs, "metadata", "namespace"))

@@ -31,7 +31,7 @@ func TestDevStackResourceCounts(t *testing.T) {
 		"aws:sqs/queuePolicy:QueuePolicy":                     1,
 		"aws:cloudwatch/eventRule:EventRule":                  5,
 		"aws:cloudwatch/eventTarget:EventTarget":              5,
-		"aws:iam/role:Role":                                   3,         // system nodes, Karpenter nodes, Karpenter controller
+		"aws:iam/role:Role":                                   3 + 2,     // system nodes, Karpenter nodes, Karpenter controller; the cache servers
 		"aws:iam/policy:Policy":                               6 + 1 + 1, // Karpenter's controller, the image cache's first pull, the nodes' pull scope
 		"aws:iam/rolePolicyAttachment:RolePolicyAttachment":   4 + 4 + 6 + 2 + 2,
 		"lux-gpu-ci:infra:NodeImagePull":                      1,
@@ -44,11 +44,21 @@ func TestDevStackResourceCounts(t *testing.T) {
 		"aws:ecr/pullThroughCacheRule:PullThroughCacheRule":             2,
 		"aws:ecr/repositoryCreationTemplate:RepositoryCreationTemplate": 2,
 		"aws:eks/accessEntry:AccessEntry":                               1,
-		"aws:eks/podIdentityAssociation:PodIdentityAssociation":         1,
-		"aws:iam/serviceLinkedRole:ServiceLinkedRole":                   1, // the account has none yet: created
-		"aws:ec2/launchTemplate:LaunchTemplate":                         1, // the system nodes
-		"lux-gpu-ci:infra:Budget":                                       0,
-		"aws:budgets/budget:Budget":                                     0,
+		"aws:eks/podIdentityAssociation:PodIdentityAssociation":         1 + 2, // Karpenter, the two cache servers
+		"aws:iam/serviceLinkedRole:ServiceLinkedRole":                   1,     // the account has none yet: created
+		"aws:ec2/launchTemplate:LaunchTemplate":                         1,     // the system nodes
+		// The compiler cache: one bucket, and a server's role for each pool (the twin shares
+		// its pool's), with its inline policy.
+		"lux-gpu-ci:infra:CompilerCache":                                                             1,
+		"aws:s3/bucketV2:BucketV2":                                                                   1,
+		"aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock":                                     1,
+		"aws:s3/bucketOwnershipControls:BucketOwnershipControls":                                     1,
+		"aws:s3/bucketServerSideEncryptionConfigurationV2:BucketServerSideEncryptionConfigurationV2": 1,
+		"aws:s3/bucketLifecycleConfigurationV2:BucketLifecycleConfigurationV2":                       1,
+		"aws:s3/bucketPolicy:BucketPolicy":                                                           1,
+		"aws:iam/rolePolicy:RolePolicy":                                                              2,
+		"lux-gpu-ci:infra:Budget":                                                                    0,
+		"aws:budgets/budget:Budget":                                                                  0,
 
 		"lux-gpu-ci:k8s:GPUCI":                         1,
 		"lux-gpu-ci:k8s:Karpenter":                     1,
@@ -57,21 +67,27 @@ func TestDevStackResourceCounts(t *testing.T) {
 		"lux-gpu-ci:k8s:Runners":                       1,
 		"pulumi:providers:kubernetes":                  2, // the cluster's, and the one that adopts ARC's CRDs
 		"kubernetes:helm.sh/v3:Release":                7, // karpenter-crd, karpenter, nvidia-device-plugin, arc, lux-gpu-t4(-on-demand, -container)
-		"kubernetes:core/v1:Namespace":                 3, // nvidia-device-plugin, arc-systems, arc-runners
+		"kubernetes:core/v1:Namespace":                 4, // nvidia-device-plugin, arc-systems, arc-runners, gpuci-cache
 		"kubernetes:core/v1:Secret":                    1,
 		"kubernetes:karpenter.sh/v1:NodePool":          3,
 		"kubernetes:karpenter.k8s.aws/v1:EC2NodeClass": 3,
 		// ARC's four CRDs, from the controller chart of the pinned version.
 		"kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition": 4,
-		// The container-form pool's job pod template and the container hooks' account.
-		"kubernetes:core/v1:ConfigMap":                        1,
-		"kubernetes:core/v1:ServiceAccount":                   1,
+		// The container-form pool's job pod template and the container hooks' account; the
+		// cache servers' bucket name and accounts.
+		"kubernetes:core/v1:ConfigMap":                        1 + 1,
+		"kubernetes:core/v1:ServiceAccount":                   1 + 2,
 		"kubernetes:rbac.authorization.k8s.io/v1:Role":        1,
 		"kubernetes:rbac.authorization.k8s.io/v1:RoleBinding": 1,
 		// No drain evicts a pod that holds a job.
 		"kubernetes:policy/v1:PodDisruptionBudget": 1,
-		// The runners' namespace's boundary: deny all, then each role's egress.
-		"kubernetes:networking.k8s.io/v1:NetworkPolicy": 4,
+		// The runners' namespace's boundary: deny all, then each role's egress; the cache
+		// servers': deny all, their egress, each server's clients.
+		"kubernetes:networking.k8s.io/v1:NetworkPolicy": 4 + 4,
+		// A compiler cache server per pool, and its Service.
+		"lux-gpu-ci:k8s:CompilerCache":  1,
+		"kubernetes:apps/v1:Deployment": 2,
+		"kubernetes:core/v1:Service":    2,
 	}
 	got := map[string]int{}
 	for _, r := range m.programResources() {

@@ -42,6 +42,10 @@ func Program(ctx *pulumi.Context) error {
 		ARCVersion:         cfg.ARCVersion(),
 		RunnerDrainSeconds: int(cfg.RunnerDrainTimeout.Seconds()),
 		RetryRunner:        cfg.RetryRunner,
+
+		CompilerCaches:         cfg.CompilerCaches(),
+		CompilerCacheBucket:    aws.CompilerCacheBucket,
+		CompilerCacheDependsOn: aws.CompilerCacheLifelines,
 	})
 	if err != nil {
 		return err
@@ -66,5 +70,7 @@ func Program(ctx *pulumi.Context) error {
 	// Where a job names its image to pull it through the cache, by upstream registry
 	// (examples/workflows/cuda.yml: container: <imageCache["docker.io"]>/nvidia/cuda:…).
 	ctx.Export("imageCache", pulumi.ToStringMap(aws.ImageCache))
+	// The compiler cache's bucket ("" when no pool has a cache): what gpuci cost prices.
+	ctx.Export("compilerCacheBucket", aws.CompilerCacheBucket)
 	return nil
 }

@@ -60,6 +60,17 @@ var NvidiaDevicePluginChart = Chart{
 // test keeps them equal). It is on nvcr.io, which ECR's pull-through cache does not support.
 const NvidiaDevicePluginImage = "nvcr.io/nvidia/k8s-device-plugin:v0.19.3"
 
+// CompilerCacheServer is the compiler cache's server: bazel-remote, whose HTTP cache ccache's
+// http storage speaks (layout=bazel) and whose S3 proxy reads EKS Pod Identity's credentials
+// (its minio-go v7.0.98, pkg/credentials/iam_aws.go:198-200; docs/design.md, "Compiler
+// cache"). Its image runs /bazel-remote-linux-amd64 as uid 65532 (BUILD.bazel:112-139 at
+// the tag); hack/e2e-tools.sh builds the same version from the module proxy for make e2e.
+const (
+	CompilerCacheServerVersion = "v2.6.2"
+	CompilerCacheServerImage   = "docker.io/buchgr/bazel-remote-cache:" + CompilerCacheServerVersion
+	CompilerCacheServerBinary  = "/bazel-remote-linux-amd64"
+)
+
 // Actions Runner Controller in scale-set mode; 0.14 added scaleSetLabels. No Go module
 // version holds the 0.14 charts, so both are copied into k8s/arc (the source of ARC's CRDs);
 // bump these with that copy (k8s/arc/README.md).

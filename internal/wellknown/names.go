@@ -57,3 +57,17 @@ const (
 // that, for the estimates' error, is 20 minutes. Waiting longer costs nothing but a runner
 // on a system node: a job whose pod can never run (quota, gpuLimit) fails 10 minutes later.
 const PrepareJobTimeoutSeconds = 1200
+
+// The compiler cache (a pool's compilerCache): a cache server per pool in a namespace of its
+// own, <pool>-ccache, on CompilerCachePort; a pool's job pods carry CompilerCacheLabel naming
+// the one they may reach.
+const (
+	CompilerCacheNamespace = "gpuci-cache"
+	CompilerCacheLabel     = "lux-gpu-ci.luxfi.com/compiler-cache"
+	CompilerCachePort      = 8080
+)
+
+// CompilerCacheName is the Deployment, Service and ServiceAccount of pool's cache server.
+// (Never "bazel-remote": Kubernetes' service links would set BAZEL_REMOTE_* variables, which
+// the server reads as its flags.)
+func CompilerCacheName(pool string) string { return pool + "-ccache" }

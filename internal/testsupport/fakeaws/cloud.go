@@ -279,6 +279,23 @@ var types = map[string]outputs{
 		return map[string]resource.PropertyValue{"name": resource.NewProperty(r.physical("name")), "arn": r.arn("events", "rule/"+r.physical("name"))}
 	},
 	"aws:cloudwatch/eventTarget:EventTarget": nothing,
+	"aws:s3/bucketV2:BucketV2": func(r res) map[string]resource.PropertyValue {
+		name := r.str("bucket")
+		if name == "" {
+			name = r.str("bucketPrefix") + AutonameSuffix
+		}
+		return map[string]resource.PropertyValue{
+			"bucket": resource.NewProperty(name), "arn": r.computed("arn:aws:s3:::" + name),
+			"bucketRegionalDomainName": r.computed(name + ".s3." + r.cloud.region() + ".amazonaws.com"),
+			"region":                   r.computed(r.cloud.region()),
+		}
+	},
+	"aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock":                                     nothing,
+	"aws:s3/bucketOwnershipControls:BucketOwnershipControls":                                     nothing,
+	"aws:s3/bucketServerSideEncryptionConfigurationV2:BucketServerSideEncryptionConfigurationV2": nothing,
+	"aws:s3/bucketLifecycleConfigurationV2:BucketLifecycleConfigurationV2":                       nothing,
+	"aws:s3/bucketPolicy:BucketPolicy":                                                           nothing,
+	"aws:iam/rolePolicy:RolePolicy":                                                              nothing,
 	"aws:budgets/budget:Budget": func(r res) map[string]resource.PropertyValue {
 		return map[string]resource.PropertyValue{"arn": r.computed("arn:aws:budgets::" + Account + ":budget/" + r.physical("name"))}
 	},

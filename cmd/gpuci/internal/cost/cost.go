@@ -43,6 +43,11 @@ type Prices struct {
 	// SnapshotPerGBMonth is EBS snapshot storage (standard tier), for pools whose images
 	// come from a snapshot.
 	SnapshotPerGBMonth float64 `json:"snapshotPerGBMonth"`
+	// The compiler cache's bucket: S3 Standard storage, and its requests (PUT, GET), per
+	// thousand; its traffic goes through the gateway endpoint, free.
+	S3PerGBMonth       float64 `json:"s3PerGBMonth"`
+	S3PutPer1000       float64 `json:"s3PutPer1000"`
+	S3GetPer1000       float64 `json:"s3GetPer1000"`
 	HostedT4PerMinute  float64 `json:"githubHostedT4PerMinute"`
 	SystemRootVolumeGi float64 `json:"systemRootVolumeGi"`
 }
@@ -56,7 +61,8 @@ func DefaultPrices() Prices {
 			"(https://aws.amazon.com/ec2/spot/pricing/, as collected by https://instances.vantage.sh); " +
 			"NAT gateway and public IPv4 (charged since 2024-02-01) https://aws.amazon.com/vpc/pricing/; " +
 			"EBS gp3 (storage, throughput and IOPS above the baseline) and snapshots (standard tier) https://aws.amazon.com/ebs/pricing/; " +
-			"ECR storage, and free data transfer within a region https://aws.amazon.com/ecr/pricing/; gateway endpoints " +
+			"ECR storage, and free data transfer within a region https://aws.amazon.com/ecr/pricing/; " +
+			"S3 Standard storage and requests https://aws.amazon.com/s3/pricing/; gateway endpoints " +
 			"carry no charge https://docs.aws.amazon.com/vpc/latest/privatelink/gateway-endpoints.html; GitHub-hosted Linux 4-core GPU runner from 2026-01-01 " +
 			"https://docs.github.com/en/billing/reference/actions-runner-pricing. Check them before you rely on them.",
 		EKSControlPlane: 0.10,
@@ -72,6 +78,9 @@ func DefaultPrices() Prices {
 		GP3IOPSPerMonth:           0.005,
 		ECRStoragePerGBMonth:      0.10,
 		SnapshotPerGBMonth:        0.05,
+		S3PerGBMonth:              0.023,
+		S3PutPer1000:              0.005,
+		S3GetPer1000:              0.0004,
 		HostedT4PerMinute:         0.052,
 		SystemRootVolumeGi:        20,
 	}
@@ -211,6 +220,7 @@ func Estimate(cfg *config.Config, p Prices, u Usage) (Report, error) {
 		r.Idle = append(r.Idle, Item{fmt.Sprintf("ECR image cache: %.1f GB of cached images", gb), gb * p.ECRStoragePerGBMonth})
 	}
 	r.Idle = append(r.Idle, snapshots(cfg, u, p)...)
+	r.Idle = append(r.Idle, compilerCache(cfg, u, p)...)
 	for _, it := range r.Idle {
 		r.IdleUSD += it.USD
 	}
@@ -250,6 +260,38 @@ func Estimate(cfg *config.Config, p Prices, u Usage) (Report, error) {
 		r.Comparisons = append(r.Comparisons, c)
 	}
 	return r, nil
+}
+
+// The compiler cache's model (a model: measure yours with the bucket's metrics). A read-write
+// pool's prefix holds CompilerCacheGBPerPrefix of objects; a build runs
+// CompilationsPerBuild compilations through ccache, each two reads of the server (a manifest
+// and a result), which the server answers from S3 when its disk does not hold them
+// (CompilerCacheDiskMissShare of them), and writes what missed (CompilerCacheMissShare) once.
+const (
+	CompilerCacheGBPerPrefix   = 2.0
+	CompilationsPerBuild       = 200.0
+	CompilerCacheDiskMissShare = 0.5
+	CompilerCacheMissShare     = 0.1
+)
+
+// compilerCache prices the compiler cache's bucket: its storage, and a month's requests.
+func compilerCache(cfg *config.Config, u Usage, p Prices) []Item {
+	prefixes := map[string]bool{}
+	for _, s := range cfg.CompilerCaches() {
+		prefixes[s.Prefix] = true
+	}
+	if len(prefixes) == 0 {
+		return nil
+	}
+	gb := CompilerCacheGBPerPrefix * float64(len(prefixes))
+	perMonth := u.BuildsPerDay * 30 * CompilationsPerBuild
+	gets := perMonth * 2 * CompilerCacheDiskMissShare
+	puts := perMonth * 2 * CompilerCacheMissShare
+	return []Item{
+		{fmt.Sprintf("compiler cache bucket: %.0f GB (a model: %.0f GB per read-write pool)", gb, CompilerCacheGBPerPrefix), gb * p.S3PerGBMonth},
+		{fmt.Sprintf("compiler cache requests: %.0fk GET, %.0fk PUT (a model: %.0f compilations a build)", gets/1000, puts/1000, CompilationsPerBuild),
+			gets/1000*p.S3GetPer1000 + puts/1000*p.S3PutPer1000},
+	}
 }
 
 // cachedGB is what the image cache stores: each distinct cached image the pools pull, once

@@ -38,7 +38,8 @@ func TestCostReproducesTheSeedArithmetic(t *testing.T) {
 	p := cost.DefaultPrices()
 	p.Spot = map[string]float64{"g4dn.xlarge": 0.16}
 	p.PublicIPv4 = 0
-	r, err := cost.Estimate(noCache(t), p, cost.Usage{BuildsPerDay: 30, MinutesPerBuild: 10})
+	r, err := cost.Estimate(noCache(t, "gpuPools", `[{"name": "gpu-spot", "instanceTypes": ["g4dn.xlarge"], "runnerScaleSetName": "lux-gpu-t4", "onDemandRetry": true, "compilerCache": "none"},
+		{"name": "gpu-spot-container", "instanceTypes": ["g4dn.xlarge"], "runnerScaleSetName": "lux-gpu-t4-container", "runnerLabels": ["c"], "jobForm": "container", "compilerCache": "none"}]`), p, cost.Usage{BuildsPerDay: 30, MinutesPerBuild: 10})
 	require.NoError(t, err)
 	near(t, 137.82, r.IdleUSD, "idle per month")
 	require.Len(t, r.Pools, 3, "dev's two pools (one per job form, priced alike, each as if it ran every build) and gpu-spot's retry twin")
@@ -97,8 +98,12 @@ func TestCostOfTheDefaultStack(t *testing.T) {
 	for _, it := range r.Idle {
 		idle = append(idle, it.What)
 	}
-	assert.Equal(t, []string{"EKS control plane", "1 × t3.medium system node", "1 × 20 GiB gp3 system root volume", "NAT gateway hours and its public IPv4", "ECR image cache: 8.5 GB of cached images"}, idle)
-	near(t, 73+30.368+1.6+36.5+0.85, r.IdleUSD, "idle: the cache stores the runner image (0.5 GB) and the CUDA image (8 GB) at $0.10/GB-month")
+	assert.Equal(t, []string{"EKS control plane", "1 × t3.medium system node", "1 × 20 GiB gp3 system root volume", "NAT gateway hours and its public IPv4", "ECR image cache: 8.5 GB of cached images",
+		"compiler cache bucket: 4 GB (a model: 2 GB per read-write pool)", "compiler cache requests: 180k GET, 36k PUT (a model: 200 compilations a build)"}, idle)
+	// The compiler cache: 2 prefixes × 2 GB × $0.023; 900 builds × 200 compilations × 2 reads,
+	// half from S3 (180k GET × $0.0004/1000) and a tenth written (36k PUT × $0.005/1000).
+	near(t, 2*2*0.023+180*0.0004+36*0.005, item(t, cost.PoolEstimate{PerBuild: r.Idle[5:]}, "compiler cache bucket").USD+item(t, cost.PoolEstimate{PerBuild: r.Idle[5:]}, "compiler cache requests").USD, "the compiler cache's month")
+	near(t, 73+30.368+1.6+36.5+0.85+0.344, r.IdleUSD, "idle: the cache stores the runner image (0.5 GB) and the CUDA image (8 GB) at $0.10/GB-month; the compiler cache")
 	near(t, 8.0, r.Usage.JobImageGB, "the smoke workflow's CUDA image by default")
 
 	pool := poolNamed(t, r, "gpu-spot")
@@ -307,8 +312,8 @@ func TestCostCountsTheRetryTwinAtTheInterruptionRate(t *testing.T) {
 	compared := 0
 	for _, c := range r.Comparisons {
 		if c.Pool == "gpu-spot" {
-			// 142.318 idle + 52.03 for gpu-spot's 900 builds + 5.145 for the twin's 45.
-			nearTo(t, 199.50, c.MonthUSD, 0.01, "gpu-spot's month counts its twin's re-runs")
+			// 142.662 idle + 52.03 for gpu-spot's 900 builds + 5.145 for the twin's 45.
+			nearTo(t, 199.84, c.MonthUSD, 0.01, "gpu-spot's month counts its twin's re-runs")
 			compared++
 		}
 	}

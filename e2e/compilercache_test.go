@@ -1,0 +1,385 @@
+//go:build e2e
+
+package e2e
+
+// The compiler cache, through the path the stack gives a job: ccache (Debian's) with the
+// settings the API server put in the pools' pods, bazel-remote (the pinned version, built from
+// the module proxy) with the flags and account of the live Deployments, credentials the way
+// EKS Pod Identity hands them (a token file and a full URI, which a stand-in agent on
+// 127.0.0.1 answers only for that token), and gofakes3 for S3 on 127.0.0.1. Only addresses
+// change: the server's listen address, S3's endpoint (plain HTTP here) and the service's host
+// in ccache's URL.
+//
+// gpu-spot is read-write; gpu-spot-container reads gpu-spot's cache (the e2e's stack file
+// says so: it stands for a pool that runs public repositories' pull requests).
+
+import (
+	"context"
+	"encoding/json"
+	"encoding/xml"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/common/apitype"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/yaml"
+
+	"github.com/luxfi/lux-gpu-ci/internal/wellknown"
+	"github.com/luxfi/lux-gpu-ci/k8s"
+)
+
+// compilerCacheSources are the small C++ project both builds compile, one object each.
+var compilerCacheSources = map[string]string{
+	"vec.cpp":    "#include <vector>\nint sum(const std::vector<int>& v) { int s = 0; for (int x : v) s += x; return s; }\n",
+	"scale.cpp":  "double scale(double x, double k) { return x * k; }\n",
+	"kernel.cpp": "#include <array>\nstd::array<float, 4> axpy(float a, std::array<float, 4> x) { for (auto& v : x) v *= a; return x; }\n",
+}
+
+func compilerCacheBuilds(t *testing.T, ctx context.Context, core kubernetes.Interface, kube dynamic.Interface, resources []apitype.ResourceV3) {
+	ccache, server, fakeS3 := mustEnv(t, "E2E_CCACHE"), mustEnv(t, "E2E_BAZEL_REMOTE"), mustEnv(t, "E2E_GOFAKES3")
+	bucketCM, err := core.CoreV1().ConfigMaps(wellknown.CompilerCacheNamespace).Get(ctx, k8s.CompilerCacheBucketConfigMap, metav1.GetOptions{})
+	require.NoError(t, err)
+	bucket := bucketCM.Data[k8s.CompilerCacheBucketKey]
+	require.NotEmpty(t, bucket, "the bucket's name, as up wrote it")
+
+	// Each server runs under its own account, the one its Pod Identity association names.
+	associations := map[string]string{} // ServiceAccount → role ARN
+	for _, r := range resources {
+		if string(r.Type) == "aws:eks/podIdentityAssociation:PodIdentityAssociation" && r.Inputs["namespace"] == wellknown.CompilerCacheNamespace {
+			associations[r.Inputs["serviceAccount"].(string)] = r.Outputs["roleArn"].(string)
+		}
+	}
+	require.Len(t, associations, 2, "one association per server")
+	servers := map[string]corev1.Container{}
+	for _, pool := range []string{"gpu-spot", "gpu-spot-container"} {
+		d, err := core.AppsV1().Deployments(wellknown.CompilerCacheNamespace).Get(ctx, wellknown.CompilerCacheName(pool), metav1.GetOptions{})
+		require.NoError(t, err)
+		sa := d.Spec.Template.Spec.ServiceAccountName
+		assert.Contains(t, associations[sa], "role/lux-gpu-ci-ccache-"+pool, "%s's account %s is bound to its pool's role", d.Name, sa)
+		servers[pool] = d.Spec.Template.Spec.Containers[0]
+	}
+
+	// The settings where a job's code runs, as the API server admits the pods.
+	pods := core.CoreV1().Pods(wellknown.RunnersNamespace)
+	runner, err := pods.Create(ctx, runnerPod(t, ctx, kube, "lux-gpu-t4", "lux-gpu-t4-ccache-runner-a"), metav1.CreateOptions{})
+	require.NoError(t, err)
+	job, err := pods.Create(ctx, containerJobPod(t, ctx, core, "lux-gpu-t4-container", "lux-gpu-t4-container-ccache-runner-b"), metav1.CreateOptions{})
+	require.NoError(t, err)
+	defer func() {
+		for _, p := range []*corev1.Pod{runner, job} {
+			_ = pods.Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)})
+		}
+	}()
+	writerEnv, readerEnv := ccacheEnv(t, runner.Spec.Containers[0]), ccacheEnv(t, job.Spec.Containers[0])
+	assert.Equal(t, "gpu-spot", runner.Labels[wellknown.CompilerCacheLabel], "the runner-form runner may reach its pool's server")
+	assert.Equal(t, "gpu-spot-container", job.Labels[wellknown.CompilerCacheLabel], "the container-form job pod its own")
+	assert.Contains(t, readerEnv["CCACHE_REMOTE_STORAGE"], "|read-only")
+
+	dir := t.TempDir()
+	s3, s3Backend := startFakeS3(t, ctx, fakeS3, bucket)
+	agent := startPodIdentityAgent(t, dir)
+
+	// The read-write server: a first build fills the bucket under the pool's prefix.
+	rw := startCacheServer(t, ctx, server, servers["gpu-spot"], bucket, s3, agent, filepath.Join(dir, "rw-1"))
+	src := writeSources(t, filepath.Join(dir, "work"))
+	first := ccacheBuild(t, ccache, writerEnv, rw, src, filepath.Join(dir, "ccache-1"))
+	assert.Equal(t, len(compilerCacheSources), first["cache_miss"], "a first build misses: %v", first)
+	assert.GreaterOrEqual(t, first["remote_storage_write"], len(compilerCacheSources), "and writes its results to the server")
+	var objects []string
+	require.Eventually(t, func() bool {
+		objects = listBucket(t, s3Backend, bucket)
+		return len(objects) >= first["remote_storage_write"]
+	}, 20*time.Second, 200*time.Millisecond, "the server uploads every entry to the bucket (asynchronously)")
+	for _, o := range objects {
+		assert.True(t, strings.HasPrefix(o, "gpu-spot/"), "%s is under the pool's prefix", o)
+	}
+	t.Logf("first build: %v; the bucket holds %d objects under gpu-spot/", nonZero(first), len(objects))
+
+	// A new runner on a new node: an empty ccache directory, and a new server with an empty
+	// disk (its pod rescheduled): every hit comes from the bucket.
+	rw2 := startCacheServer(t, ctx, server, servers["gpu-spot"], bucket, s3, agent, filepath.Join(dir, "rw-2"))
+	second := ccacheBuild(t, ccache, writerEnv, rw2, src, filepath.Join(dir, "ccache-2"))
+	assert.Equal(t, len(compilerCacheSources), second["direct_cache_hit"]+second["preprocessed_cache_hit"], "every compilation a hit: %v", second)
+	assert.Zero(t, second["cache_miss"], "no compilation missed")
+	assert.Equal(t, len(compilerCacheSources), second["remote_storage_hit"], "each from the remote storage")
+	t.Logf("second build, fresh runner and server: %v", nonZero(second))
+	// The example workflow's report of it, as a job prints it.
+	report := workflowReport(t, filepath.Join(dir, "ccache-2"))
+	assert.Contains(t, report, fmt.Sprintf("compiler cache: %d of %d compilations hit (100%%), %d from the pool's cache", len(compilerCacheSources), len(compilerCacheSources), len(compilerCacheSources)))
+
+	// The read-only pool: its server reads gpu-spot's prefix; its builds hit and write nothing.
+	ro := startCacheServer(t, ctx, server, servers["gpu-spot-container"], bucket, s3, agent, filepath.Join(dir, "ro"))
+	before := listBucket(t, s3Backend, bucket)
+	read := ccacheBuild(t, ccache, readerEnv, ro, src, filepath.Join(dir, "ccache-ro"))
+	assert.Equal(t, len(compilerCacheSources), read["remote_storage_hit"], "a read-only pool's build hits the writer's cache: %v", read)
+	require.NoError(t, os.WriteFile(filepath.Join(src, "new.cpp"), []byte("int fresh(int x) { return x - 1; }\n"), 0o644))
+	fresh := ccacheBuild(t, ccache, readerEnv, ro, src, filepath.Join(dir, "ccache-ro-2"), "new.cpp")
+	assert.Equal(t, 1, fresh["cache_miss"], "a new source misses: %v", fresh)
+	assert.Zero(t, fresh["remote_storage_write"], "and its result is not written (read-only)")
+
+	// A hostile job on the read-only pool writes anyway, by hand: the server refuses it.
+	key := strings.Repeat("ab", 32)
+	for _, auth := range []string{"", "nobody:", "nobody:!"} {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPut, "http://"+ro+"/ac/"+key, strings.NewReader("planted"))
+		require.NoError(t, err)
+		if user, pass, ok := strings.Cut(auth, ":"); ok {
+			req.SetBasicAuth(user, pass)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		_ = resp.Body.Close()
+		assert.Equal(t, http.StatusUnauthorized, resp.StatusCode, "a PUT with credentials %q is refused", auth)
+	}
+	time.Sleep(time.Second) // an accepted write would be uploaded by now
+	assert.Equal(t, before, listBucket(t, s3Backend, bucket), "the bucket is as the writer left it")
+}
+
+// workflowReport runs examples/workflows/cuda.yml's CCACHE_REPORT on a build's ccache
+// directory and returns its last line.
+func workflowReport(t *testing.T, cacheDir string) string {
+	b, err := os.ReadFile(filepath.Join(repoRoot(t), "examples", "workflows", "cuda.yml"))
+	require.NoError(t, err)
+	var wf struct {
+		Env map[string]string `json:"env"`
+	}
+	require.NoError(t, yaml.Unmarshal(b, &wf))
+	require.NotEmpty(t, wf.Env["CCACHE_REPORT"])
+	cmd := exec.Command("bash", "-c", wf.Env["CCACHE_REPORT"])
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "CCACHE_DIR=" + cacheDir, "HOME=" + cacheDir}
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	return lines[len(lines)-1]
+}
+
+// nonZero is ccache's counters that counted something.
+func nonZero(stats map[string]int) map[string]int {
+	out := map[string]int{}
+	for k, v := range stats {
+		if v != 0 && !strings.HasSuffix(k, "_timestamp") {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// ccacheEnv is the CCACHE_* environment a pod's container carries.
+func ccacheEnv(t *testing.T, c corev1.Container) map[string]string {
+	out := map[string]string{}
+	for _, e := range c.Env {
+		if strings.HasPrefix(e.Name, "CCACHE_") {
+			out[e.Name] = e.Value
+		}
+	}
+	require.NotEmpty(t, out["CCACHE_REMOTE_STORAGE"], "%s carries the pool's cache", c.Name)
+	return out
+}
+
+func writeSources(t *testing.T, dir string) string {
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	for name, body := range compilerCacheSources {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644))
+	}
+	return dir
+}
+
+// ccacheBuild compiles sources (all of compilerCacheSources by default) in src through ccache
+// with env, its server's host replaced by addr, and a fresh cache directory; it returns
+// ccache's counters (--print-stats).
+func ccacheBuild(t *testing.T, ccache string, env map[string]string, addr, src, cacheDir string, sources ...string) map[string]int {
+	if len(sources) == 0 {
+		for name := range compilerCacheSources {
+			sources = append(sources, name)
+		}
+	}
+	remote := env["CCACHE_REMOTE_STORAGE"]
+	host := remote[len("http://"):strings.IndexAny(remote, "|")]
+	vars := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + cacheDir, "CCACHE_DIR=" + cacheDir,
+		"CCACHE_REMOTE_STORAGE=" + strings.Replace(remote, host, addr, 1)}
+	for k, v := range env {
+		if k != "CCACHE_REMOTE_STORAGE" {
+			vars = append(vars, k+"="+v)
+		}
+	}
+	for _, s := range sources {
+		cmd := exec.Command(ccache, "g++", "-O2", "-c", s, "-o", strings.TrimSuffix(s, ".cpp")+".o")
+		cmd.Dir, cmd.Env = src, vars
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "ccache g++ -c %s: %s", s, out)
+	}
+	cmd := exec.Command(ccache, "--print-stats")
+	cmd.Env = vars
+	out, err := cmd.Output()
+	require.NoError(t, err)
+	stats := map[string]int{}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		if k, v, ok := strings.Cut(line, "\t"); ok {
+			n, err := strconv.Atoi(v)
+			if err == nil {
+				stats[k] = n
+			}
+		}
+	}
+	require.Contains(t, stats, "cache_miss", "ccache --print-stats: %s", out)
+	return stats
+}
+
+// startCacheServer runs bazel-remote with the live container's flags and environment: the
+// listen address becomes 127.0.0.1, S3's endpoint the local one (plain HTTP), the disk dir;
+// the credentials come as EKS Pod Identity hands them (agent).
+func startCacheServer(t *testing.T, ctx context.Context, bin string, c corev1.Container, bucket, s3 string, agent podIdentityAgent, dir string) string {
+	require.Equal(t, []string{"/bazel-remote-linux-amd64"}, c.Command)
+	addr := freeAddr(t)
+	var args []string
+	for _, a := range c.Args {
+		switch {
+		case strings.HasPrefix(a, "--http_address="):
+			a = "--http_address=" + addr
+		case strings.HasPrefix(a, "--s3.endpoint="):
+			a = "--s3.endpoint=" + s3
+		case strings.HasPrefix(a, "--dir="):
+			a = "--dir=" + dir
+		case strings.HasPrefix(a, "--htpasswd_file="):
+			// The ConfigMap mounted there.
+			cm := k8s.CompilerCacheNoWriter
+			path := filepath.Join(filepath.Dir(dir), filepath.Base(dir)+".htpasswd")
+			require.NoError(t, os.WriteFile(path, []byte(cm), 0o600))
+			a = "--htpasswd_file=" + path
+		}
+		args = append(args, a)
+	}
+	args = append(args, "--s3.disable_ssl")
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"),
+		// What EKS's Pod Identity webhook sets in the container (EKS user guide, pod-id-how-it-works).
+		"AWS_CONTAINER_CREDENTIALS_FULL_URI=" + agent.url,
+		"AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE=" + agent.tokenFile,
+	}
+	for _, e := range c.Env {
+		if e.ValueFrom != nil && e.ValueFrom.ConfigMapKeyRef != nil && e.ValueFrom.ConfigMapKeyRef.Name == k8s.CompilerCacheBucketConfigMap {
+			cmd.Env = append(cmd.Env, e.Name+"="+bucket)
+		}
+	}
+	logFile, err := os.Create(dir + ".log")
+	require.NoError(t, err)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait(); _ = logFile.Close() })
+	require.Eventually(t, func() bool {
+		resp, err := http.Get("http://" + addr + "/status")
+		if err != nil {
+			return false
+		}
+		_ = resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}, 20*time.Second, 100*time.Millisecond, "bazel-remote %v listens (log: %s)", args, dir+".log")
+	return addr
+}
+
+// podIdentityAgent stands in for the EKS Pod Identity agent: it answers the token the
+// webhook would mount, with the container credentials' JSON, and nothing else.
+type podIdentityAgent struct{ url, tokenFile string }
+
+func startPodIdentityAgent(t *testing.T, dir string) podIdentityAgent {
+	const token = "eks-pod-identity-token-of-the-server"
+	tokenFile := filepath.Join(dir, "eks-pod-identity-token")
+	require.NoError(t, os.WriteFile(tokenFile, []byte(token), 0o600))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != token || r.URL.Path != "/v1/credentials" {
+			http.Error(w, "no such pod identity", http.StatusUnauthorized)
+			return
+		}
+		_ = json.NewEncoder(w).Encode(map[string]string{
+			"AccessKeyId": "ASIAE2ECOMPILERCACHE", "SecretAccessKey": "e2e", "Token": "e2e-session",
+			"Expiration": time.Now().Add(time.Hour).UTC().Format(time.RFC3339),
+		})
+	}))
+	t.Cleanup(srv.Close)
+	return podIdentityAgent{url: srv.URL + "/v1/credentials", tokenFile: tokenFile}
+}
+
+// startFakeS3 runs gofakes3 on 127.0.0.1 with the stack's bucket (backend), and in front of it
+// the address the servers use, which checks that every request is signed with the agent's
+// credentials (gofakes3 verifies no signature itself).
+func startFakeS3(t *testing.T, ctx context.Context, bin, bucket string) (front, backend string) {
+	backend = freeAddr(t)
+	cmd := exec.CommandContext(ctx, bin, "-backend", "memory", "-host", backend, "-initialbucket", bucket)
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	require.Eventually(t, func() bool {
+		c, err := net.Dial("tcp", backend)
+		if err == nil {
+			_ = c.Close()
+		}
+		return err == nil
+	}, 10*time.Second, 100*time.Millisecond)
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		auth := r.Header.Get("Authorization")
+		if !strings.Contains(auth, "Credential=ASIAE2ECOMPILERCACHE/") {
+			http.Error(w, "not signed with the pod's credentials", http.StatusForbidden)
+			return
+		}
+		req, err := http.NewRequestWithContext(r.Context(), r.Method, "http://"+backend+r.URL.RequestURI(), r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		req.Header = r.Header.Clone()
+		req.ContentLength = r.ContentLength
+		resp, err := http.DefaultTransport.RoundTrip(req)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		defer resp.Body.Close()
+		for k, v := range resp.Header {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(resp.StatusCode)
+		_, _ = io.Copy(w, resp.Body)
+	}))
+	t.Cleanup(proxy.Close)
+	return strings.TrimPrefix(proxy.URL, "http://"), backend
+}
+
+// listBucket is the bucket's keys (ListObjectsV2, path style), read from gofakes3 itself.
+func listBucket(t *testing.T, s3, bucket string) []string {
+	resp, err := http.Get(fmt.Sprintf("http://%s/%s?list-type=2", s3, bucket))
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", b)
+	var list struct {
+		Contents []struct{ Key string }
+	}
+	require.NoError(t, xml.Unmarshal(b, &list))
+	var keys []string
+	for _, c := range list.Contents {
+		keys = append(keys, c.Key)
+	}
+	return keys
+}
+
+func freeAddr(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	return l.Addr().String()
+}

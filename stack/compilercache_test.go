@@ -1,0 +1,343 @@
+package stack_test
+
+// The compiler cache under mocks: one private bucket per stack, a server per pool on the
+// system nodes with a role of its own that reaches its prefix only, and writes it only where
+// the pool is read-write; every pool's job pods carry ccache's settings and a label that lets
+// them reach their own pool's server, and no other. make e2e runs ccache through a server
+// started from the live Deployment's flags, against a local S3.
+
+import (
+	"encoding/json"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	psaapi "k8s.io/pod-security-admission/api"
+	"k8s.io/pod-security-admission/policy"
+	"sigs.k8s.io/yaml"
+
+	"github.com/luxfi/lux-gpu-ci/internal/wellknown"
+)
+
+// devReadOnly is dev with its container-form pool reading the runner-form pool's cache (the
+// choice for a pool that runs public repositories' pull requests).
+const devReadOnly = `[
+	{"name": "gpu-spot", "instanceTypes": ["g4dn.xlarge"], "gpuLimit": 1, "maxRunners": 1, "runnerScaleSetName": "lux-gpu-t4",
+	 "runnerLabels": ["self-hosted", "linux", "amd64", "cuda", "gpu", "t4"], "onDemandRetry": true},
+	{"name": "gpu-spot-container", "instanceTypes": ["g4dn.xlarge"], "gpuLimit": 1, "maxRunners": 1, "runnerScaleSetName": "lux-gpu-t4-container",
+	 "runnerLabels": ["self-hosted", "linux", "amd64", "cuda", "gpu", "t4-container"], "jobForm": "container",
+	 "compilerCache": "read-only", "compilerCacheFrom": "gpu-spot"}
+]`
+
+const bucketArn = "arn:aws:s3:::lux-gpu-ci-ccache-20261203000000000000000001"
+
+func TestTheCompilerCacheBucketIsPrivateAndExpires(t *testing.T) {
+	m := runDev(t, "compilerCacheExpiryDays", "30")
+	b := m.one(t, "aws:s3/bucketV2:BucketV2")
+	assert.Equal(t, "lux-gpu-ci-ccache-", b.Inputs["bucketPrefix"], "a generated name: nobody can take it first")
+	assert.Equal(t, true, b.Inputs["forceDestroy"], "destroy empties it: a cache holds nothing that must survive")
+
+	block := m.one(t, "aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock").Inputs
+	for _, k := range []string{"blockPublicAcls", "blockPublicPolicy", "ignorePublicAcls", "restrictPublicBuckets"} {
+		assert.Equal(t, true, block[k], k)
+	}
+	assert.Equal(t, "BucketOwnerEnforced", path(m.one(t, "aws:s3/bucketOwnershipControls:BucketOwnershipControls").Inputs, "rule", "objectOwnership"), "ACLs off")
+	sse := m.one(t, "aws:s3/bucketServerSideEncryptionConfigurationV2:BucketServerSideEncryptionConfigurationV2").Inputs
+	assert.Equal(t, "AES256", path(sse["rules"].([]any)[0], "applyServerSideEncryptionByDefault", "sseAlgorithm"))
+
+	rules := m.one(t, "aws:s3/bucketLifecycleConfigurationV2:BucketLifecycleConfigurationV2").Inputs["rules"].([]any)
+	require.Len(t, rules, 1)
+	assert.Equal(t, "Enabled", path(rules[0], "status"))
+	assert.Equal(t, 30.0, path(rules[0], "expiration", "days"), "compilerCacheExpiryDays")
+	assert.Equal(t, map[string]any{}, path(rules[0], "filter"), "every object")
+
+	doc := policyOf(t, m.one(t, "aws:s3/bucketPolicy:BucketPolicy"), "policy")
+	require.Len(t, doc.Statement, 1)
+	tls := doc.Statement[0]
+	assert.Equal(t, "Deny", tls.Effect)
+	assert.Equal(t, []string{"s3:*"}, tls.Action)
+	assert.ElementsMatch(t, []string{bucketArn, bucketArn + "/*"}, tls.Resource)
+	assert.Equal(t, map[string]map[string][]string{"Bool": {"aws:SecureTransport": {"false"}}}, tls.Condition)
+
+	none := runDev(t, "gpuPools", `[{"name": "gpu-spot", "instanceTypes": ["g4dn.xlarge"], "compilerCache": "none"}]`)
+	assert.Empty(t, none.all("aws:s3/bucketV2:BucketV2"), "no pool with a cache: no bucket")
+	assert.Empty(t, none.all("kubernetes:apps/v1:Deployment"))
+	assert.NotContains(t, names(none.all("kubernetes:core/v1:Namespace")), "gpu-ci-compiler-cache")
+}
+
+// Each server's role: Pod Identity for its own ServiceAccount only; its prefix only;
+// s3:PutObject only where the pool is read-write. Judged by IAM's own evaluation order
+// (an explicit Allow is needed; nothing here denies).
+func TestEachPoolsCacheRoleReachesItsPrefixOnly(t *testing.T) {
+	m := runDev(t, "gpuPools", devReadOnly)
+	roleOf := func(pool string) (registered, policyDoc) {
+		role := m.get(t, "aws:iam/role:Role", "compiler-cache-"+pool+"-role")
+		inline := m.get(t, "aws:iam/rolePolicy:RolePolicy", "compiler-cache-"+pool)
+		return role, policyOf(t, inline, "policy")
+	}
+	for _, pool := range []string{"gpu-spot", "gpu-spot-container"} {
+		role, _ := roleOf(pool)
+		assert.Equal(t, "lux-gpu-ci-ccache-"+pool, role.Inputs["name"])
+		trust := policyOf(t, role, "assumeRolePolicy")
+		require.Len(t, trust.Statement, 1)
+		assert.Equal(t, map[string]any{"Service": []any{"pods.eks.amazonaws.com"}}, trust.Statement[0].Principal)
+		assert.Equal(t, map[string][]string{
+			"aws:RequestTag/eks-cluster-arn":            {"arn:aws:eks:us-west-2:" + testAccount + ":cluster/lux-gpu-ci"},
+			"aws:RequestTag/kubernetes-namespace":       {"gpuci-cache"},
+			"aws:RequestTag/kubernetes-service-account": {pool + "-ccache"},
+		}, trust.Statement[0].Condition["StringEquals"], "this cluster's server of this pool, no other pod")
+		assoc := m.get(t, "aws:eks/podIdentityAssociation:PodIdentityAssociation", "compiler-cache-"+pool)
+		assert.Equal(t, "gpuci-cache", assoc.Inputs["namespace"])
+		assert.Equal(t, pool+"-ccache", assoc.Inputs["serviceAccount"])
+	}
+
+	obj := func(prefix, key string) string { return bucketArn + "/" + prefix + "/" + key }
+	_, writer := roleOf("gpu-spot")
+	assert.True(t, iamAllows(writer, "s3:GetObject", obj("gpu-spot", "raw/ab/abc"), nil))
+	assert.True(t, iamAllows(writer, "s3:PutObject", obj("gpu-spot", "raw/ab/abc"), nil), "read-write: it fills its prefix")
+	assert.True(t, iamAllows(writer, "s3:ListBucket", bucketArn, map[string]string{"s3:prefix": "gpu-spot/raw/ab/abc"}), "listing its own prefix")
+	assert.False(t, iamAllows(writer, "s3:GetObject", obj("gpu-spot-other", "raw/ab/abc"), nil), "a prefix that only starts like its own")
+	assert.False(t, iamAllows(writer, "s3:ListBucket", bucketArn, map[string]string{"s3:prefix": "other/"}))
+	assert.False(t, iamAllows(writer, "s3:DeleteObject", obj("gpu-spot", "raw/ab/abc"), nil))
+	assert.False(t, iamAllows(writer, "s3:PutBucketPolicy", bucketArn, nil))
+
+	_, reader := roleOf("gpu-spot-container")
+	assert.True(t, iamAllows(reader, "s3:GetObject", obj("gpu-spot", "raw/ab/abc"), nil), "it reads the prefix gpu-spot's builds fill")
+	for _, st := range reader.Statement {
+		assert.NotContains(t, st.Action, "s3:PutObject", "read-only: no write at all, anywhere (%s)", st.Sid)
+	}
+	assert.False(t, iamAllows(reader, "s3:PutObject", obj("gpu-spot", "raw/ab/abc"), nil))
+	assert.False(t, iamAllows(reader, "s3:GetObject", obj("gpu-spot-container", "raw/ab/abc"), nil), "its own name's prefix is nobody's")
+}
+
+// The servers: bazel-remote, as its own non-root user, on the system nodes, with the flags
+// ccache needs; read-write with --s3.update_timestamps, read-only refusing every write.
+func TestCompilerCacheServers(t *testing.T) {
+	m := runDev(t, "gpuPools", devReadOnly)
+	servers := map[string]appsv1.Deployment{}
+	for _, r := range m.all("kubernetes:apps/v1:Deployment") {
+		var d appsv1.Deployment
+		b, err := json.Marshal(r.Inputs)
+		require.NoError(t, err)
+		require.NoError(t, json.Unmarshal(b, &d))
+		servers[d.Name] = d
+		assert.Equal(t, "gpuci-cache", d.Namespace)
+	}
+	require.Len(t, servers, 2, "one per pool; the twin shares its pool's")
+
+	eval, err := policy.NewEvaluator(policy.DefaultChecks(), nil)
+	require.NoError(t, err)
+	for name, d := range servers {
+		spec := d.Spec.Template.Spec
+		assert.Equal(t, map[string]string{wellknown.SystemNodeLabel: wellknown.SystemNodeValue}, spec.NodeSelector, name)
+		assert.Equal(t, name, spec.ServiceAccountName, "the account its role is associated with")
+		require.NotNil(t, spec.EnableServiceLinks)
+		assert.False(t, *spec.EnableServiceLinks, "no BAZEL_REMOTE_* from a Service's variables")
+		c := spec.Containers[0]
+		assert.Equal(t, "123456789012.dkr.ecr.us-west-2.amazonaws.com/lux-gpu-ci/docker-hub/buchgr/bazel-remote-cache:v2.6.2", c.Image, "through the image cache")
+		assert.Equal(t, []string{"/bazel-remote-linux-amd64"}, c.Command, "not the image's entrypoint, which opens a profiler on :6060")
+		assert.Equal(t, "compiler-cache", c.Env[0].ValueFrom.ConfigMapKeyRef.Name)
+		assert.Equal(t, "BAZEL_REMOTE_S3_BUCKET", c.Env[0].Name)
+		for _, r := range eval.EvaluatePod(psaapi.LevelVersion{Level: psaapi.LevelRestricted, Version: psaapi.LatestVersion()}, &d.Spec.Template.ObjectMeta, &spec) {
+			assert.True(t, r.Allowed, "%s: %s: %s", name, r.ForbiddenReason, r.ForbiddenDetail)
+		}
+	}
+	common := []string{"--dir=/data", "--max_size=2", "--http_address=:8080", "--grpc_address=none", "--disable_http_ac_validation",
+		"--s3.auth_method=iam_role", "--s3.endpoint=s3.us-west-2.amazonaws.com", "--s3.region=us-west-2"}
+	assert.Equal(t, append(common, "--s3.prefix=gpu-spot", "--s3.update_timestamps"), servers["gpu-spot-ccache"].Spec.Template.Spec.Containers[0].Args)
+	assert.Equal(t, append(common, "--s3.prefix=gpu-spot", "--htpasswd_file=/etc/gpuci-cache/htpasswd", "--allow_unauthenticated_reads"),
+		servers["gpu-spot-container-ccache"].Spec.Template.Spec.Containers[0].Args, "the writer's prefix, and no write from anyone")
+	noWriter := m.get(t, "kubernetes:core/v1:ConfigMap", "gpu-ci-compiler-cache-gpu-spot-container-ccache-no-writer")
+	assert.Equal(t, "nobody:!\n", path(noWriter.Inputs, "data", "htpasswd"), "an entry no password matches")
+
+	bucket := m.get(t, "kubernetes:core/v1:ConfigMap", "gpu-ci-compiler-cache-bucket")
+	assert.Equal(t, "lux-gpu-ci-ccache-20261203000000000000000001", path(bucket.Inputs, "data", "bucket"))
+}
+
+// Every pool's GPU pod (a runner-form runner, a container-form job pod) carries ccache's
+// settings and the label of its server; a read-only pool's say read-only; a pool without a
+// cache carries neither.
+func TestJobPodsCarryTheirPoolsCacheSettings(t *testing.T) {
+	m := runDev(t, "gpuPools", devReadOnly)
+	runner := path(releaseNamed(t, m, "lux-gpu-t4").Inputs["values"], "template")
+	twin := path(releaseNamed(t, m, "lux-gpu-t4-on-demand").Inputs["values"], "template")
+	var job corev1.PodTemplateSpec
+	require.NoError(t, yaml.UnmarshalStrict([]byte(path(m.get(t, "kubernetes:core/v1:ConfigMap", "gpu-ci-arc-lux-gpu-t4-container-job-pod").Inputs, "data", "job-pod.yaml").(string)), &job))
+
+	envOf := func(tmpl any) map[string]string {
+		out := map[string]string{}
+		for _, e := range path(tmpl, "spec", "containers").([]any)[0].(map[string]any)["env"].([]any) {
+			out[e.(map[string]any)["name"].(string)] = e.(map[string]any)["value"].(string)
+		}
+		return out
+	}
+	url := "http://gpu-spot-ccache.gpuci-cache.svc.cluster.local:8080|layout=bazel|connect-timeout=1000|operation-timeout=60000"
+	assert.Equal(t, url, envOf(runner)["CCACHE_REMOTE_STORAGE"])
+	assert.Equal(t, url, envOf(twin)["CCACHE_REMOTE_STORAGE"], "the twin re-runs its pool's jobs: its cache too")
+	assert.Equal(t, "gpu-spot", path(twin, "metadata", "labels", wellknown.CompilerCacheLabel))
+	jobEnv := map[string]string{}
+	for _, e := range job.Spec.Containers[0].Env {
+		jobEnv[e.Name] = e.Value
+	}
+	assert.Equal(t, "http://gpu-spot-container-ccache.gpuci-cache.svc.cluster.local:8080|layout=bazel|connect-timeout=1000|operation-timeout=60000|read-only", jobEnv["CCACHE_REMOTE_STORAGE"])
+	assert.Equal(t, "/__w", jobEnv["CCACHE_BASEDIR"], "the hooks' workspace")
+	assert.Equal(t, "gpu-spot-container", job.Labels[wellknown.CompilerCacheLabel])
+
+	none := runDev(t, "gpuPools", `[{"name": "gpu-spot", "instanceTypes": ["g4dn.xlarge"], "compilerCache": "none"}]`)
+	tmpl := path(releaseNamed(t, none, "lux-gpu-spot").Inputs["values"], "template")
+	assert.Nil(t, path(tmpl, "spec", "containers").([]any)[0].(map[string]any)["env"])
+	assert.Nil(t, path(tmpl, "metadata", "labels", wellknown.CompilerCacheLabel))
+}
+
+// Who reaches a server, by NetworkPolicy's rules on both ends: a pool's job pods its own
+// server, not another pool's; nothing else in the runners' namespace; the servers S3 and the
+// Pod Identity agent, not IMDS nor the cluster.
+func TestOnlyAPoolsJobsReachItsCacheServer(t *testing.T) {
+	m := runDev(t, "gpuPools", devReadOnly)
+	var policies []networkingv1.NetworkPolicy
+	for _, r := range m.all("kubernetes:networking.k8s.io/v1:NetworkPolicy") {
+		var np networkingv1.NetworkPolicy
+		b, err := json.Marshal(r.Inputs)
+		require.NoError(t, err)
+		require.NoError(t, json.Unmarshal(b, &np))
+		policies = append(policies, np)
+	}
+	cacheNS := map[string]string{"kubernetes.io/metadata.name": "gpuci-cache"}
+	runnersNS := map[string]string{"kubernetes.io/metadata.name": "arc-runners"}
+	server := func(pool string) endpoint {
+		return endpoint{ns: cacheNS, pod: map[string]string{"app.kubernetes.io/name": "compiler-cache", wellknown.CompilerCacheLabel: pool}, ip: "10.0.1.50", port: 8080}
+	}
+	jobOf := func(pool string) endpoint {
+		return endpoint{ns: runnersNS, pod: map[string]string{wellknown.RunnerRoleLabel: wellknown.RunnerRoleJob, wellknown.CompilerCacheLabel: pool}}
+	}
+	relay := endpoint{ns: runnersNS, pod: map[string]string{wellknown.RunnerRoleLabel: wellknown.RunnerRoleRelay}}
+
+	assert.True(t, connects(t, policies, jobOf("gpu-spot"), server("gpu-spot")), "a read-write pool's job reaches its server")
+	assert.True(t, connects(t, policies, jobOf("gpu-spot-container"), server("gpu-spot-container")), "a read-only pool's job reaches its own")
+	assert.False(t, connects(t, policies, jobOf("gpu-spot-container"), server("gpu-spot")), "and not the server that writes the bucket")
+	assert.False(t, connects(t, policies, relay, server("gpu-spot")), "a relay builds nothing")
+	assert.False(t, connects(t, policies, endpoint{ns: runnersNS, pod: map[string]string{wellknown.RunnerRoleLabel: wellknown.RunnerRoleJob}}, server("gpu-spot")), "a job pod of no pool's cache")
+
+	srv := server("gpu-spot")
+	srv.port = 0
+	s3 := endpoint{ip: "52.218.128.10", port: 443}
+	agent := endpoint{ip: "169.254.170.23", port: 80}
+	imds := endpoint{ip: "169.254.169.254", port: 80}
+	kubelet := endpoint{ip: "10.0.1.20", port: 10250}
+	assert.True(t, connects(t, policies, srv, s3), "S3, through the gateway endpoint")
+	assert.True(t, connects(t, policies, srv, agent), "its credentials")
+	assert.False(t, connects(t, policies, srv, imds), "never the node's role")
+	assert.False(t, connects(t, policies, srv, kubelet))
+}
+
+// endpoint is a pod (its namespace's and its own labels) or an address, and a TCP port.
+type endpoint struct {
+	ns, pod map[string]string
+	ip      string
+	port    int32
+}
+
+// connects applies NetworkPolicy's rules at both ends (k8s.io/api networking/v1 types.go):
+// the source's egress, then, for a pod, the destination's ingress.
+func connects(t *testing.T, policies []networkingv1.NetworkPolicy, from, to endpoint) bool {
+	in := func(ns map[string]string, np networkingv1.NetworkPolicy) bool {
+		return ns["kubernetes.io/metadata.name"] == np.Namespace
+	}
+	dest := destination{what: "", ip: to.ip, port: to.port, proto: corev1.ProtocolTCP, namespace: to.ns, pod: to.pod}
+	if dest.ip == "" {
+		dest.ip = "10.0.1.50"
+	}
+	var fromNS []networkingv1.NetworkPolicy
+	for _, np := range policies {
+		if in(from.ns, np) {
+			fromNS = append(fromNS, np)
+		}
+	}
+	if !egressAllowed(t, fromNS, from.pod, dest) {
+		return false
+	}
+	if to.pod == nil {
+		return true
+	}
+	isolated := false
+	for _, np := range policies {
+		if !in(to.ns, np) || !selects(t, np.Spec.PodSelector, to.pod) || !hasType(np, networkingv1.PolicyTypeIngress) {
+			continue
+		}
+		isolated = true
+		for _, rule := range np.Spec.Ingress {
+			src := destination{namespace: from.ns, pod: from.pod, ip: "10.0.2.9", port: to.port, proto: corev1.ProtocolTCP}
+			if peersMatchFrom(t, rule.From, src, np.Namespace) && portsMatch(rule.Ports, dest) {
+				return true
+			}
+		}
+	}
+	return !isolated
+}
+
+// peersMatchFrom is peersMatch for an ingress rule's sources, in the policy's namespace.
+func peersMatchFrom(t *testing.T, peers []networkingv1.NetworkPolicyPeer, src destination, policyNS string) bool {
+	if len(peers) == 0 {
+		return true
+	}
+	for _, p := range peers {
+		switch {
+		case p.IPBlock != nil:
+			if inBlock(t, *p.IPBlock, src.ip) {
+				return true
+			}
+		case src.pod != nil:
+			nsOK := p.NamespaceSelector == nil && src.namespace["kubernetes.io/metadata.name"] == policyNS ||
+				p.NamespaceSelector != nil && selects(t, *p.NamespaceSelector, src.namespace)
+			if nsOK && (p.PodSelector == nil || selects(t, *p.PodSelector, src.pod)) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// iamAllows tells whether doc allows action on resource (IAM's wildcards: * and ? match any
+// characters, '/' included), with StringLike conditions judged on context.
+func iamAllows(doc policyDoc, action, resource string, context map[string]string) bool {
+	allowed := false
+	for _, st := range doc.Statement {
+		if !anyGlob(st.Action, action) || !anyGlob(st.Resource, resource) {
+			continue
+		}
+		ok := true
+		for test, vars := range st.Condition {
+			for k, values := range vars {
+				switch test {
+				case "StringLike":
+					ok = ok && anyGlob(values, context[k])
+				default:
+					ok = false // a condition this judge does not know never holds
+				}
+			}
+		}
+		if !ok {
+			continue
+		}
+		if st.Effect == "Deny" {
+			return false
+		}
+		allowed = true
+	}
+	return allowed
+}
+
+func anyGlob(patterns []string, s string) bool {
+	for _, p := range patterns {
+		re := "^" + strings.NewReplacer(`\*`, ".*", `\?`, ".").Replace(regexp.QuoteMeta(p)) + "$"
+		if regexp.MustCompile(re).MatchString(s) {
+			return true
+		}
+	}
+	return false
+}
