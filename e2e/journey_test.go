@@ -101,12 +101,13 @@ func gpuJobJourney(t *testing.T, ctx context.Context, core kubernetes.Interface,
 			claim.Labels[karpv1.CapacityTypeLabelKey], claim.Labels[corev1.LabelTopologyZone], time.Since(start).Round(time.Second))
 		assert.Contains(t, allowed[corev1.LabelInstanceTypeStable], claim.Labels[corev1.LabelInstanceTypeStable])
 		assert.Contains(t, allowed[karpv1.CapacityTypeLabelKey], claim.Labels[karpv1.CapacityTypeLabelKey])
-		assert.Contains(t, k.zones, claim.Labels[corev1.LabelTopologyZone], "a zone the stack's subnets are in")
+		assert.Contains(t, k.zones, claim.Labels[corev1.LabelTopologyZone], "a zone of the stack's availabilityZones output")
 		acct, err := k.account()
 		require.NoError(t, err)
 		require.Len(t, acct.Instances, 1, "exactly one instance in the account")
 		in := acct.Instances[0]
 		assert.True(t, strings.HasSuffix(claim.Status.ProviderID, "/"+in.ID), "the NodeClaim is that instance")
+		assert.Contains(t, k.nodeSubnets, in.Subnet, "in a subnet the stack tagged for nodes, of all the account's")
 		assert.Equal(t, []string{claim.Labels[corev1.LabelInstanceTypeStable], claim.Labels[karpv1.CapacityTypeLabelKey], claim.Labels[corev1.LabelTopologyZone]},
 			[]string{in.Type, in.CapacityType, in.Zone})
 		node, instance = nodeNameFor(&claim), in.ID

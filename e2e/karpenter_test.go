@@ -34,7 +34,10 @@ import (
 type karpenter struct {
 	control string
 	logPath string
-	zones   []string
+	// zones are the stack's availabilityZones output; nodeSubnets the subnets that carry the
+	// discovery tag.
+	zones       []string
+	nodeSubnets []string
 }
 
 // karpenterSeed is hack/karpenter's seed (its type `seed`), from the stack's state.
@@ -48,21 +51,22 @@ type karpenterSeed struct {
 	Clusters       []map[string]any `json:"clusters"`
 }
 
-// seedFromState is the part of the fake account Karpenter reads: the subnets and security
-// group that carry the discovery tag, the IAM roles, the SQS queues — as the program made them.
+// seedFromState is the part of the fake account Karpenter reads: every subnet (Karpenter picks
+// the ones carrying the discovery tag itself, by the EC2NodeClass's selector), the security
+// group that carries the tag, the IAM roles, the SQS queues — as the program made them. It
+// also returns the subnets that carry the tag, the nodes' own.
 func seedFromState(t *testing.T, resources []apitype.ResourceV3) (karpenterSeed, []string) {
 	s := karpenterSeed{Region: "us-west-2", Account: fakeaws.Account}
-	var zones []string
+	var tagged []string
 	for _, r := range resources {
 		out := r.Outputs
 		switch string(r.Type) {
 		case "aws:ec2/subnet:Subnet":
 			tags, _ := out["tags"].(map[string]any)
-			if _, ok := tags[wellknown.DiscoveryTag]; !ok {
-				continue
-			}
 			s.Subnets = append(s.Subnets, map[string]any{"id": r.ID, "zone": out["availabilityZone"], "zoneID": out["availabilityZoneId"], "vpc": out["vpcId"], "tags": tags})
-			zones = append(zones, fmt.Sprint(out["availabilityZone"]))
+			if _, ok := tags[wellknown.DiscoveryTag]; ok {
+				tagged = append(tagged, string(r.ID))
+			}
 		case "aws:ec2/tag:Tag":
 			if out["key"] == wellknown.DiscoveryTag {
 				s.SecurityGroups = append(s.SecurityGroups, map[string]any{"id": out["resourceId"], "name": "eks-cluster-sg", "tags": map[string]any{wellknown.DiscoveryTag: out["value"]}})
@@ -76,11 +80,30 @@ func seedFromState(t *testing.T, resources []apitype.ResourceV3) (karpenterSeed,
 			s.Clusters = append(s.Clusters, map[string]any{"name": out["name"], "endpoint": out["endpoint"], "version": out["version"], "serviceIPv4CIDR": "172.20.0.0/16"})
 		}
 	}
-	require.NotEmpty(t, s.Subnets, "the state holds discovery-tagged subnets")
+	require.NotEmpty(t, tagged, "the state holds discovery-tagged subnets")
+	require.Greater(t, len(s.Subnets), len(tagged), "and others, which Karpenter must pass over")
 	require.NotEmpty(t, s.SecurityGroups, "the state tags a security group for discovery")
 	require.NotEmpty(t, s.Queues, "the state holds the interruption queue")
 	require.Len(t, s.Clusters, 1, "the state holds the EKS cluster")
-	return s, zones
+	return s, tagged
+}
+
+// stackZones is the stack's availabilityZones output, from its state.
+func stackZones(t *testing.T, resources []apitype.ResourceV3) []string {
+	for _, r := range resources {
+		if string(r.Type) == "pulumi:pulumi:Stack" {
+			zs, _ := r.Outputs["availabilityZones"].([]any)
+			var out []string
+			for _, z := range zs {
+				name, _, _ := strings.Cut(fmt.Sprint(z), " (") // "us-west-2b (usw2-az2)"
+				out = append(out, name)
+			}
+			require.NotEmpty(t, out, "the stack's availabilityZones output")
+			return out
+		}
+	}
+	require.Fail(t, "no stack resource in the state")
+	return nil
 }
 
 // startKarpenter runs Karpenter until the test ends. Its settings are the literal environment
@@ -89,7 +112,7 @@ func seedFromState(t *testing.T, resources []apitype.ResourceV3) (karpenterSeed,
 // (ports on loopback, the kubeconfig, no leader election for a single process).
 func startKarpenter(t *testing.T, ctx context.Context, core kubernetes.Interface, kubeconfig, work string, resources []apitype.ResourceV3) *karpenter {
 	bin := mustEnv(t, "E2E_KARPENTER")
-	seed, zones := seedFromState(t, resources)
+	seed, nodeSubnets := seedFromState(t, resources)
 	seedPath := filepath.Join(work, "karpenter-seed.json")
 	writeJSON(t, seedPath, seed)
 
@@ -108,7 +131,7 @@ func startKarpenter(t *testing.T, ctx context.Context, core kubernetes.Interface
 	}
 	require.NotEmpty(t, env, "the karpenter Deployment's controller container has its settings")
 
-	k := &karpenter{control: freeLoopback(t), logPath: filepath.Join(work, "karpenter.log"), zones: zones}
+	k := &karpenter{control: freeLoopback(t), logPath: filepath.Join(work, "karpenter.log"), zones: stackZones(t, resources), nodeSubnets: nodeSubnets}
 	logFile, err := os.Create(k.logPath)
 	require.NoError(t, err)
 	cmd := exec.Command(bin)
@@ -151,6 +174,7 @@ type karpenterAccount struct {
 		ID           string `json:"id"`
 		Type         string `json:"type"`
 		Zone         string `json:"zone"`
+		Subnet       string `json:"subnet"`
 		CapacityType string `json:"capacityType"`
 		State        string `json:"state"`
 	} `json:"instances"`

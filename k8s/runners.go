@@ -189,8 +189,9 @@ func ScaleSetValues(pool config.GPUPool, gh config.GitHub, cache ImageCache) (ma
 		"runnerScaleSetName": pool.RunnerScaleSetName,
 		// Registered only when the scale set is first created (ARC 0.14).
 		"scaleSetLabels": labels,
-		// Scale to zero: any minimum keeps a GPU node up around the clock.
-		"minRunners": 0,
+		// A runner-form runner holds a GPU: any minimum keeps a GPU node up around the clock.
+		// A container-form runner waits on a system node instead (GPUPool.IdleRunners).
+		"minRunners": pool.IdleRunners(),
 		"maxRunners": pool.MaxRunners,
 		"controllerServiceAccount": map[string]any{
 			"namespace": wellknown.ARCNamespace,

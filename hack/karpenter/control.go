@@ -23,6 +23,7 @@ type Instance struct {
 	ID           string `json:"id"`
 	Type         string `json:"type"`
 	Zone         string `json:"zone"`
+	Subnet       string `json:"subnet"`
 	CapacityType string `json:"capacityType"`
 	State        string `json:"state"`
 }
@@ -79,7 +80,7 @@ func (c *cloud) account() Account {
 			capacity = "spot"
 		}
 		a.Instances = append(a.Instances, Instance{ID: aws.ToString(in.InstanceId), Type: string(in.InstanceType),
-			Zone: aws.ToString(in.Placement.AvailabilityZone), CapacityType: capacity, State: string(in.State.Name)})
+			Zone: aws.ToString(in.Placement.AvailabilityZone), Subnet: aws.ToString(in.SubnetId), CapacityType: capacity, State: string(in.State.Name)})
 		return true
 	})
 	c.ec2.LaunchTemplates.Range(func(_, v any) bool {

@@ -24,8 +24,10 @@ type accountState struct {
 	SpotRole bool `json:"spotRole,omitempty"`
 	// Subnets are the account's subnets, by ID (getSubnets and getSubnet read them).
 	Subnets map[string]Subnet `json:"subnets,omitempty"`
-	// Clusters are the EKS clusters the stack created, by name.
-	Clusters []string `json:"clusters,omitempty"`
+	// Clusters are the EKS clusters the stack created, by name; ClusterVersions their
+	// Kubernetes versions.
+	Clusters        []string          `json:"clusters,omitempty"`
+	ClusterVersions map[string]string `json:"clusterVersions,omitempty"`
 	// NodeGroups are the managed node groups the stack created, by ID.
 	NodeGroups map[string]NodeGroup `json:"nodeGroups,omitempty"`
 }
@@ -129,7 +131,13 @@ func (c *Cloud) created(typ, id string, outputs resource.PropertyMap) error {
 			st.NodeGroups[id] = nodeGroupOf(outputs)
 		})
 	case clusterType:
-		return c.update(func(st *accountState) { st.Clusters = append(st.Clusters, str(outputs["name"])) })
+		return c.update(func(st *accountState) {
+			st.Clusters = append(st.Clusters, str(outputs["name"]))
+			if st.ClusterVersions == nil {
+				st.ClusterVersions = map[string]string{}
+			}
+			st.ClusterVersions[str(outputs["name"])] = str(outputs["version"])
+		})
 	case "aws:iam/serviceLinkedRole:ServiceLinkedRole", "aws:ec2/subnet:Subnet":
 	default:
 		return nil
@@ -173,6 +181,71 @@ func (c *Cloud) Delete(typ, id string, outputs resource.PropertyMap) error {
 			st.Clusters = slices.DeleteFunc(st.Clusters, func(n string) bool { return n == str(outputs["name"]) })
 		}
 	})
+}
+
+// versionSkew is how EKS refuses a version change that breaks its skew rules (Amazon EKS
+// user guide, awsdocs/amazon-eks-user-guide at 4d52b4d: update-managed-node-group.adoc:45
+// "The version that you update to can't be greater than the control plane's version";
+// update-cluster.adoc:63, the managed nodes' minor version must be the control plane's
+// before it is updated; :102, one minor version at a time). typ's resource goes from olds
+// (nil for a create) to news.
+func (c *Cloud) versionSkew(typ string, olds, news resource.PropertyMap) error {
+	if typ != clusterType && typ != nodeGroupType {
+		return nil
+	}
+	st, err := c.read()
+	if err != nil {
+		return err
+	}
+	switch typ {
+	case nodeGroupType:
+		cluster, v := str(news["clusterName"]), str(news["version"])
+		if cv := st.ClusterVersions[cluster]; v != "" && cv != "" && minorOf(v) > minorOf(cv) {
+			return fmt.Errorf("updating EKS node group %s: InvalidParameterException: Requested Nodegroup Kubernetes version %s is newer than the cluster's, %s", str(news["nodeGroupName"]), v, cv)
+		}
+	case clusterType:
+		if olds == nil {
+			return nil
+		}
+		from, to := str(olds["version"]), str(news["version"])
+		if from == "" || to == "" || from == to {
+			return nil
+		}
+		if minorOf(to) != minorOf(from)+1 {
+			return fmt.Errorf("updating EKS cluster %s: InvalidParameterException: Unsupported Kubernetes minor version update from %s to %s", str(news["name"]), from, to)
+		}
+		for _, ng := range st.NodeGroups {
+			if ng.Cluster != str(news["name"]) {
+				continue
+			}
+			if v, _ := ng.Launched["version"].(string); v != "" && minorOf(v) < minorOf(from) {
+				return fmt.Errorf("updating EKS cluster %s: InvalidParameterException: Nodegroup %s must be updated to match cluster version %s before updating cluster version", str(news["name"]), ng.Name, from)
+			}
+		}
+	}
+	return nil
+}
+
+// versionChanged records an EKS cluster's new version.
+func (c *Cloud) versionChanged(typ string, outputs resource.PropertyMap) error {
+	if typ != clusterType {
+		return nil
+	}
+	return c.update(func(st *accountState) {
+		if st.ClusterVersions == nil {
+			st.ClusterVersions = map[string]string{}
+		}
+		st.ClusterVersions[str(outputs["name"])] = str(outputs["version"])
+	})
+}
+
+// minorOf is a "1.<minor>" Kubernetes version's minor number (-1 if it is none).
+func minorOf(v string) int {
+	var major, minor int
+	if _, err := fmt.Sscanf(v, "%d.%d", &major, &minor); err != nil {
+		return -1
+	}
+	return minor
 }
 
 // spotRoleExists tells whether the account has the EC2 Spot service-linked role.

@@ -345,6 +345,9 @@ func (c *Cloud) Create(typ, name string, inputs resource.PropertyMap, preview bo
 		err = c.refuse(typ, res{cloud: c, typ: typ, name: name, in: inputs}, preview)
 	}
 	if err == nil && !preview {
+		err = c.versionSkew(typ, nil, inputs)
+	}
+	if err == nil && !preview {
 		err = c.created(typ, id, outs)
 	}
 	if err != nil {
@@ -363,6 +366,14 @@ func (c *Cloud) Update(typ, name, id string, olds, news resource.PropertyMap, pr
 	outs, err := c.outputs(typ, name, id, news, false)
 	if err != nil {
 		return nil, err
+	}
+	if !preview {
+		if err := c.versionSkew(typ, olds, news); err != nil {
+			return nil, err
+		}
+		if err := c.versionChanged(typ, outs); err != nil {
+			return nil, err
+		}
 	}
 	if typ == "aws:ec2/launchTemplate:LaunchTemplate" && olds["latestVersion"].IsNumber() {
 		outs["latestVersion"] = launchTemplateVersion(olds, news, preview)
