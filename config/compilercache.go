@@ -31,7 +31,7 @@ const DefaultCompilerCacheExpiryDays = 14
 // read-write pool's service reads and writes its own prefix; a read-only pool's reads the
 // prefix of the pool it reads from, and its server takes no write.
 type CompilerCacheService struct {
-	// Name is the pool's name, and so the service's (k8s: <Name>-ccache).
+	// Name is the pool's name, and so the service's (k8s: ccache-<Name>).
 	Name string
 	// Prefix is the bucket prefix it serves: the name of the pool whose builds fill it.
 	Prefix string

@@ -112,17 +112,6 @@ const (
 	JobFormContainer = "container"
 )
 
-// IdleRunners is how many of the pool's runners wait for a job before one is queued (ARC's
-// minRunners): one for a container-form pool, whose runner holds no GPU and waits on a
-// system node (100m CPU, 384Mi), so a job skips the runner pod's creation and start; none for
-// a runner-form pool, whose runner holds a GPU node, nor for a retry twin, which runs seldom.
-func (p GPUPool) IdleRunners() int {
-	if p.JobForm == JobFormContainer && p.RetryTwinOf == "" && p.MaxRunners > 0 {
-		return 1
-	}
-	return 0
-}
-
 // NodeOS is the operating system of the pool's GPU nodes: NodeOSBottlerocket when its images
 // come from a snapshot (Bottlerocket keeps them on a data volume of their own, which a
 // snapshot restores whole), NodeOSAL2023 otherwise.

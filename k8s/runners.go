@@ -189,9 +189,10 @@ func ScaleSetValues(pool config.GPUPool, gh config.GitHub, cache ImageCache) (ma
 		"runnerScaleSetName": pool.RunnerScaleSetName,
 		// Registered only when the scale set is first created (ARC 0.14).
 		"scaleSetLabels": labels,
-		// A runner-form runner holds a GPU: any minimum keeps a GPU node up around the clock.
-		// A container-form runner waits on a system node instead (GPUPool.IdleRunners).
-		"minRunners": pool.IdleRunners(),
+		// Scale to zero: a runner-form runner holds a GPU node around the clock. A
+		// container-form runner would wait on a system node, but RunningJobsBudget cannot tell
+		// an idle runner from a busy one: it would block every system-node roll.
+		"minRunners": 0,
 		"maxRunners": pool.MaxRunners,
 		"controllerServiceAccount": map[string]any{
 			"namespace": wellknown.ARCNamespace,

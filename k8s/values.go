@@ -79,8 +79,8 @@ func jsonList[T any](items ...T) []any {
 // newObject declares a Kubernetes object built from its upstream Go type (obj, of kind tm,
 // named by meta): everything but its metadata goes to the API server as the type serializes
 // it. Any kind, under the type token of the provider's typed resource of that kind
-// (kubernetes:<group>/<version>:<kind>, core/v1 for the core group), so the provider awaits
-// it as it would the typed one.
+// (kubernetes:<group>/<version>:<kind>; core/v1 for the core group, whose bare apiVersion
+// "v1" would make a token kubernetes:v1:<Kind> the provider does not know).
 func newObject(ctx *pulumi.Context, logical string, tm k8smeta.TypeMeta, meta k8smeta.ObjectMeta, obj any, opts ...pulumi.ResourceOption) (*apiextensions.CustomResource, error) {
 	u, err := unstructured(obj)
 	if err != nil {

@@ -286,7 +286,7 @@ func TestScaleSetChartRendersBothJobForms(t *testing.T) {
 	assert.Equal(t, "1", pod.Containers[0].Resources.Limits.Name(gpu, "").String(), "the runner holds the GPU")
 	assert.Equal(t, map[string]string{wellknown.NodePoolLabel: "gpu-spot"}, pod.NodeSelector)
 	assert.Equal(t, map[string]string{
-		"CCACHE_REMOTE_STORAGE": "http://gpu-spot-ccache.gpuci-cache.svc.cluster.local:8080|layout=bazel|connect-timeout=1000|operation-timeout=60000",
+		"CCACHE_REMOTE_STORAGE": "http://ccache-gpu-spot.gpuci-cache.svc.cluster.local:8080|layout=bazel|connect-timeout=1000|operation-timeout=60000",
 		"CCACHE_BASEDIR":        "/home/runner/_work",
 		"CCACHE_COMPILERCHECK":  "content",
 	}, env(pod.Containers[0]), "no container hooks; the pool's compiler cache, through the chart's merge")

@@ -17,6 +17,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	psaapi "k8s.io/pod-security-admission/api"
 	"k8s.io/pod-security-admission/policy"
 	"sigs.k8s.io/yaml"
@@ -89,11 +90,11 @@ func TestEachPoolsCacheRoleReachesItsPrefixOnly(t *testing.T) {
 		assert.Equal(t, map[string][]string{
 			"aws:RequestTag/eks-cluster-arn":            {"arn:aws:eks:us-west-2:" + testAccount + ":cluster/lux-gpu-ci"},
 			"aws:RequestTag/kubernetes-namespace":       {"gpuci-cache"},
-			"aws:RequestTag/kubernetes-service-account": {pool + "-ccache"},
+			"aws:RequestTag/kubernetes-service-account": {"ccache-" + pool},
 		}, trust.Statement[0].Condition["StringEquals"], "this cluster's server of this pool, no other pod")
 		assoc := m.get(t, "aws:eks/podIdentityAssociation:PodIdentityAssociation", "compiler-cache-"+pool)
 		assert.Equal(t, "gpuci-cache", assoc.Inputs["namespace"])
-		assert.Equal(t, pool+"-ccache", assoc.Inputs["serviceAccount"])
+		assert.Equal(t, "ccache-"+pool, assoc.Inputs["serviceAccount"])
 	}
 
 	obj := func(prefix, key string) string { return bucketArn + "/" + prefix + "/" + key }
@@ -149,10 +150,10 @@ func TestCompilerCacheServers(t *testing.T) {
 	}
 	common := []string{"--dir=/data", "--max_size=2", "--http_address=:8080", "--grpc_address=none", "--disable_http_ac_validation",
 		"--s3.auth_method=iam_role", "--s3.endpoint=s3.us-west-2.amazonaws.com", "--s3.region=us-west-2"}
-	assert.Equal(t, append(common, "--s3.prefix=gpu-spot", "--s3.update_timestamps"), servers["gpu-spot-ccache"].Spec.Template.Spec.Containers[0].Args)
+	assert.Equal(t, append(common, "--s3.prefix=gpu-spot", "--s3.update_timestamps"), servers["ccache-gpu-spot"].Spec.Template.Spec.Containers[0].Args)
 	assert.Equal(t, append(common, "--s3.prefix=gpu-spot", "--htpasswd_file=/etc/gpuci-cache/htpasswd", "--allow_unauthenticated_reads"),
-		servers["gpu-spot-container-ccache"].Spec.Template.Spec.Containers[0].Args, "the writer's prefix, and no write from anyone")
-	noWriter := m.get(t, "kubernetes:core/v1:ConfigMap", "gpu-ci-compiler-cache-gpu-spot-container-ccache-no-writer")
+		servers["ccache-gpu-spot-container"].Spec.Template.Spec.Containers[0].Args, "the writer's prefix, and no write from anyone")
+	noWriter := m.get(t, "kubernetes:core/v1:ConfigMap", "gpu-ci-compiler-cache-ccache-gpu-spot-container-no-writer")
 	assert.Equal(t, "nobody:!\n", path(noWriter.Inputs, "data", "htpasswd"), "an entry no password matches")
 
 	bucket := m.get(t, "kubernetes:core/v1:ConfigMap", "gpu-ci-compiler-cache-bucket")
@@ -176,7 +177,7 @@ func TestJobPodsCarryTheirPoolsCacheSettings(t *testing.T) {
 		}
 		return out
 	}
-	url := "http://gpu-spot-ccache.gpuci-cache.svc.cluster.local:8080|layout=bazel|connect-timeout=1000|operation-timeout=60000"
+	url := "http://ccache-gpu-spot.gpuci-cache.svc.cluster.local:8080|layout=bazel|connect-timeout=1000|operation-timeout=60000"
 	assert.Equal(t, url, envOf(runner)["CCACHE_REMOTE_STORAGE"])
 	assert.Equal(t, url, envOf(twin)["CCACHE_REMOTE_STORAGE"], "the twin re-runs its pool's jobs: its cache too")
 	assert.Equal(t, "gpu-spot", path(twin, "metadata", "labels", wellknown.CompilerCacheLabel))
@@ -184,7 +185,7 @@ func TestJobPodsCarryTheirPoolsCacheSettings(t *testing.T) {
 	for _, e := range job.Spec.Containers[0].Env {
 		jobEnv[e.Name] = e.Value
 	}
-	assert.Equal(t, "http://gpu-spot-container-ccache.gpuci-cache.svc.cluster.local:8080|layout=bazel|connect-timeout=1000|operation-timeout=60000|read-only", jobEnv["CCACHE_REMOTE_STORAGE"])
+	assert.Equal(t, "http://ccache-gpu-spot-container.gpuci-cache.svc.cluster.local:8080|layout=bazel|connect-timeout=1000|operation-timeout=60000|read-only", jobEnv["CCACHE_REMOTE_STORAGE"])
 	assert.Equal(t, "/__w", jobEnv["CCACHE_BASEDIR"], "the hooks' workspace")
 	assert.Equal(t, "gpu-spot-container", job.Labels[wellknown.CompilerCacheLabel])
 
@@ -340,4 +341,16 @@ func anyGlob(patterns []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// A pool's name may start with a digit; a Service's may not (DNS-1035): the servers' names
+// are prefixed, valid whatever the pool is called.
+func TestCompilerCacheNamesAreValidForEveryPoolName(t *testing.T) {
+	m := runDev(t, "gpuPools", `[{"name": "4-t4", "instanceTypes": ["g4dn.xlarge"], "runnerScaleSetName": "lux-4-t4", "runnerLabels": ["self-hosted", "four"]}]`)
+	services := m.all("kubernetes:core/v1:Service")
+	require.Len(t, services, 1)
+	for _, r := range append(services, m.all("kubernetes:apps/v1:Deployment")...) {
+		name := path(r.Inputs, "metadata", "name").(string)
+		assert.Empty(t, validation.IsDNS1035Label(name), "%s is a valid Service name", name)
+	}
 }

@@ -63,7 +63,7 @@ func TestDestroyOrder(t *testing.T) {
 		for _, np := range boundary {
 			edge(scaleSet, np.Key(), "no runner starts before the boundary, and it stands until the last job has drained")
 		}
-		server := m.get(t, "kubernetes:apps/v1:Deployment", "gpu-ci-compiler-cache-"+pool.name+"-ccache")
+		server := m.get(t, "kubernetes:apps/v1:Deployment", "gpu-ci-compiler-cache-ccache-"+pool.name)
 		edge(scaleSet, server.Key(), "a build reaches its cache until the last job has drained")
 		edge(server, "aws:eks/podIdentityAssociation:PodIdentityAssociation::compiler-cache-"+pool.name, "the server gets its credentials when it starts")
 		edge(server, "aws:iam/rolePolicy:RolePolicy::compiler-cache-"+pool.name, "and keeps its access while it serves")

@@ -261,9 +261,10 @@ func TestContainerJobForm(t *testing.T) {
 	assert.NotContains(t, releaseNamed(t, m, "lux-gpu-t4").Inputs["values"], "containerMode", "runner form: ARC's default mode")
 	v := releaseNamed(t, m, "lux-gpu-t4-container").Inputs["values"]
 	assert.Equal(t, map[string]any{"type": "kubernetes-novolume"}, path(v, "containerMode"))
-	// A container-form runner holds no GPU: one waits for a job on a system node; a
-	// runner-form runner would hold a GPU node, and a twin runs seldom.
-	assert.Equal(t, 1.0, path(v, "minRunners"), "the container pool keeps a runner waiting")
+	// No runner waits idle: a runner-form one would hold a GPU node; a container-form one,
+	// on a system node, would be held there by the running-jobs budget, which cannot tell
+	// it from a busy one, and no system-node roll would ever drain.
+	assert.Equal(t, 0.0, path(v, "minRunners"), "no idle container-form runner")
 	assert.Equal(t, 0.0, path(releaseNamed(t, m, "lux-gpu-t4").Inputs["values"], "minRunners"), "no idle runner-form runner: it would hold a GPU node")
 	tmpl := path(v, "template")
 	assert.Equal(t, "arc-container-hooks", path(tmpl, "spec", "serviceAccountName"), "set, so the chart makes no Role of its own")

@@ -59,7 +59,7 @@ const (
 const PrepareJobTimeoutSeconds = 1200
 
 // The compiler cache (a pool's compilerCache): a cache server per pool in a namespace of its
-// own, <pool>-ccache, on CompilerCachePort; a pool's job pods carry CompilerCacheLabel naming
+// own, ccache-<pool>, on CompilerCachePort; a pool's job pods carry CompilerCacheLabel naming
 // the one they may reach.
 const (
 	CompilerCacheNamespace = "gpuci-cache"
@@ -67,7 +67,8 @@ const (
 	CompilerCachePort      = 8080
 )
 
-// CompilerCacheName is the Deployment, Service and ServiceAccount of pool's cache server.
-// (Never "bazel-remote": Kubernetes' service links would set BAZEL_REMOTE_* variables, which
-// the server reads as its flags.)
-func CompilerCacheName(pool string) string { return pool + "-ccache" }
+// CompilerCacheName is the Deployment, Service and ServiceAccount of pool's cache server:
+// prefixed, as a Service's name must start with a letter and a pool's may start with a digit
+// (at most 50 characters: this fits 63). Never "bazel-remote": Kubernetes' service links
+// would set BAZEL_REMOTE_* variables, which the server reads as its flags.
+func CompilerCacheName(pool string) string { return "ccache-" + pool }

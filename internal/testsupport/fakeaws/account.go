@@ -186,9 +186,11 @@ func (c *Cloud) Delete(typ, id string, outputs resource.PropertyMap) error {
 // versionSkew is how EKS refuses a version change that breaks its skew rules (Amazon EKS
 // user guide, awsdocs/amazon-eks-user-guide at 4d52b4d: update-managed-node-group.adoc:45
 // "The version that you update to can't be greater than the control plane's version";
-// update-cluster.adoc:63, the managed nodes' minor version must be the control plane's
-// before it is updated; :102, one minor version at a time). typ's resource goes from olds
-// (nil for a create) to news.
+// update-cluster.adoc:102, one minor version at a time; :105-106, a kubelet of 1.25 or later
+// may be up to three minor versions older than the control plane, so an update that would
+// leave a managed node group four behind is refused — :63 asks for the nodes to be level
+// first, which the guide's later lines relax). typ's resource goes from olds (nil for a
+// create) to news.
 func (c *Cloud) versionSkew(typ string, olds, news resource.PropertyMap) error {
 	if typ != clusterType && typ != nodeGroupType {
 		return nil
@@ -218,8 +220,8 @@ func (c *Cloud) versionSkew(typ string, olds, news resource.PropertyMap) error {
 			if ng.Cluster != str(news["name"]) {
 				continue
 			}
-			if v, _ := ng.Launched["version"].(string); v != "" && minorOf(v) < minorOf(from) {
-				return fmt.Errorf("updating EKS cluster %s: InvalidParameterException: Nodegroup %s must be updated to match cluster version %s before updating cluster version", str(news["name"]), ng.Name, from)
+			if v, _ := ng.Launched["version"].(string); v != "" && minorOf(to)-minorOf(v) > 3 {
+				return fmt.Errorf("updating EKS cluster %s: InvalidParameterException: Nodegroup %s is at %s, more than three minor versions behind %s", str(news["name"]), ng.Name, v, to)
 			}
 		}
 	}

@@ -165,31 +165,31 @@ func TestTheAccountRemembersItsSubnets(t *testing.T) {
 }
 
 // EKS's version skew rules: a node group never newer than its control plane, the control
-// plane one minor version at a time and only once its managed nodes have caught up.
+// plane one minor version at a time and never more than three ahead of a managed node group.
 func TestEKSRefusesAVersionSkew(t *testing.T) {
 	c := &fakeaws.Cloud{}
 	prop := resource.NewProperty[string]
-	cluster := resource.PropertyMap{"name": prop("lux"), "version": prop("1.35")}
-	clusterID, clusterOuts, err := c.Create("aws:eks/cluster:Cluster", "cl", cluster, false)
+	version := func(v string) resource.PropertyMap { return resource.PropertyMap{"name": prop("lux"), "version": prop(v)} }
+	clusterID, clusterOuts, err := c.Create("aws:eks/cluster:Cluster", "cl", version("1.33"), false)
 	require.NoError(t, err)
 	group := func(v string) resource.PropertyMap {
 		return resource.PropertyMap{"clusterName": prop("lux"), "nodeGroupName": prop("system"), "version": prop(v), "amiType": prop("AL2023_x86_64_STANDARD")}
 	}
-	_, _, err = c.Create("aws:eks/nodeGroup:NodeGroup", "ng-new", group("1.36"), false)
-	assert.ErrorContains(t, err, "newer than the cluster's, 1.35", "a node group ahead of its control plane")
-	ngID, ngOuts, err := c.Create("aws:eks/nodeGroup:NodeGroup", "ng", group("1.35"), false)
+	_, _, err = c.Create("aws:eks/nodeGroup:NodeGroup", "ng-new", group("1.34"), false)
+	assert.ErrorContains(t, err, "newer than the cluster's, 1.33", "a node group ahead of its control plane")
+	ngID, ngOuts, err := c.Create("aws:eks/nodeGroup:NodeGroup", "ng", group("1.33"), false)
 	require.NoError(t, err)
-
-	_, err = c.Update("aws:eks/nodeGroup:NodeGroup", "ng", ngID, ngOuts, group("1.36"), false)
+	_, err = c.Update("aws:eks/nodeGroup:NodeGroup", "ng", ngID, ngOuts, group("1.34"), false)
 	assert.ErrorContains(t, err, "newer than the cluster's", "the nodes before the control plane")
-	_, err = c.Update("aws:eks/cluster:Cluster", "cl", clusterID, clusterOuts, resource.PropertyMap{"name": prop("lux"), "version": prop("1.37")}, false)
-	assert.ErrorContains(t, err, "Unsupported Kubernetes minor version update from 1.35 to 1.37", "two minors at once")
+	_, err = c.Update("aws:eks/cluster:Cluster", "cl", clusterID, clusterOuts, version("1.35"), false)
+	assert.ErrorContains(t, err, "Unsupported Kubernetes minor version update from 1.33 to 1.35", "two minors at once")
 
-	to136 := resource.PropertyMap{"name": prop("lux"), "version": prop("1.36")}
-	clusterOuts, err = c.Update("aws:eks/cluster:Cluster", "cl", clusterID, clusterOuts, to136, false)
-	require.NoError(t, err, "the control plane first")
-	_, err = c.Update("aws:eks/cluster:Cluster", "cl", clusterID, clusterOuts, resource.PropertyMap{"name": prop("lux"), "version": prop("1.37")}, false)
-	assert.ErrorContains(t, err, "Nodegroup system must be updated to match cluster version 1.36", "not again while the nodes lag")
+	for _, v := range []string{"1.34", "1.35", "1.36"} {
+		clusterOuts, err = c.Update("aws:eks/cluster:Cluster", "cl", clusterID, clusterOuts, version(v), false)
+		require.NoError(t, err, "to %s with the nodes at 1.33: a kubelet may be three minors behind", v)
+	}
+	_, err = c.Update("aws:eks/cluster:Cluster", "cl", clusterID, clusterOuts, version("1.37"), false)
+	assert.ErrorContains(t, err, "Nodegroup system is at 1.33, more than three minor versions behind 1.37")
 	_, err = c.Update("aws:eks/nodeGroup:NodeGroup", "ng", ngID, ngOuts, group("1.36"), false)
-	assert.NoError(t, err, "then the nodes follow")
+	assert.NoError(t, err, "the nodes follow the control plane")
 }

@@ -79,9 +79,6 @@ const (
 	DevicePluginSeconds = 10.0
 	// StartSeconds: kubelet starts a pulled container.
 	StartSeconds = 2.0
-	// IdleRunnerTakesJobSeconds: a container-form pool's idle runner (GPUPool.IdleRunners)
-	// holds its own long poll on GitHub and takes the job at once. An estimate.
-	IdleRunnerTakesJobSeconds = 1.0
 	// FromSnapshotSeconds: an image already on a data volume restored from a snapshot is not
 	// pulled; the blocks its container reads are fetched from S3 on first access (EBS
 	// "volume initialization": https://docs.aws.amazon.com/ebs/latest/userguide/initalize-volume.html),
@@ -197,7 +194,10 @@ func ImageDisk(pool config.GPUPool) (string, float64) {
 func WarmStartOf(pool config.GPUPool) ColdStart {
 	cs := ColdStart{Pool: pool.Name}
 	add := func(what string, s float64) { cs.Steps = append(cs.Steps, Step{what, s}) }
-	runnerSteps(pool, add)
+	add("ARC: job → runner pod", ARCJobToPodSeconds)
+	if pool.JobForm == config.JobFormContainer {
+		add("runner on a system node starts, the hooks create the job pod", StartSeconds+ARCJobToPodSeconds)
+	}
 	add("the scheduler preempts a placeholder on a warm node and binds the pod", PreemptSeconds)
 	if pool.JobForm == config.JobFormContainer {
 		add("fs-init (the runner image, on the node) copies the runner's externals", StartSeconds)
@@ -207,22 +207,6 @@ func WarmStartOf(pool config.GPUPool) ColdStart {
 		cs.Seconds += s.Seconds
 	}
 	return cs
-}
-
-// runnerSteps are a start's steps until the pod that holds the GPU exists: ARC's runner pod
-// (runner form); or, in the container form, the runner on a system node (an idle one takes
-// the job at once, else ARC creates and starts one), whose hooks then create the job pod.
-func runnerSteps(pool config.GPUPool, add func(string, float64)) {
-	switch {
-	case pool.JobForm != config.JobFormContainer:
-		add("ARC: job → runner pod", ARCJobToPodSeconds)
-	case pool.IdleRunners() > 0:
-		add("an idle runner on a system node takes the job", IdleRunnerTakesJobSeconds)
-		add("the hooks create the job pod", ARCJobToPodSeconds)
-	default:
-		add("ARC: job → runner pod", ARCJobToPodSeconds)
-		add("runner on a system node starts, the hooks create the job pod", StartSeconds+ARCJobToPodSeconds)
-	}
 }
 
 // SpotShortStartOf is a cold start when EC2 has no spot capacity of the pool's types and the
@@ -250,7 +234,11 @@ func SpotShortStartOf(pool config.GPUPool, images []PulledImage) *ColdStart {
 func ColdStartOf(pool config.GPUPool, images []PulledImage) ColdStart {
 	cs := ColdStart{Pool: pool.Name}
 	add := func(what string, s float64) { cs.Steps = append(cs.Steps, Step{what, s}) }
-	runnerSteps(pool, add)
+	add("ARC: job → runner pod", ARCJobToPodSeconds)
+	if pool.JobForm == config.JobFormContainer {
+		// The runner runs on a system node at once; its hooks then create the job pod.
+		add("runner on a system node starts, the hooks create the job pod", StartSeconds+ARCJobToPodSeconds)
+	}
 	waitFrom := len(cs.Steps) // the hooks' wait starts once the job pod exists
 	add("Karpenter: batch, CreateFleet", KarpenterDecideSeconds)
 	add("instance launch → node Ready", LaunchToReadySeconds)
