@@ -105,7 +105,7 @@ func egressAllowed(t *testing.T, policies []networkingv1.NetworkPolicy, pod map[
 		}
 		isolated = true
 		for _, rule := range np.Spec.Egress {
-			if peersMatch(t, rule.To, d) && portsMatch(rule.Ports, d) {
+			if peersMatch(t, rule.To, d, np.Namespace) && portsMatch(rule.Ports, d) {
 				return true
 			}
 		}
@@ -142,7 +142,9 @@ func selects(t *testing.T, sel metav1.LabelSelector, l map[string]string) bool {
 	return s.Matches(labels.Set(l))
 }
 
-func peersMatch(t *testing.T, peers []networkingv1.NetworkPolicyPeer, d destination) bool {
+// peersMatch tells whether one of peers is d; a pod peer without a namespace selector is in
+// the policy's own namespace (policyNS).
+func peersMatch(t *testing.T, peers []networkingv1.NetworkPolicyPeer, d destination, policyNS string) bool {
 	if len(peers) == 0 {
 		return true
 	}
@@ -153,7 +155,7 @@ func peersMatch(t *testing.T, peers []networkingv1.NetworkPolicyPeer, d destinat
 				return true
 			}
 		case d.pod != nil:
-			nsOK := p.NamespaceSelector == nil && d.namespace["kubernetes.io/metadata.name"] == wellknown.RunnersNamespace ||
+			nsOK := p.NamespaceSelector == nil && d.namespace["kubernetes.io/metadata.name"] == policyNS ||
 				p.NamespaceSelector != nil && selects(t, *p.NamespaceSelector, d.namespace)
 			podOK := p.PodSelector == nil || selects(t, *p.PodSelector, d.pod)
 			if nsOK && podOK {

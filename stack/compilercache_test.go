@@ -273,34 +273,12 @@ func connects(t *testing.T, policies []networkingv1.NetworkPolicy, from, to endp
 		isolated = true
 		for _, rule := range np.Spec.Ingress {
 			src := destination{namespace: from.ns, pod: from.pod, ip: "10.0.2.9", port: to.port, proto: corev1.ProtocolTCP}
-			if peersMatchFrom(t, rule.From, src, np.Namespace) && portsMatch(rule.Ports, dest) {
+			if peersMatch(t, rule.From, src, np.Namespace) && portsMatch(rule.Ports, dest) {
 				return true
 			}
 		}
 	}
 	return !isolated
-}
-
-// peersMatchFrom is peersMatch for an ingress rule's sources, in the policy's namespace.
-func peersMatchFrom(t *testing.T, peers []networkingv1.NetworkPolicyPeer, src destination, policyNS string) bool {
-	if len(peers) == 0 {
-		return true
-	}
-	for _, p := range peers {
-		switch {
-		case p.IPBlock != nil:
-			if inBlock(t, *p.IPBlock, src.ip) {
-				return true
-			}
-		case src.pod != nil:
-			nsOK := p.NamespaceSelector == nil && src.namespace["kubernetes.io/metadata.name"] == policyNS ||
-				p.NamespaceSelector != nil && selects(t, *p.NamespaceSelector, src.namespace)
-			if nsOK && (p.PodSelector == nil || selects(t, *p.PodSelector, src.pod)) {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // iamAllows tells whether doc allows action on resource (IAM's wildcards: * and ? match any

@@ -169,7 +169,9 @@ func TestTheAccountRemembersItsSubnets(t *testing.T) {
 func TestEKSRefusesAVersionSkew(t *testing.T) {
 	c := &fakeaws.Cloud{}
 	prop := resource.NewProperty[string]
-	version := func(v string) resource.PropertyMap { return resource.PropertyMap{"name": prop("lux"), "version": prop(v)} }
+	version := func(v string) resource.PropertyMap {
+		return resource.PropertyMap{"name": prop("lux"), "version": prop(v)}
+	}
 	clusterID, clusterOuts, err := c.Create("aws:eks/cluster:Cluster", "cl", version("1.33"), false)
 	require.NoError(t, err)
 	group := func(v string) resource.PropertyMap {
