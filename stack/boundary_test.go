@@ -8,7 +8,6 @@ package stack_test
 // of a policy selecting it matches both a peer and a port; an empty rule matches all).
 
 import (
-	"encoding/json"
 	"net/netip"
 	"testing"
 
@@ -49,9 +48,7 @@ func TestTheRunnersNamespaceIsABoundary(t *testing.T) {
 	var policies []networkingv1.NetworkPolicy
 	for _, r := range m.all("kubernetes:networking.k8s.io/v1:NetworkPolicy") {
 		var np networkingv1.NetworkPolicy
-		b, err := json.Marshal(r.Inputs)
-		require.NoError(t, err)
-		require.NoError(t, json.Unmarshal(b, &np))
+		decodeInputs(t, r, &np)
 		if np.Namespace == wellknown.RunnersNamespace {
 			policies = append(policies, np)
 		}

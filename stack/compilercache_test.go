@@ -7,7 +7,6 @@ package stack_test
 // started from the live Deployment's flags, against a local S3.
 
 import (
-	"encoding/json"
 	"regexp"
 	"strings"
 	"testing"
@@ -123,9 +122,7 @@ func TestCompilerCacheServers(t *testing.T) {
 	servers := map[string]appsv1.Deployment{}
 	for _, r := range m.all("kubernetes:apps/v1:Deployment") {
 		var d appsv1.Deployment
-		b, err := json.Marshal(r.Inputs)
-		require.NoError(t, err)
-		require.NoError(t, json.Unmarshal(b, &d))
+		decodeInputs(t, r, &d)
 		servers[d.Name] = d
 		assert.Equal(t, "gpuci-cache", d.Namespace)
 	}
@@ -203,9 +200,7 @@ func TestOnlyAPoolsJobsReachItsCacheServer(t *testing.T) {
 	var policies []networkingv1.NetworkPolicy
 	for _, r := range m.all("kubernetes:networking.k8s.io/v1:NetworkPolicy") {
 		var np networkingv1.NetworkPolicy
-		b, err := json.Marshal(r.Inputs)
-		require.NoError(t, err)
-		require.NoError(t, json.Unmarshal(b, &np))
+		decodeInputs(t, r, &np)
 		policies = append(policies, np)
 	}
 	cacheNS := map[string]string{"kubernetes.io/metadata.name": "gpuci-cache"}

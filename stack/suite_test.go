@@ -78,6 +78,14 @@ func (m *mocks) get(t *testing.T, typ, name string) registered {
 	return registered{}
 }
 
+// decodeInputs reads a Kubernetes object's inputs into its upstream Go type (out).
+func decodeInputs(t *testing.T, r registered, out any) {
+	t.Helper()
+	b, err := json.Marshal(r.Inputs)
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(b, out))
+}
+
 func names(rs []registered) []string {
 	var out []string
 	for _, r := range rs {

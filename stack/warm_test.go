@@ -41,9 +41,7 @@ func TestWarmWindows(t *testing.T) {
 	cronJobs := map[string]batchv1.CronJob{}
 	for _, r := range m.all("kubernetes:batch/v1:CronJob") {
 		var cj batchv1.CronJob
-		b, err := json.Marshal(r.Inputs)
-		require.NoError(t, err)
-		require.NoError(t, json.Unmarshal(b, &cj))
+		decodeInputs(t, r, &cj)
 		cronJobs[cj.Name] = cj
 		assert.Equal(t, wellknown.WarmNamespace, cj.Namespace)
 		pool := cj.Spec.JobTemplate.Spec.Template.Labels[wellknown.WarmPoolLabel]

@@ -289,7 +289,7 @@ func (d Doctor) spotCapacity(ctx context.Context, claims *unstructured.Unstructu
 				continue
 			}
 			f.Problem = true
-			f.Evidence = append(f.Evidence, fmt.Sprintf("%s %s %s: %s", eventTime(e).UTC().Format(time.RFC3339), e.InvolvedObject.Kind, e.InvolvedObject.Name, strings.TrimSpace(e.Message)))
+			f.Evidence = append(f.Evidence, fmt.Sprintf("%s %s %s: %s", live.EventTime(e).UTC().Format(time.RFC3339), e.InvolvedObject.Kind, e.InvolvedObject.Name, strings.TrimSpace(e.Message)))
 		}
 	}
 	for _, c := range claims.Items {
@@ -302,16 +302,6 @@ func (d Doctor) spotCapacity(ctx context.Context, claims *unstructured.Unstructu
 		f.Evidence = append(f.Evidence, "no launch refused for want of capacity (Karpenter's events of the last hour, the NodeClaims)")
 	}
 	return f
-}
-
-func eventTime(e corev1.Event) time.Time {
-	switch {
-	case !e.LastTimestamp.IsZero():
-		return e.LastTimestamp.Time
-	case !e.EventTime.IsZero():
-		return e.EventTime.Time
-	}
-	return e.FirstTimestamp.Time
 }
 
 // gpuQuota finds NodeClaims that failed to launch because the account's G and VT vCPU

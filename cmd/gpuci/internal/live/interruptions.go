@@ -75,14 +75,14 @@ func ReadInterruptions(ctx context.Context, kube kubernetes.Interface) (*Interru
 			continue
 		}
 		if m := scheduledRE.FindStringSubmatch(strings.TrimSpace(e.Message)); m != nil && m[1] == e.InvolvedObject.Name {
-			in.placed[m[1]] = placement{node: m[2], since: eventTime(e)}
+			in.placed[m[1]] = placement{node: m[2], since: EventTime(e)}
 		}
 	}
 	for _, e := range events.Items {
 		if e.Reason != SpotInterrupted || e.InvolvedObject.Kind != "Node" {
 			continue
 		}
-		i := Interruption{Node: e.InvolvedObject.Name, At: eventTime(e).UTC(), Message: e.Message}
+		i := Interruption{Node: e.InvolvedObject.Name, At: EventTime(e).UTC(), Message: e.Message}
 		for _, pod := range slices.Sorted(maps.Keys(in.placed)) {
 			if at := in.placed[pod]; at.node == i.Node && !i.At.Before(at.since.Truncate(time.Second)) {
 				i.Pods = append(i.Pods, pod)
@@ -93,7 +93,9 @@ func ReadInterruptions(ctx context.Context, kube kubernetes.Interface) (*Interru
 	return in, nil
 }
 
-func eventTime(e corev1.Event) time.Time {
+// EventTime is when an event last happened: its last timestamp, else its event time (the
+// events.k8s.io API's), else its first timestamp.
+func EventTime(e corev1.Event) time.Time {
 	switch {
 	case !e.LastTimestamp.IsZero():
 		return e.LastTimestamp.Time
