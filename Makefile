@@ -1,7 +1,14 @@
 # lux-gpu-ci — one entry point for humans and CI. `make help` lists the verbs.
 SHELL := bash
 .SHELLFLAGS := -euo pipefail -c
-STACK ?= dev
+# STACK is the Pulumi stack the stack verbs act on: the one selected in this directory
+# (`pulumi stack select`), as for gpuci and pulumi themselves, unless STACK=<name> is given.
+# Asked once, and only by a verb that needs it; never a silent default (destroy!).
+ifeq ($(origin STACK),undefined)
+STACK = $(eval STACK := $(shell pulumi stack --show-name 2>/dev/null))$(STACK)
+endif
+# need-stack stops a verb that acts on a stack when none is selected or given.
+need-stack = $(if $(STACK),,$(error no Pulumi stack selected here: run pulumi stack select <name>, or give STACK=<name>))
 GO_FILES = $(shell git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './.git/*')
 
 .PHONY: help
@@ -51,21 +58,29 @@ dist: ## Build gpuci for each platform into dist/ with SHA256SUMS (VERSION=v1.2.
 	done
 	cd dist && sha256sum gpuci_* > SHA256SUMS
 
+.PHONY: examples
+examples: ## Write examples/workflows: what gpuci workflows writes for dev (a test keeps them equal)
+	go run ./cmd/gpuci workflows --stack dev --out examples/workflows
+
+.PHONY: workflows
+workflows: ## Print the workflows a repository needs for STACK (gpuci workflows; ARGS="--out DIR")
+	$(need-stack)go run ./cmd/gpuci workflows --stack $(STACK) $(ARGS)
+
 .PHONY: render
 render: ## Offline, no credentials: write what STACK declares into out/STACK (CHARTS=all renders charts too)
-	go run ./hack/render --stack $(STACK) --out out/$(STACK) $(if $(CHARTS),--charts $(CHARTS))
+	$(need-stack)go run ./hack/render --stack $(STACK) --out out/$(STACK) $(if $(CHARTS),--charts $(CHARTS))
 
 .PHONY: verify
 verify: ## Check the live cluster of STACK (kubeconfig: KUBECONFIG, else the stack output)
-	go run ./cmd/gpuci verify --stack $(STACK)
+	$(need-stack)go run ./cmd/gpuci verify --stack $(STACK)
 
 .PHONY: doctor
 doctor: ## Troubleshoot the live cluster of STACK: symptom, evidence, fix (ARGS=--fix to drain GPU NodePools)
-	go run ./cmd/gpuci doctor --stack $(STACK) $(ARGS)
+	$(need-stack)go run ./cmd/gpuci doctor --stack $(STACK) $(ARGS)
 
 .PHONY: cost
 cost: ## Price STACK: idle, per build, per month, cold start (ARGS="--builds-per-day 30 --minutes 10")
-	go run ./cmd/gpuci cost --stack $(STACK) $(ARGS)
+	$(need-stack)go run ./cmd/gpuci cost --stack $(STACK) $(ARGS)
 
 # Bootstrap's own default is the starter stack (one spot pool, the least quota); STACK=<name>
 # on the command line or in the environment picks another.
@@ -75,18 +90,22 @@ BOOTSTRAP_STACK = $(if $(filter command line environment,$(origin STACK)),$(STAC
 bootstrap: ## One command from an AWS account to a running stack, starter unless STACK= (needs AWS_REGION, GITHUB_ORG, GITHUB_PAT or the App vars)
 	STACK=$(BOOTSTRAP_STACK) hack/bootstrap.sh
 
+.PHONY: identity
+identity: ## The roles deploy.yml and preview.yml assume (identity/): DEPLOY_REPOSITORY=owner/name STACKS=dev,prod
+	hack/identity.sh
+
 .PHONY: preflight
 preflight: ## make bootstrap's checks only: prerequisites, AWS credentials, spot role, GPU quotas (starter unless STACK=)
 	STACK=$(BOOTSTRAP_STACK) hack/bootstrap.sh --preflight
 
 .PHONY: preview
-preview: ## pulumi preview of STACK (default dev); needs AWS credentials
-	pulumi preview --stack $(STACK) --diff
+preview: ## pulumi preview of STACK; needs AWS credentials
+	$(need-stack)pulumi preview --stack $(STACK) --diff
 
 .PHONY: up
 up: ## pulumi up of STACK
-	pulumi up --stack $(STACK)
+	$(need-stack)pulumi up --stack $(STACK)
 
 .PHONY: destroy
 destroy: ## pulumi destroy of STACK (Karpenter drains its GPU nodes first)
-	pulumi destroy --stack $(STACK)
+	$(need-stack)pulumi destroy --stack $(STACK)

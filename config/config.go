@@ -42,6 +42,10 @@ type Config struct {
 	// AdminPrincipals are IAM role/user ARNs given cluster-admin access entries, besides
 	// the identity that runs `pulumi up` (EKS makes that one admin itself).
 	AdminPrincipals []string
+	// DeployRoleArn and PreviewRoleArn are the deploy identity's roles for this stack
+	// (identity/: deployRoles[<stack>] and previewRole): cluster-admin and read-only (no
+	// Secrets) access entries, so deploy.yml and preview.yml reach the cluster. "": none.
+	DeployRoleArn, PreviewRoleArn string
 	// Tags go on every AWS resource that takes tags.
 	Tags map[string]string
 	// AddonVersions pins EKS add-on versions by add-on name; an add-on not listed gets the
@@ -156,6 +160,7 @@ func Parse(stack string, get Getter, isSecret func(key string) bool) (*Config, e
 	c.ImageCache = p.parseImageCache(c.ClusterName)
 	p.object(KeyPublicAccessCidrs, &c.PublicAccessCIDRs)
 	p.object(KeyAdminPrincipals, &c.AdminPrincipals)
+	c.DeployRoleArn, c.PreviewRoleArn = p.str(KeyDeployRoleArn), p.str(KeyPreviewRoleArn)
 	p.object(KeyTags, &c.Tags)
 	p.object(KeyAddonVersions, &c.AddonVersions)
 	p.object(KeyHelmCharts, &c.HelmCharts)

@@ -17,6 +17,8 @@ const (
 	KeyReplaceSystemNodes          = "replaceSystemNodes"
 	KeyPublicAccessCidrs           = "publicAccessCidrs"
 	KeyAdminPrincipals             = "adminPrincipals"
+	KeyDeployRoleArn               = "deployRoleArn"
+	KeyPreviewRoleArn              = "previewRoleArn"
 	KeyTags                        = "tags"
 	KeyAddonVersions               = "addonVersions"
 	KeyBudget                      = "budget"
@@ -84,8 +86,11 @@ var Defaults = map[string]any{
 	KeyReplaceSystemNodes: false,
 	KeyPublicAccessCidrs:  []string{"0.0.0.0/0"},
 	KeyAdminPrincipals:    []string{},
-	KeyTags:               map[string]string{},
-	KeyAddonVersions:      map[string]string{},
+	// "": no deploy identity (identity/) has access entries; whoever runs `pulumi up` has.
+	KeyDeployRoleArn:  "",
+	KeyPreviewRoleArn: "",
+	KeyTags:           map[string]string{},
+	KeyAddonVersions:  map[string]string{},
 	// true: create the account's EC2 Spot service-linked role if it does not exist yet.
 	KeyCreateSpotServiceLinkedRole: true,
 	KeyGPUPools:                    []GPUPool{DefaultPool()},

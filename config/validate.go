@@ -75,6 +75,20 @@ func (c *Config) validate(p *parser) {
 	if dup := firstDuplicate(c.AdminPrincipals); dup != "" {
 		p.fail(KeyAdminPrincipals, fmt.Sprintf("%q is listed twice", dup), "list each principal once")
 	}
+	for _, k := range []string{KeyDeployRoleArn, KeyPreviewRoleArn} {
+		arn := map[string]string{KeyDeployRoleArn: c.DeployRoleArn, KeyPreviewRoleArn: c.PreviewRoleArn}[k]
+		switch {
+		case arn == "":
+		case !iamRoleRE.MatchString(arn):
+			p.fail(k, fmt.Sprintf("%q is not an IAM role ARN", arn), "the identity stack's output: pulumi -C identity stack output --json (deployRoles.<stack>, previewRole)")
+		case slices.Contains(c.AdminPrincipals, arn):
+			// Two access entries for one principal: EKS refuses the second.
+			p.fail(k, fmt.Sprintf("%q is in adminPrincipals too", arn), "remove it from adminPrincipals")
+		}
+	}
+	if c.DeployRoleArn != "" && c.DeployRoleArn == c.PreviewRoleArn {
+		p.fail(KeyPreviewRoleArn, "is the deploy role", "the identity stack's previewRole: a preview reads, it never deploys")
+	}
 	for _, k := range slices.Sorted(maps.Keys(c.Tags)) {
 		switch v := c.Tags[k]; {
 		case k == "" || len(k) > 128 || len(v) > 256:

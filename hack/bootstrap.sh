@@ -5,6 +5,8 @@
 #   export GITHUB_APP_ID=123 GITHUB_APP_INSTALLATION_ID=456 GITHUB_APP_PRIVATE_KEY_FILE=app.pem
 #   export DOCKERHUB_USERNAME=... DOCKERHUB_TOKEN=... GHCR_USERNAME=... GHCR_TOKEN=...  # the image
 #     cache's credentials (imageCache: docker.io, ghcr.io; ghcr.io's a PAT with read:packages)
+#   export DEPLOY_REPOSITORY=luxfi/lux-gpu-ci   # optional: the repository whose deploy.yml deploys
+#     the stack; bootstrap then makes the roles it assumes (hack/identity.sh, make identity)
 #   make bootstrap                    # the starter stack; STACK=dev for another; make preflight: the checks only
 #
 # Preflight, before anything is changed: the prerequisites, working AWS credentials, the EC2 Spot
@@ -155,6 +157,15 @@ if ((${#creds[@]})); then
 fi
 check_quotas
 
+# The identity deploy.yml and preview.yml assume, when the repository that deploys is named:
+# before the up, so the stack's first up gives its roles their access entries.
+if [[ -n ${DEPLOY_REPOSITORY:-} ]]; then
+	step "the deploy identity of $DEPLOY_REPOSITORY (identity/): GitHub OIDC, the deploy and preview roles"
+	identity_vars=$(mktemp)
+	trap 'rm -f "$identity_vars"' EXIT
+	STACKS=$stack hack/identity.sh | tee "$identity_vars"
+fi
+
 step "pulumi install: the aws, eks and kubernetes provider plugins"
 pulumi install
 step "pulumi up: about 25 minutes (the EKS control plane takes ~15); the first run also builds the program (~14 minutes on 2 cores)"
@@ -171,5 +182,20 @@ echo "To deploy this stack from GitHub Actions (deploy.yml), give the repository
 echo "and an AWS role (docs/operations.md, \"Deploying from GitHub Actions\"):"
 echo "  gh variable set PULUMI_BACKEND_URL --body '${backend:-<this backend>}'"
 echo "  gh variable set LUX_GPU_CI_STACK --body '$stack'"
-echo "  gh variable set AWS_DEPLOY_ROLE_ARN --body 'arn:aws:iam::<account>:role/<role trusted for this repository>'"
-echo "  gh secret set PULUMI_CONFIG_PASSPHRASE"
+if [[ -z ${DEPLOY_REPOSITORY:-} ]]; then
+	echo "  make identity DEPLOY_REPOSITORY=<owner>/<repository>   # the roles deploy.yml and preview.yml assume; it prints their variables"
+else
+	grep '^  gh variable set' "$identity_vars"
+fi
+echo "  gh secret set PULUMI_CONFIG_PASSPHRASE --env '$stack'   # an environment secret, never a repository one"
+echo
+# The hand-off: `pulumi config set` wrote the stack's encryption salt and its secrets
+# (encrypted) into the stack file; deploy.yml reads them from the repository, and without
+# them fails with "githubToken is not set".
+echo "Commit the stack file: it now holds the stack's secrets, encrypted with your passphrase, and"
+echo "their salt, which deploy.yml needs (without them its up fails: \"githubToken is not set\"):"
+echo "  git add $stack_dir/Pulumi.$stack.yaml && git commit -m 'Stack $stack' && git push"
+echo
+echo "The workflows a repository needs for this stack's pools (the GPU smoke test, and the"
+echo "retry workflow where the stack has a retry runner), named for its scale sets:"
+echo "  make workflows ARGS='--out <repository>/.github/workflows'"

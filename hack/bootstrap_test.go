@@ -59,6 +59,12 @@ if [[ $1 == whoami ]]; then
 	exit 0
 fi
 if [[ "$1 $2 $3" == "config set --secret" && $# == 4 && -n ${FAKE_PULUMI_SECRETS:-} ]]; then cat >"$FAKE_PULUMI_SECRETS/$4"; fi
+# The deploy identity's outputs (identity/), as pulumi prints them.
+if [[ "$*" == "-C identity stack output deployRoles --json" ]]; then
+	printf '{\n  "%s": "arn:aws:iam::123456789012:role/%s-deploy"\n}\n' "${FAKE_IDENTITY_STACK:-starter}" "${FAKE_IDENTITY_STACK:-starter}"
+fi
+[[ "$*" == "-C identity stack output previewRole" ]] && echo "arn:aws:iam::123456789012:role/lux-gpu-ci-preview-luxfi-lux-gpu-ci"
+exit 0
 `,
 		"kubectl": "#!/usr/bin/env bash\nexit 0\n",
 	}
@@ -147,8 +153,9 @@ func TestBootstrapSetsTheRegistryCredentialsAsOneSecret(t *testing.T) {
 }
 
 // Unless told otherwise, bootstrap creates the starter stack, which needs 4 spot vCPUs and
-// nothing on-demand: the least quota a new account can ask for. (This reads the repository's
-// Pulumi.starter.yaml: its size is the point.)
+// nothing on-demand: the least quota a new account can ask for. (This reads the starter as
+// shipped, testkit's copy: the operator grows the repository's own, which only has to stay
+// valid — stack/config_test.go TestEveryStackFileIsValid.)
 func TestBootstrapStartsWithTheStarterStack(t *testing.T) {
 	t.Parallel()
 	preflightDefault := func(env ...string) (string, error) {
@@ -156,7 +163,7 @@ func TestBootstrapStartsWithTheStarterStack(t *testing.T) {
 		base := slices.DeleteFunc(bootstrapEnv(), func(kv string) bool {
 			return strings.HasPrefix(kv, "STACK=") || strings.HasPrefix(kv, "STACK_FILE_DIR=")
 		})
-		cmd.Env = append(base, append([]string{"PATH=" + standIns(t), "AWS_REGION=us-west-2"}, env...)...)
+		cmd.Env = append(base, append([]string{"PATH=" + standIns(t), "AWS_REGION=us-west-2", "STACK_FILE_DIR=" + testkit.FixtureDir(t)}, env...)...)
 		out, err := cmd.CombinedOutput()
 		return string(out), err
 	}
@@ -201,4 +208,60 @@ func TestBootstrapUsesTheWorkflowsBackend(t *testing.T) {
 	for _, step := range []string{"stack dev: checking the prerequisites", "checking the account's G and VT vCPU quotas", "logging in to the Pulumi backend", "pulumi up: about 25 minutes", "done"} {
 		assert.Regexp(t, `(?m)^\[bootstrap \d+m\d\ds\] `+regexp.QuoteMeta(step), out)
 	}
+}
+
+// With the repository that deploys named, bootstrap makes the identity deploy.yml and
+// preview.yml assume (identity/) before the stack's up — so that first up gives the roles
+// their access entries — and prints the variables with the roles' ARNs, no placeholder.
+func TestBootstrapMakesTheDeployIdentity(t *testing.T) {
+	t.Parallel()
+	cmd := exec.Command("bash", "bootstrap.sh")
+	cmd.Env = append(bootstrapEnv(), "PATH="+standIns(t), "AWS_REGION=us-west-2", "STACK=dev", "STACK_FILE_DIR="+testkit.FixtureDir(t), "YES=1",
+		"GITHUB_ORG=luxfi", "GITHUB_PAT=ghp_x", "FAKE_QUOTA_L_3819A6DF=8", "FAKE_QUOTA_L_DB2E81BA=4", "FAKE_PULUMI_SECRETS="+t.TempDir(),
+		"PULUMI_BACKEND_URL=s3://lux-gpu-ci-state", "DEPLOY_REPOSITORY=luxfi/lux-gpu-ci", "FAKE_IDENTITY_STACK=dev")
+	b, err := cmd.CombinedOutput()
+	out := string(b)
+	require.NoError(t, err, out)
+	order := []string{
+		"stand-in pulumi -C identity config set repository luxfi/lux-gpu-ci",
+		"stand-in pulumi -C identity config set stateBackend s3://lux-gpu-ci-state",
+		"stand-in pulumi -C identity config set --path stacks[0] dev",
+		"stand-in pulumi -C identity up --yes",
+		"stand-in pulumi config set deployRoleArn arn:aws:iam::123456789012:role/dev-deploy --stack dev",
+		"stand-in pulumi config set previewRoleArn arn:aws:iam::123456789012:role/lux-gpu-ci-preview-luxfi-lux-gpu-ci --stack dev",
+		"stand-in pulumi up --stack dev --yes",
+		"gh variable set AWS_DEPLOY_ROLE_ARN --env 'dev' --body 'arn:aws:iam::123456789012:role/dev-deploy' --repo 'luxfi/lux-gpu-ci'",
+		"gh variable set AWS_PREVIEW_ROLE_ARN --env preview --body 'arn:aws:iam::123456789012:role/lux-gpu-ci-preview-luxfi-lux-gpu-ci'",
+	}
+	at := 0
+	for _, want := range order {
+		i := strings.Index(out[at:], want)
+		require.GreaterOrEqual(t, i, 0, "%q, after the steps before it:\n%s", want, out)
+		at += i + len(want)
+	}
+	assert.NotContains(t, out, "make identity DEPLOY_REPOSITORY=", "no hint for what was done")
+}
+
+// make identity stops, changing nothing, without a repository, a backend a workflow reaches,
+// or a stack to deploy.
+func TestIdentityNamesWhatItMisses(t *testing.T) {
+	t.Parallel()
+	cmd := exec.Command("bash", "identity.sh")
+	dir := t.TempDir() // not a git checkout: no origin to take the repository from
+	cmd.Dir = "."
+	cmd.Env = append(slices.DeleteFunc(os.Environ(), func(kv string) bool {
+		return strings.HasPrefix(kv, "STACK=") || strings.HasPrefix(kv, "PULUMI_BACKEND_URL=") || strings.HasPrefix(kv, "DEPLOY_REPOSITORY=")
+	}), "PATH="+standIns(t), "FAKE_PULUMI_WHOAMI=fail", "GIT_DIR="+dir)
+	b, err := cmd.CombinedOutput()
+	out := string(b)
+	require.Error(t, err, out)
+	for _, want := range []string{
+		"no stack to deploy: STACKS=dev,prod",
+		"DEPLOY_REPOSITORY is not set",
+		"is not one a workflow reaches: export PULUMI_BACKEND_URL=s3://<bucket>",
+		"AWS_REGION is not set",
+	} {
+		assert.Contains(t, out, want)
+	}
+	assert.NotContains(t, out, "stand-in pulumi -C identity", "nothing is changed")
 }

@@ -105,7 +105,7 @@ func TestEveryGpuciCommandHasJSON(t *testing.T) {
 	for _, m := range regexp.MustCompile(`(?m)^  ([a-z-]+) {2,}`).FindAllStringSubmatch(string(usage), -1) {
 		commands = append(commands, m[1])
 	}
-	require.ElementsMatch(t, []string{"cost", "verify", "doctor", "crd-owners", "quota", "reach", "env", "images", "retry", "version"}, commands, "%s", usage)
+	require.ElementsMatch(t, []string{"cost", "verify", "doctor", "crd-owners", "quota", "reach", "env", "images", "workflows", "retry", "version"}, commands, "%s", usage)
 	for _, c := range commands {
 		out, _ := exec.Command(bin, c, "-h").CombinedOutput()
 		assert.Contains(t, string(out), "-json", "gpuci %s has --json", c)

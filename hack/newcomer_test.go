@@ -45,12 +45,12 @@ func readmeCommands(t *testing.T) []string {
 func TestNewcomersPath(t *testing.T) {
 	t.Parallel()
 	cmds := readmeCommands(t)
-	require.Equal(t, []string{"make render", "make bootstrap", "make test"}, cmds, "the README's three commands")
+	require.Equal(t, []string{"make render STACK=dev", "make bootstrap", "make test"}, cmds, "the README's three commands")
 
 	// Each is a make target that runs what the README says: the offline render of the dev
 	// stack, bootstrap of the starter stack, the test command CI runs.
 	dry := func(cmd string) string {
-		c := exec.Command("make", "-n", "-C", "..", strings.TrimPrefix(cmd, "make "))
+		c := exec.Command("make", append([]string{"-n", "-C", ".."}, strings.Fields(strings.TrimPrefix(cmd, "make "))...)...)
 		c.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "STACK=") })
 		out, err := c.CombinedOutput()
 		require.NoError(t, err, "%s: %s", cmd, out)
@@ -67,10 +67,15 @@ func TestNewcomersPath(t *testing.T) {
 	key := filepath.Join(t.TempDir(), "app.pem")
 	require.NoError(t, os.WriteFile(key, []byte("-----BEGIN RSA PRIVATE KEY-----\nstand-in\n-----END RSA PRIVATE KEY-----\n"), 0o600))
 	secrets := t.TempDir()
+	// The starter as shipped (testkit's copy: the repository's own is the operator's to grow).
+	stacks := t.TempDir()
+	starter, err := os.ReadFile(filepath.Join(testkit.FixtureDir(t), "Pulumi.starter.yaml"))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(stacks, "Pulumi.starter.yaml"), starter, 0o644))
 	c := exec.Command("make", "-s", "-C", "..", "bootstrap")
 	c.Env = append(slices.DeleteFunc(bootstrapEnv(), func(kv string) bool {
 		return strings.HasPrefix(kv, "STACK=") || strings.HasPrefix(kv, "STACK_FILE_DIR=")
-	}), "PATH="+standIns(t), "AWS_REGION=us-west-2", "GITHUB_ORG=luxfi", "PULUMI_BACKEND_URL=s3://newcomer-state",
+	}), "STACK_FILE_DIR="+stacks, "PATH="+standIns(t), "AWS_REGION=us-west-2", "GITHUB_ORG=luxfi", "PULUMI_BACKEND_URL=s3://newcomer-state",
 		"GITHUB_APP_ID=123", "GITHUB_APP_INSTALLATION_ID=456", "GITHUB_APP_PRIVATE_KEY_FILE="+key, "YES=1",
 		"FAKE_QUOTA_L_3819A6DF=4", "FAKE_PULUMI_SECRETS="+secrets)
 	out, err := c.CombinedOutput()
@@ -81,12 +86,43 @@ func TestNewcomersPath(t *testing.T) {
 		"stand-in pulumi config set githubAppId 123",
 		"stand-in pulumi up --stack starter --yes",
 		"gh variable set LUX_GPU_CI_STACK --body 'starter'",
+		"gh secret set PULUMI_CONFIG_PASSPHRASE --env 'starter'",
+		// The hand-off: what deploy.yml needs from this machine.
+		"git add " + stacks + "/Pulumi.starter.yaml && git commit",
+		"make workflows ARGS='--out <repository>/.github/workflows'",
 	} {
 		assert.Contains(t, string(out), want)
 	}
 	b, err := os.ReadFile(filepath.Join(secrets, "githubAppPrivateKey"))
 	require.NoError(t, err, "the App key went in with --secret")
 	assert.Contains(t, string(b), "stand-in")
+
+	// The workflows for the stack just made name its scale set: the smoke job queues there.
+	wf, err := gpuci(t, "starter", "workflows", "--project", stacks)
+	require.NoError(t, err, wf)
+	assert.Contains(t, wf, "runs-on: lux-starter-t4\n")
+
+	// Grown into dev's shape — an on-demand twin and a container-form pool, as the starter's
+	// comment says — the stack stays valid, bootstrap's checks ask for the new quota, and the
+	// workflows follow: one job per pool, the re-run on the twin.
+	grown := strings.Replace(string(starter), "      runnerLabels: [self-hosted, linux, amd64, cuda, gpu, starter-t4]\n",
+		"      runnerLabels: [self-hosted, linux, amd64, cuda, gpu, starter-t4]\n      onDemandRetry: true\n"+
+			"    - name: gpu-spot-container\n      instanceTypes: [g4dn.xlarge]\n      capacityTypes: [spot]\n      gpuLimit: 1\n      maxRunners: 1\n"+
+			"      jobForm: container\n      runnerScaleSetName: lux-starter-t4-container\n      runnerLabels: [self-hosted, linux, amd64, cuda, gpu, starter-t4-container]\n", 1)
+	require.NotEqual(t, string(starter), grown, "the starter's pool is where the test grows it")
+	require.NoError(t, os.WriteFile(filepath.Join(stacks, "Pulumi.starter.yaml"), []byte(grown), 0o644))
+	pre := exec.Command("make", "-s", "-C", "..", "preflight")
+	pre.Env = append(slices.DeleteFunc(bootstrapEnv(), func(kv string) bool {
+		return strings.HasPrefix(kv, "STACK=") || strings.HasPrefix(kv, "STACK_FILE_DIR=")
+	}), "STACK_FILE_DIR="+stacks, "PATH="+standIns(t), "AWS_REGION=us-west-2", "FAKE_QUOTA_L_3819A6DF=8", "FAKE_QUOTA_L_DB2E81BA=4")
+	out, err = pre.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	assert.Contains(t, string(out), "spot G and VT vCPU quota (L-3819A6DF): 8, pools gpu-spot,gpu-spot-container need 8")
+	assert.Contains(t, string(out), "on-demand G and VT vCPU quota (L-DB2E81BA): 4, pools gpu-spot-on-demand need 4")
+	wf, err = gpuci(t, "starter", "workflows", "--project", stacks)
+	require.NoError(t, err, wf)
+	assert.Contains(t, wf, "runs-on: ${{ fromJSON(github.run_attempt) > 1 && 'lux-starter-t4-on-demand' || 'lux-starter-t4' }}\n")
+	assert.Contains(t, wf, "runs-on: lux-starter-t4-container\n")
 }
 
 // The README's start times are what gpuci cost models for the repository's dev stack: a
@@ -150,4 +186,39 @@ func TestDocsQuotaFiguresAreGpuciQuotas(t *testing.T) {
 	for _, n := range needs {
 		assert.Contains(t, string(ops), fmt.Sprintf("pools %s need %d. Request it", strings.Join(n.Pools, ","), n.VCPUs), "%s, in bootstrap's sample output", n.CapacityType)
 	}
+}
+
+// The stack verbs act on the Pulumi stack selected in the directory — after make bootstrap,
+// the starter — as gpuci and pulumi do, or on STACK when given; with neither, they stop
+// before running anything, never on a silent default.
+func TestMakeActsOnTheSelectedStack(t *testing.T) {
+	t.Parallel()
+	dry := func(selected string, args ...string) (string, error) {
+		bin := t.TempDir()
+		if selected != "" {
+			script := "#!/bin/sh\n[ \"$1 $2\" = \"stack --show-name\" ] && echo " + selected + " && exit 0\nexit 1\n"
+			require.NoError(t, os.WriteFile(filepath.Join(bin, "pulumi"), []byte(script), 0o755))
+		}
+		c := exec.Command("make", append([]string{"-n", "-C", ".."}, args...)...)
+		c.Env = append(slices.DeleteFunc(os.Environ(), func(kv string) bool {
+			return strings.HasPrefix(kv, "STACK=") || strings.HasPrefix(kv, "PATH=")
+		}), "PATH="+bin+":/usr/bin:/bin")
+		out, err := c.CombinedOutput()
+		return string(out), err
+	}
+	for _, verb := range []string{"verify", "doctor", "cost", "destroy", "up", "preview", "render", "workflows"} {
+		out, err := dry("starter", verb)
+		require.NoError(t, err, out)
+		assert.Regexp(t, `(?m)--stack starter( |$)`, out, "make %s acts on the selected stack", verb)
+		out, err = dry("starter", verb, "STACK=prod")
+		require.NoError(t, err, out)
+		assert.Contains(t, out, "--stack prod", "make %s STACK=prod acts on prod", verb)
+		out, err = dry("", verb)
+		require.Error(t, err, out)
+		assert.Contains(t, out, "no Pulumi stack selected here", "make %s with no stack stops", verb)
+		assert.NotContains(t, out, "--stack", "and runs nothing")
+	}
+	out, err := dry("prod", "bootstrap")
+	require.NoError(t, err, out)
+	assert.Contains(t, out, "STACK=starter hack/bootstrap.sh", "bootstrap makes the starter unless told")
 }

@@ -1,18 +1,20 @@
 package hack_test
 
 // The retry workflow's install step, run as the retry runner runs it: the released gpuci
-// downloaded (from a local server standing in for GitHub's release downloads), checked against
+// (pinned by itself when it wrote the workflow) downloaded (from a local server standing in for GitHub's release downloads), checked against
 // the SHA-256 the workflow pins, installed and on PATH, in seconds; a binary that does not
 // match the pin is refused, even when the release's own sums file was rewritten to match it.
 
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -24,11 +26,9 @@ import (
 	"github.com/luxfi/lux-gpu-ci/internal/testsupport/testkit"
 )
 
-// installStep is the retry workflow's "Install gpuci" step and its job's env.
-func installStep(t *testing.T) (script string, env map[string]string) {
+// installStep is the "Install gpuci" step of a retry workflow and its job's env.
+func installStep(t *testing.T, content []byte) (script string, env map[string]string) {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(testkit.RepoRoot(t), "examples", "workflows", "retry-interrupted.yml"))
-	require.NoError(t, err)
 	var wf struct {
 		Jobs map[string]struct {
 			Env   map[string]string `yaml:"env"`
@@ -38,7 +38,7 @@ func installStep(t *testing.T) (script string, env map[string]string) {
 			} `yaml:"steps"`
 		} `yaml:"jobs"`
 	}
-	require.NoError(t, yaml.Unmarshal(b, &wf))
+	require.NoError(t, yaml.Unmarshal(content, &wf))
 	job, ok := wf.Jobs["retry"]
 	require.True(t, ok, "the workflow has its retry job")
 	for _, s := range job.Steps {
@@ -50,14 +50,22 @@ func installStep(t *testing.T) (script string, env map[string]string) {
 	return "", nil
 }
 
+// The retry workflow a released gpuci writes installs that very release: its version and its
+// own SHA-256 are the workflow's pin, and the download is checked against it.
 func TestRetryWorkflowInstallsGpuciInSeconds(t *testing.T) {
-	script, env := installStep(t)
-	version := env["GPUCI_VERSION"]
-	require.NotEmpty(t, version)
-	bin, err := os.ReadFile(gpuciBin)
+	require.Equal(t, "linux/amd64", runtime.GOOS+"/"+runtime.GOARCH, "the workflow installs gpuci_linux_amd64, which this test builds and runs")
+	const version = "v9.9.9-test"
+	// A released gpuci, as make dist stamps it (built as TestMain builds gpuciBin, so only the
+	// link is new: make dist's -trimpath and CGO_ENABLED=0 would compile every package again).
+	released := filepath.Join(t.TempDir(), "gpuci_linux_amd64")
+	build := exec.Command("go", "build", "-ldflags", "-s -w -X main.releaseVersion="+version, "-o", released, "./cmd/gpuci")
+	build.Dir = ".."
+	built, err := build.CombinedOutput()
+	require.NoError(t, err, "%s", built)
+	bin, err := os.ReadFile(released)
 	require.NoError(t, err)
-
 	pin := sha256.Sum256(bin)
+
 	// A release as make dist lays it out: the binaries and their sums, here the sums of what
 	// it serves (whoever replaces a binary in a release can replace its sums file too).
 	serve := func(t *testing.T, binary []byte) string {
@@ -77,39 +85,64 @@ func TestRetryWorkflowInstallsGpuciInSeconds(t *testing.T) {
 		t.Cleanup(srv.Close)
 		return srv.URL + "/releases/download"
 	}
-	run := func(t *testing.T, releases, pinned string) (string, string, error) {
+	// The workflow the released gpuci writes for dev, downloading from releases.
+	written := func(t *testing.T, releases string) []byte {
+		cmd := exec.Command(released, "workflows", "--stack", "dev", "--project", testkit.RepoRoot(t), "--releases", releases, "--json")
+		out, err := cmd.Output()
+		require.NoError(t, err)
+		var files []struct{ Name, Content string }
+		require.NoError(t, json.Unmarshal(out, &files))
+		for _, f := range files {
+			if f.Name == "retry-interrupted.yml" {
+				return []byte(f.Content)
+			}
+		}
+		t.Fatal("no retry workflow for dev")
+		return nil
+	}
+	// The install step as the runner runs it, with its job's env.
+	run := func(t *testing.T, workflow []byte) (string, string, error) {
+		script, env := installStep(t, workflow)
 		temp := t.TempDir()
 		path := filepath.Join(temp, "github_path")
 		cmd := exec.Command("bash", "-e", "-o", "pipefail", "-c", script)
-		cmd.Env = append(os.Environ(), "RUNNER_TEMP="+temp, "GITHUB_PATH="+path, "GPUCI_VERSION="+version, "GPUCI_RELEASES="+releases, "GPUCI_SHA256="+pinned)
+		cmd.Env = append(os.Environ(), "RUNNER_TEMP="+temp, "GITHUB_PATH="+path)
+		for k, v := range env {
+			cmd.Env = append(cmd.Env, k+"="+v)
+		}
 		out, err := cmd.CombinedOutput()
 		added, _ := os.ReadFile(path)
 		return string(out), strings.TrimSpace(string(added)), err
 	}
 
+	wf := written(t, serve(t, bin))
+	_, env := installStep(t, wf)
+	assert.Equal(t, version, env["GPUCI_VERSION"], "the release pins itself")
+	assert.Equal(t, hex.EncodeToString(pin[:]), env["GPUCI_SHA256"], "by its own SHA-256")
 	start := time.Now()
-	out, added, err := run(t, serve(t, bin), hex.EncodeToString(pin[:]))
+	out, added, err := run(t, wf)
 	elapsed := time.Since(start)
 	require.NoError(t, err, "%s", out)
 	assert.Contains(t, out, "gpuci_linux_amd64: OK", "the download matches the workflow's pin")
-	assert.Contains(t, out, "pins: ARC", "the installed gpuci runs (gpuci version)")
+	assert.Contains(t, out, "gpuci "+version, "the installed gpuci is the release (gpuci version)")
 	require.NotEmpty(t, added, "gpuci's directory goes on the job's PATH")
 	assert.FileExists(t, filepath.Join(added, "gpuci"))
 	assert.Less(t, elapsed, 10*time.Second, "installed in seconds")
 	// GitHub serves release assets from its CDN at tens of MB/s; at a pessimistic 10 MB/s the
-	// download adds about a second per 10 MB. (gpuciBin is stripped as make dist strips it;
-	// make dist's linux/amd64 binary measured 78 MB.)
+	// download adds about a second per 10 MB. (make dist's linux/amd64 binary measured 78 MB.)
 	t.Logf("install step: %s locally for a %.1f MB gpuci (~%.0f s more at 10 MB/s)", elapsed.Round(10*time.Millisecond), float64(len(bin))/1e6, float64(len(bin))/10e6)
 
 	// A binary that is not the pinned one is refused, though the release's sums match it.
 	tampered := append([]byte{}, bin...)
 	tampered[len(tampered)/2] ^= 0xff
-	out, _, err = run(t, serve(t, tampered), hex.EncodeToString(pin[:]))
+	out, _, err = run(t, written(t, serve(t, tampered)))
 	require.Error(t, err, "a tampered download is refused")
 	assert.Contains(t, out, "gpuci_linux_amd64: FAILED")
 
-	// Without a pin, nothing is downloaded or run.
-	out, _, err = run(t, serve(t, bin), "")
+	// The shipped example, written from source, pins nothing: nothing is downloaded or run.
+	example, err := os.ReadFile(filepath.Join(testkit.RepoRoot(t), "examples", "workflows", "retry-interrupted.yml"))
+	require.NoError(t, err)
+	out, _, err = run(t, example)
 	require.Error(t, err, "no pin, no install")
-	assert.Contains(t, out, "Set GPUCI_SHA256")
+	assert.Contains(t, out, "Set GPUCI_VERSION to the gpuci release you deploy")
 }

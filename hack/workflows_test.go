@@ -108,7 +108,7 @@ func TestThePassphraseIsReadOnlyInAnEnvironment(t *testing.T) {
 		}
 	}
 	assert.Equal(t, 2, readers, "deploy.yml and preview.yml read it")
-	assert.Equal(t, "github.ref == 'refs/heads/main'", workflows(t)["deploy.yml"].Jobs["deploy"].If, "only main deploys, however dispatched")
+	assert.Equal(t, "github.ref == 'refs/heads/main' && (inputs.stack || vars.LUX_GPU_CI_STACK)", workflows(t)["deploy.yml"].Jobs["deploy"].If, "only main deploys, however dispatched, and only a stack named")
 }
 
 // readsPassphrase tells whether a part of a workflow names the passphrase's secret, in any
@@ -300,4 +300,52 @@ func TestCUDARunnerImageAgreesWithTheStack(t *testing.T) {
 	assert.Contains(t, smoke, "nvidia/cuda:"+image.Env["CUDA_TAG"]+".", "and its container job runs it")
 	assert.Contains(t, smoke, "command -v nvcc >/dev/null && command -v g++ >/dev/null", "it skips the install on the CUDA runner")
 	assert.Regexp(t, `apt-get install [^\n]* g\+\+ `, smoke, "and installs g++ with nvcc on the stock runner")
+}
+
+// The workflows act on the stacks the repository has, never on a name of their own: preview
+// previews every stack file (its matrix is the "The stacks" step's output, run here on a
+// directory of stack files), and deploy deploys the stack it is told or none.
+func TestWorkflowsActOnTheStacksTheRepositoryHas(t *testing.T) {
+	t.Parallel()
+	wfs := workflows(t)
+	var script string
+	for _, s := range wfs["preview.yml"].Jobs["test-and-render"].Steps {
+		if s.Name == "The stacks" {
+			script = s.Run
+		}
+	}
+	require.NotEmpty(t, script, "preview.yml lists the stacks in a step")
+	dir := t.TempDir()
+	for _, f := range []string{"Pulumi.yaml", "Pulumi.alpha.yaml", "Pulumi.beta-2.yaml", "README.md"} {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, f), nil, 0o644))
+	}
+	output := filepath.Join(dir, "github_output")
+	cmd := exec.Command("bash", "-e", "-o", "pipefail", "-c", script)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GITHUB_OUTPUT="+output)
+	b, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", b)
+	got, err := os.ReadFile(output)
+	require.NoError(t, err)
+	assert.Equal(t, `stacks=["alpha","beta-2"]`+"\n", string(got), "every stack file, and nothing else")
+
+	b, err = os.ReadFile(filepath.Join(testkit.RepoRoot(t), ".github", "workflows", "preview.yml"))
+	require.NoError(t, err)
+	assert.Contains(t, string(b), "stack: ${{ fromJSON(needs.test-and-render.outputs.stacks) }}", "the preview matrix is that list")
+	b, err = os.ReadFile(filepath.Join(testkit.RepoRoot(t), ".github", "workflows", "deploy.yml"))
+	require.NoError(t, err)
+	assert.NotRegexp(t, `'(starter|dev|prod)'`, string(b), "no stack named in deploy.yml")
+	var deploy struct {
+		On struct {
+			Dispatch struct {
+				Inputs map[string]struct {
+					Type    string   `yaml:"type"`
+					Options []string `yaml:"options"`
+				} `yaml:"inputs"`
+			} `yaml:"workflow_dispatch"`
+		} `yaml:"on"`
+	}
+	require.NoError(t, yaml.Unmarshal(b, &deploy))
+	require.Contains(t, deploy.On.Dispatch.Inputs, "stack")
+	assert.Equal(t, "string", deploy.On.Dispatch.Inputs["stack"].Type, "a dispatch names any stack with a stack file, no fixed list")
 }

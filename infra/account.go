@@ -180,7 +180,7 @@ func clusterExists(ctx *pulumi.Context, cluster string) (bool, error) {
 // the creator an admin itself (pulumi-eks sets bootstrapClusterCreatorAdminPermissions), and a
 // second access entry for the same principal fails the update with ResourceInUseException.
 // Once the cluster exists, whoever runs `up` may be a listed admin.
-func checkAdmins(ctx *pulumi.Context, cluster string, live bool, admins []string, callerArn string) error {
+func checkAdmins(ctx *pulumi.Context, cluster string, live bool, admins []admin, callerArn string) error {
 	if len(admins) == 0 || live {
 		return nil
 	}
@@ -188,11 +188,34 @@ func checkAdmins(ctx *pulumi.Context, cluster string, live bool, admins []string
 	if err != nil {
 		return fmt.Errorf("looking up who runs this update: %w", err)
 	}
-	if slices.Contains(admins, session.IssuerArn) {
-		return fmt.Errorf("%s:%s: %q is the identity creating cluster %s; EKS makes the identity that creates the cluster an admin itself, and a second access entry for it fails with ResourceInUseException (fix: remove it from %s:%s in Pulumi.<stack>.yaml; list only other principals)",
-			config.Project, config.KeyAdminPrincipals, session.IssuerArn, cluster, config.Project, config.KeyAdminPrincipals)
+	for _, a := range admins {
+		if a.Arn != session.IssuerArn {
+			continue
+		}
+		fix := fmt.Sprintf("remove it from %s:%s in Pulumi.<stack>.yaml; list only other principals", config.Project, a.Key)
+		if a.Key == config.KeyDeployRoleArn {
+			// deploy.yml creating the cluster: after a destroy, the first up is a person's.
+			fix = fmt.Sprintf("create the cluster with make bootstrap (or pulumi up as yourself), then deploy.yml deploys it; or unset %s:%s for this one up", config.Project, a.Key)
+		}
+		return fmt.Errorf("%s:%s: %q is the identity creating cluster %s; EKS makes the identity that creates the cluster an admin itself, and a second access entry for it fails with ResourceInUseException (fix: %s)",
+			config.Project, a.Key, session.IssuerArn, cluster, fix)
 	}
 	return nil
+}
+
+// admin is a principal the stack gives a cluster-admin access entry, with the key that names it.
+type admin struct{ Key, Arn string }
+
+// adminsOf are the stack's admin principals: adminPrincipals, and the deploy role.
+func adminsOf(cfg *config.Config) []admin {
+	var out []admin
+	for _, a := range cfg.AdminPrincipals {
+		out = append(out, admin{config.KeyAdminPrincipals, a})
+	}
+	if cfg.DeployRoleArn != "" {
+		out = append(out, admin{config.KeyDeployRoleArn, cfg.DeployRoleArn})
+	}
+	return out
 }
 
 // keepSystemNodes refuses what would replace the live system node group: a new instance type,

@@ -29,6 +29,9 @@ type ClusterArgs struct {
 
 	PublicAccessCIDRs []string
 	AdminPrincipals   []string
+	// DeployRoleArn (cluster-admin) and PreviewRoleArn (read-only) are the deploy identity's
+	// roles for the stack (config.Config); "" for none.
+	DeployRoleArn, PreviewRoleArn string
 
 	SystemNodeInstanceType string
 	SystemNodeCount        int
@@ -153,20 +156,32 @@ type clusterBuilder struct {
 	created   created
 }
 
-// adminAccessEntries give each admin principal cluster-admin. (EKS makes whoever runs
-// `pulumi up` admin by itself.)
-func (b *clusterBuilder) adminAccessEntries() map[string]eks.AccessEntryArgs {
-	entries := map[string]eks.AccessEntryArgs{}
-	for i, arn := range b.args.AdminPrincipals {
-		entries[fmt.Sprintf("admin-%d", i)] = eks.AccessEntryArgs{
+// accessEntries give each admin principal, and the deploy role, cluster-admin, and the
+// preview role read-only access: AmazonEKSViewPolicy, which reads no Secrets (the preview job
+// runs a pull request's code; a preview without refresh reads no Helm release Secret:
+// pulumi-kubernetes v4.32.0 helm_release.go reads the release only in Read). EKS makes
+// whoever runs `pulumi up` admin by itself. The keys name the entries' resources: stable.
+func (b *clusterBuilder) accessEntries() map[string]eks.AccessEntryArgs {
+	entry := func(arn, name, policy string) eks.AccessEntryArgs {
+		return eks.AccessEntryArgs{
 			PrincipalArn: pulumi.String(arn),
 			AccessPolicies: map[string]eks.AccessPolicyAssociationInput{
-				"cluster-admin": eks.AccessPolicyAssociationArgs{
-					PolicyArn:   pulumi.Sprintf("arn:%s:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy", b.args.Partition),
+				name: eks.AccessPolicyAssociationArgs{
+					PolicyArn:   pulumi.Sprintf("arn:%s:eks::aws:cluster-access-policy/%s", b.args.Partition, policy),
 					AccessScope: awseks.AccessPolicyAssociationAccessScopeArgs{Type: pulumi.String("cluster")},
 				},
 			},
 		}
+	}
+	entries := map[string]eks.AccessEntryArgs{}
+	for i, arn := range b.args.AdminPrincipals {
+		entries[fmt.Sprintf("admin-%d", i)] = entry(arn, "cluster-admin", "AmazonEKSClusterAdminPolicy")
+	}
+	if arn := b.args.DeployRoleArn; arn != "" {
+		entries["deploy"] = entry(arn, "cluster-admin", "AmazonEKSClusterAdminPolicy")
+	}
+	if arn := b.args.PreviewRoleArn; arn != "" {
+		entries["preview"] = entry(arn, "view", "AmazonEKSViewPolicy")
 	}
 	return entries
 }
@@ -187,7 +202,7 @@ func (b *clusterBuilder) eksCluster() (*eks.Cluster, error) {
 		SkipDefaultNodeGroup: pulumi.BoolRef(true),
 		// Access entries only: no aws-auth ConfigMap to drift.
 		AuthenticationMode: &authMode,
-		AccessEntries:      b.adminAccessEntries(),
+		AccessEntries:      b.accessEntries(),
 		// Otherwise v2 applies its own dated VPC CNI manifest with kubectl; the vpc-cni
 		// managed add-on owns the CNI instead.
 		UseDefaultVpcCni: pulumi.BoolRef(true),

@@ -54,6 +54,10 @@ var (
 )
 
 // NewCompilerCache creates the bucket and the services' roles.
+// CompilerCacheBucketPrefix begins the name of every stack's compiler cache bucket (S3 adds a
+// unique suffix); the deploy identity's policy reaches the buckets by it.
+const CompilerCacheBucketPrefix = "lux-gpu-ci-ccache-"
+
 func NewCompilerCache(ctx *pulumi.Context, name string, args *CompilerCacheArgs, opts ...pulumi.ResourceOption) (*CompilerCache, error) {
 	c := &CompilerCache{}
 	if err := ctx.RegisterComponentResource("lux-gpu-ci:infra:CompilerCache", name, c, opts...); err != nil {
@@ -66,7 +70,7 @@ func NewCompilerCache(ctx *pulumi.Context, name string, args *CompilerCacheArgs,
 	// A generated name: S3's names are global, and one anyone could guess could be taken
 	// first (and then written by its owner).
 	bucket, err := s3.NewBucketV2(ctx, name, &s3.BucketV2Args{
-		BucketPrefix: pulumi.String("lux-gpu-ci-ccache-"),
+		BucketPrefix: pulumi.String(CompilerCacheBucketPrefix),
 		ForceDestroy: pulumi.Bool(true),
 		Tags:         tagMap(args.Tags, map[string]string{"lux-gpu-ci/cluster": args.ClusterName}),
 	}, parent)

@@ -20,7 +20,10 @@ type statement struct {
 	// NotResources: every resource but these (with a Deny: "nothing but these").
 	NotResources pulumi.StringArray
 	Principals   []principal
-	Conditions   []condition
+	// OutputPrincipals are principals whose identifiers are other resources' outputs (an
+	// OIDC provider's ARN).
+	OutputPrincipals []outputPrincipal
+	Conditions       []condition
 	// OutputConditions are conditions whose values are other resources' outputs (the ARNs of
 	// the rules a queue takes messages from).
 	OutputConditions []outputCondition
@@ -29,6 +32,11 @@ type statement struct {
 type principal struct {
 	Type        string // "Service", "AWS", "*"
 	Identifiers []string
+}
+
+type outputPrincipal struct {
+	Type        string
+	Identifiers pulumi.StringArrayInput
 }
 
 type condition struct {
@@ -62,6 +70,9 @@ func (s statement) args() iam.GetPolicyDocumentStatementArgs {
 	var ps iam.GetPolicyDocumentStatementPrincipalArray
 	for _, p := range s.Principals {
 		ps = append(ps, iam.GetPolicyDocumentStatementPrincipalArgs{Type: pulumi.String(p.Type), Identifiers: pulumi.ToStringArray(p.Identifiers)})
+	}
+	for _, p := range s.OutputPrincipals {
+		ps = append(ps, iam.GetPolicyDocumentStatementPrincipalArgs{Type: pulumi.String(p.Type), Identifiers: p.Identifiers})
 	}
 	if len(ps) > 0 {
 		a.Principals = ps

@@ -81,7 +81,7 @@ func New(ctx *pulumi.Context, cfg *config.Config) (*Outputs, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := checkAdmins(ctx, cfg.ClusterName, live, cfg.AdminPrincipals, caller.Arn); err != nil {
+	if err := checkAdmins(ctx, cfg.ClusterName, live, adminsOf(cfg), caller.Arn); err != nil {
 		return nil, err
 	}
 	if err := keepSystemNodes(ctx, cfg.ClusterName, live, cfg.SystemNodes, versions.SystemAMIType, cfg.Network.NatMode == config.NatSingle); err != nil {
@@ -117,6 +117,8 @@ func New(ctx *pulumi.Context, cfg *config.Config) (*Outputs, error) {
 		NodeSubnetIDs:          network.NodeSubnetIDs,
 		PublicAccessCIDRs:      cfg.PublicAccessCIDRs,
 		AdminPrincipals:        cfg.AdminPrincipals,
+		DeployRoleArn:          cfg.DeployRoleArn,
+		PreviewRoleArn:         cfg.PreviewRoleArn,
 		SystemNodeInstanceType: cfg.SystemNodes.InstanceType,
 		SystemNodeCount:        cfg.SystemNodes.Count,
 		AddonVersions:          cfg.AddonVersions,

@@ -63,6 +63,16 @@ func TestTheCallerIsNoAdminPrincipal(t *testing.T) {
 	m.Cloud.CallerArn = "arn:aws:sts::123456789012:assumed-role/platform-ci/gha-1234"
 	require.NoError(t, m.run(testkit.With(testkit.StackConfig(t, "dev"), "adminPrincipals", `["arn:aws:iam::123456789012:role/humans"]`)))
 
+	// The deploy role creating the cluster (deploy.yml after a destroy) is refused the same way,
+	// naming its own key and the way out.
+	m = newMocks()
+	m.Cloud.CallerArn = "arn:aws:sts::123456789012:assumed-role/lux-gpu-ci-deploy/GitHubActions"
+	err = m.run(testkit.With(testkit.StackConfig(t, "dev"), "deployRoleArn", "arn:aws:iam::123456789012:role/lux-gpu-ci-deploy"))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `lux-gpu-ci:deployRoleArn: "arn:aws:iam::123456789012:role/lux-gpu-ci-deploy" is the identity creating cluster lux-gpu-ci`)
+	assert.Contains(t, err.Error(), "create the cluster with make bootstrap")
+	assert.Empty(t, names(m.programResources()))
+
 	// Once the cluster exists its creator's entry is settled: a listed admin may run up.
 	m = newMocks()
 	m.Cloud.CallerArn = "arn:aws:sts::123456789012:assumed-role/platform-ci/gha-1234"

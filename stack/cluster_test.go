@@ -123,6 +123,24 @@ func TestOptionalFeatures(t *testing.T) {
 	assert.Equal(t, "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy", policy["policyArn"])
 	assert.Equal(t, map[string]any{"type": "cluster"}, policy["accessScope"])
 
+	// The deploy identity's roles: deploy.yml's is admin, preview.yml's reads, and no Secret
+	// (the preview job runs a pull request's code).
+	deploy, preview := "arn:aws:iam::123456789012:role/lux-gpu-ci-deploy", "arn:aws:iam::123456789012:role/lux-gpu-ci-preview-luxfi-lux-gpu-ci"
+	withIdentity := runDev(t, "adminPrincipals", `["`+admin+`"]`, "deployRoleArn", deploy, "previewRoleArn", preview)
+	entries = withIdentity.one(t, "eks:index:Cluster").Inputs["accessEntries"].(map[string]any)
+	require.Len(t, entries, 3)
+	policyOf := func(key, assoc string) (string, any) {
+		e := entries[key].(map[string]any)
+		p := e["accessPolicies"].(map[string]any)[assoc].(map[string]any)
+		return e["principalArn"].(string) + " " + p["policyArn"].(string), p["accessScope"]
+	}
+	got, scope := policyOf("deploy", "cluster-admin")
+	assert.Equal(t, deploy+" arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy", got)
+	assert.Equal(t, map[string]any{"type": "cluster"}, scope)
+	got, scope = policyOf("preview", "view")
+	assert.Equal(t, preview+" arn:aws:eks::aws:cluster-access-policy/AmazonEKSViewPolicy", got)
+	assert.Equal(t, map[string]any{"type": "cluster"}, scope)
+
 	var coredns []any
 	for _, a := range m.all("aws:eks/addon:Addon") {
 		if a.Inputs["addonName"] == "coredns" {

@@ -22,6 +22,8 @@
 // crd-owners lists who besides the stack owns fields of ARC's CRDs; --fix makes the stack
 // their only owner, so an ARC upgrade removes what the new version dropped.
 //
+// workflows writes the smoke and retry workflows for the stack's scale sets, labels and cache.
+//
 // retry re-runs a completed workflow run's failed jobs once, when every one of them failed
 // because one of the stack's runners was lost (a spot interruption).
 package main
@@ -42,6 +44,7 @@ commands:
   quota       the EC2 G and VT vCPU quotas a stack's pools need: gpuci quota --stack dev [--json]
   reach       does the stack's EKS API endpoint admit a client address: gpuci reach --stack prod --from IP [--json]
   env         what a workflow needs from the stack file, for $GITHUB_ENV: gpuci env --stack prod [--json]
+  workflows   the workflows a repository needs for the stack's pools (smoke test, retry): gpuci workflows --stack dev [--out .github/workflows] [--json]
   images      the images a pool's nodes start a job from, as its pods name them (an image snapshot's list): gpuci images --stack dev --pool gpu-spot [--job-image IMG,…] [--json]
   retry       re-run a run's jobs once if they lost the stack's runners: gpuci retry --stack dev --repo O/R --run-id N [--dry-run] [--json] [--cluster]
   version     gpuci's version and the versions the stack pins [--json]
@@ -77,6 +80,8 @@ func main() {
 		err = runEnv(os.Args[2:])
 	case "images":
 		err = runImages(os.Args[2:])
+	case "workflows":
+		err = runWorkflows(os.Args[2:])
 	case "version", "--version":
 		err = runVersion(os.Args[2:])
 	case "-h", "--help", "help":

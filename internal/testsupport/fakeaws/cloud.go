@@ -259,6 +259,10 @@ var types = map[string]outputs{
 		return map[string]resource.PropertyValue{"name": resource.NewProperty(r.physical("name")), "arn": r.arn("iam", "policy/"+r.physical("name")), "policyId": r.computed("ANPA" + strings.ToUpper(r.name))}
 	},
 	"aws:iam/rolePolicyAttachment:RolePolicyAttachment": nothing,
+	// IAM names a provider by its URL without the scheme (the deploy identity's, identity/).
+	"aws:iam/openIdConnectProvider:OpenIdConnectProvider": func(r res) map[string]resource.PropertyValue {
+		return map[string]resource.PropertyValue{"arn": r.arn("iam", "oidc-provider/"+strings.TrimPrefix(r.str("url"), "https://"))}
+	},
 	"aws:iam/instanceProfile:InstanceProfile": func(r res) map[string]resource.PropertyValue {
 		return map[string]resource.PropertyValue{"name": resource.NewProperty(r.physical("name")), "arn": r.arn("iam", "instance-profile/"+r.physical("name"))}
 	},

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/luxfi/lux-gpu-ci/cmd/gpuci/internal/workflows"
 	"github.com/luxfi/lux-gpu-ci/config"
 	"github.com/luxfi/lux-gpu-ci/internal/wellknown"
 	"github.com/luxfi/lux-gpu-ci/versions"
@@ -14,9 +15,9 @@ import (
 // on a live stack: a NodeClaim's conditions (Launched, Registered, Initialized) carry their
 // times, and a pod's events carry each image's "Successfully pulled … in …".
 
-// SmokeJobImage is the container-form smoke job's image (examples/workflows/cuda.yml): the
-// CUDA image people write jobs in. A test keeps the two equal.
-const SmokeJobImage = "nvidia/cuda:12.8.1-devel-ubuntu24.04"
+// SmokeJobImage is the container-form smoke job's image: the CUDA image people write jobs
+// in, which the smoke workflow gpuci workflows writes runs.
+const SmokeJobImage = workflows.SmokeJobImage
 
 // Image sizes as pulled (compressed bytes on the wire, GB).
 const (

@@ -6,14 +6,11 @@ import (
 	"bytes"
 	"context"
 	"math"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"gopkg.in/yaml.v3"
 
 	"github.com/luxfi/lux-gpu-ci/cmd/gpuci/internal/cost"
 	"github.com/luxfi/lux-gpu-ci/config"
@@ -221,24 +218,6 @@ func TestPullSeconds(t *testing.T) {
 			}
 		}
 	}
-}
-
-// gpuci cost prices the image the smoke workflow's container job really runs.
-func TestSmokeJobImageIsTheWorkflows(t *testing.T) {
-	b, err := os.ReadFile(filepath.Join(testkit.RepoRoot(t), "examples", "workflows", "cuda.yml"))
-	require.NoError(t, err)
-	var wf struct {
-		Jobs map[string]struct {
-			Container struct {
-				Image string `yaml:"image"`
-			} `yaml:"container"`
-		} `yaml:"jobs"`
-	}
-	require.NoError(t, yaml.Unmarshal(b, &wf))
-	image := wf.Jobs["in-container"].Container.Image
-	require.NotEmpty(t, image, "cuda.yml's in-container job names its image")
-	assert.True(t, strings.HasSuffix(image, "|| '"+cost.SmokeJobImage+"' }}"), "from Docker Hub without the cache: %s", image)
-	assert.Contains(t, image, "format('{0}/"+cost.SmokeJobImage+"', vars.LUX_GPU_CI_DOCKER_HUB_CACHE)", "through the cache with it")
 }
 
 func TestCostNamesAMissingPrice(t *testing.T) {
