@@ -6,6 +6,9 @@ package hack_test
 import (
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -105,7 +108,7 @@ func TestEveryGpuciCommandHasJSON(t *testing.T) {
 	for _, m := range regexp.MustCompile(`(?m)^  ([a-z-]+) {2,}`).FindAllStringSubmatch(string(usage), -1) {
 		commands = append(commands, m[1])
 	}
-	require.ElementsMatch(t, []string{"cost", "verify", "doctor", "crd-owners", "quota", "reach", "env", "images", "workflows", "retry", "version"}, commands, "%s", usage)
+	require.ElementsMatch(t, []string{"cost", "verify", "doctor", "crd-owners", "quota", "reach", "env", "images", "workflows", "stats", "retry", "version"}, commands, "%s", usage)
 	for _, c := range commands {
 		out, _ := exec.Command(bin, c, "-h").CombinedOutput()
 		assert.Contains(t, string(out), "-json", "gpuci %s has --json", c)
@@ -194,4 +197,36 @@ func TestRetryWithAnUnreadableClusterReRunsNothing(t *testing.T) {
 	assert.Contains(t, out, "the cluster cannot be read, so nothing was re-run")
 	assert.Contains(t, out, "without --cluster, GitHub's evidence alone decides")
 	assert.NotContains(t, out, "reading run 7", "GitHub is not asked")
+}
+
+// gpuci stats, as an operator runs it: the stack's scale sets, GitHub's record of one job
+// from a stand-in GitHub (GITHUB_API_URL, as on GitHub Enterprise Server), a table with its
+// figures, and progress on standard error.
+func TestGpuciStatsPrintsATable(t *testing.T) {
+	t.Parallel()
+	mux := http.NewServeMux()
+	reply := func(path, body string) {
+		mux.HandleFunc("GET /api/v3"+path, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = io.WriteString(w, body)
+		})
+	}
+	reply("/orgs/luxfi/repos", `[{"name": "app"}]`)
+	reply("/repos/luxfi/app/actions/runs", `{"total_count": 1, "workflow_runs": [{"id": 7}]}`)
+	reply("/repos/luxfi/app/actions/runs/7/jobs", `{"total_count": 1, "jobs": [{"id": 70, "status": "completed", "conclusion": "success", "run_attempt": 1,
+		"runner_name": "lux-gpu-t4-abc12-runner-x1y2z", "created_at": "2026-12-01T10:00:00Z", "started_at": "2026-12-01T10:01:47Z", "completed_at": "2026-12-01T10:13:47Z"}]}`)
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+
+	cmd := exec.Command(gpuciBin, "stats", "--stack", "dev", "--project", testkit.FixtureDir(t), "--since", "30d")
+	cmd.Env = append(os.Environ(), "GITHUB_TOKEN=ghp_test", "GITHUB_API_URL="+srv.URL)
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	require.NoError(t, cmd.Run(), "%s%s", stdout.String(), stderr.String())
+	out := stdout.String()
+	assert.Regexp(t, `(?m)^ +SCALE SET +JOBS +QUEUE p50 +p90 +max +RUN MIN +FAILED +INTERRUPTED +RE-RUNS +SPEND +AT GITHUB'S PRICE$`, out)
+	// 107 s queued, 12 minutes at g4dn.xlarge spot ($0.2497/h: $0.05) and at GitHub's $0.052/min ($0.62).
+	assert.Regexp(t, `(?m)^ +lux-gpu-t4 +1 +107s +107s +107s +12 +0 +0 +0 +\$0\.05 +\$0\.62$`, out)
+	assert.Regexp(t, `(?m)^ +lux-gpu-t4-on-demand +0 +0s`, out, "every scale set of the stack, a job or none")
+	assert.Contains(t, stderr.String(), "app: jobs of run 7 (1 of 1)", "progress while it pages")
 }

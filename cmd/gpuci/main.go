@@ -24,6 +24,9 @@
 //
 // workflows writes the smoke and retry workflows for the stack's scale sets, labels and cache.
 //
+// stats measures the fleet from GitHub's record of its jobs: per scale set, queue times
+// (p50, p90, max), run minutes, interruptions, re-runs and spend against GitHub's price.
+//
 // retry re-runs a completed workflow run's failed jobs once, when every one of them failed
 // because one of the stack's runners was lost (a spot interruption).
 package main
@@ -46,6 +49,7 @@ commands:
   env         what a workflow needs from the stack file, for $GITHUB_ENV: gpuci env --stack prod [--json]
   workflows   the workflows a repository needs for the stack's pools (smoke test, retry): gpuci workflows --stack dev [--out .github/workflows] [--json]
   images      the images a pool's nodes start a job from, as its pods name them (an image snapshot's list): gpuci images --stack dev --pool gpu-spot [--job-image IMG,…] [--json]
+  stats       per scale set, what GitHub recorded of its jobs: queue p50/p90/max, minutes, interruptions, spend: gpuci stats --stack dev [--since 7d] [--repos a,b] [--json]
   retry       re-run a run's jobs once if they lost the stack's runners: gpuci retry --stack dev --repo O/R --run-id N [--dry-run] [--json] [--cluster]
   version     gpuci's version and the versions the stack pins [--json]
 
@@ -74,6 +78,8 @@ func main() {
 		err = runQuota(os.Args[2:])
 	case "retry":
 		err = runRetry(os.Args[2:])
+	case "stats":
+		err = runStats(os.Args[2:])
 	case "reach":
 		err = runReach(os.Args[2:])
 	case "env":

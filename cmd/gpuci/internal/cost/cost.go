@@ -326,25 +326,36 @@ func snapshots(cfg *config.Config, u Usage, p Prices) []Item {
 
 // estimatePool prices a build on the pool's cheapest instance type: Karpenter launches the
 // cheapest type that fits, preferring spot when the pool allows it.
+// HourlyPrice is what a pool's node costs an hour: its cheapest instance type at spot prices
+// when the pool runs spot (Karpenter tries spot first), on-demand otherwise.
+func HourlyPrice(pool config.GPUPool, p Prices) (instanceType, capacity string, perHour float64, err error) {
+	capacity = "on-demand"
+	table := p.OnDemand
+	if slices.Contains(pool.CapacityTypes, "spot") {
+		capacity, table = "spot", p.Spot
+	}
+	perHour = math.Inf(1)
+	for _, it := range pool.InstanceTypes {
+		if price, ok := table[it]; ok && price < perHour {
+			instanceType, perHour = it, price
+		}
+	}
+	if instanceType == "" {
+		return "", capacity, 0, fmt.Errorf("pool %s: no %s price for any of %v (add one with --prices)", pool.Name, capacity, pool.InstanceTypes)
+	}
+	return instanceType, capacity, perHour, nil
+}
+
 func estimatePool(cfg *config.Config, pool config.GPUPool, p Prices, u Usage, nat bool) (PoolEstimate, error) {
 	e := PoolEstimate{Pool: pool.Name}
 	if u.InterruptionRate < 0 || u.InterruptionRate > 1 {
 		return e, fmt.Errorf("interruption rate %v is not a share of builds (0–1)", u.InterruptionRate)
 	}
-	capacity := "on-demand"
-	table := p.OnDemand
-	if slices.Contains(pool.CapacityTypes, "spot") {
-		capacity, table = "spot", p.Spot
+	var err error
+	if e.InstanceType, e.CapacityType, e.PerHour, err = HourlyPrice(pool, p); err != nil {
+		return e, err
 	}
-	e.CapacityType, e.PerHour = capacity, math.Inf(1)
-	for _, it := range pool.InstanceTypes {
-		if price, ok := table[it]; ok && price < e.PerHour {
-			e.InstanceType, e.PerHour = it, price
-		}
-	}
-	if e.InstanceType == "" {
-		return e, fmt.Errorf("pool %s: no %s price for any of %v (add one with --prices)", pool.Name, capacity, pool.InstanceTypes)
-	}
+	capacity := e.CapacityType
 	warm, err := minutes(pool.ConsolidateAfter)
 	if err != nil {
 		return e, fmt.Errorf("pool %s: %w", pool.Name, err)

@@ -111,13 +111,19 @@ type RunnerEvidence interface {
 }
 
 // ours reports whether a runner name belongs to one of the stack's scale sets.
-func (r Retrier) ours(runner string) bool {
-	for _, s := range r.ScaleSets {
-		if regexp.MustCompile(`^` + regexp.QuoteMeta(s) + `-[a-z0-9]+-runner-?[a-z0-9]+$`).MatchString(runner) {
-			return true
+func (r Retrier) ours(runner string) bool { return ScaleSetOf(runner, r.ScaleSets) != "" }
+
+// ScaleSetOf is the scale set of scaleSets a runner belongs to, by its name (ARC names a
+// runner <scale set>-<id>-runner-<id>, see Retrier.ScaleSets); "" when none. The longest
+// match wins: lux-gpu-t4-on-demand's runners are not lux-gpu-t4's.
+func ScaleSetOf(runner string, scaleSets []string) string {
+	best := ""
+	for _, s := range scaleSets {
+		if len(s) > len(best) && regexp.MustCompile(`^`+regexp.QuoteMeta(s)+`-[a-z0-9]+-runner-?[a-z0-9]+$`).MatchString(runner) {
+			best = s
 		}
 	}
-	return false
+	return best
 }
 
 // Decide reads the run and every execution of its jobs, and decides which failed jobs to
