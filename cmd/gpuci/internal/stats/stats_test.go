@@ -106,7 +106,7 @@ func fixture() *fakeGitHub {
 			),
 			jobsPage(
 				job(13, twin+"-def34-runner-a1b2c", "completed", "success", 2, "10:06:00", "10:07:30", "10:12:30"), // the re-run: 90 s, 5 min
-				job(14, "GitHub Actions 2", "completed", "success", 1, "10:00:00", "10:00:05", "10:01:05"),       // hosted: not ours
+				job(14, "GitHub Actions 2", "completed", "success", 1, "10:00:00", "10:00:05", "10:01:05"),         // hosted: not ours
 			),
 		},
 		"/repos/luxfi/app/actions/runs/2/jobs": {jobsPage(
