@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"github.com/luxfi/lux-gpu-ci/pricing"
 	"os"
 	"time"
 
@@ -13,7 +14,7 @@ import (
 func runCost(args []string) error {
 	fs := flag.NewFlagSet("cost", flag.ExitOnError)
 	st := addStackFlags(fs, "stack whose Pulumi.<stack>.yaml to price")
-	prices := fs.String("prices", "", "JSON price table overriding the built-in one (see cmd/gpuci/internal/cost.Prices)")
+	prices := fs.String("prices", "", "JSON price table overriding the built-in one (see pricing.Prices)")
 	asJSON := fs.Bool("json", false, "print JSON")
 	live := fs.Bool("live", false, "fetch current on-demand and spot prices from AWS (needs credentials)")
 	u := cost.Usage{}
@@ -30,9 +31,9 @@ func runCost(args []string) error {
 	if err != nil {
 		return err
 	}
-	p := cost.DefaultPrices()
+	p := pricing.Default()
 	if *prices != "" {
-		if p, err = cost.LoadPrices(*prices); err != nil {
+		if p, err = pricing.Load(*prices); err != nil {
 			return err
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"github.com/luxfi/lux-gpu-ci/pricing"
 	"os"
 	"strconv"
 	"strings"
@@ -12,7 +13,6 @@ import (
 
 	"github.com/google/go-github/v93/github"
 
-	"github.com/luxfi/lux-gpu-ci/cmd/gpuci/internal/cost"
 	"github.com/luxfi/lux-gpu-ci/cmd/gpuci/internal/stats"
 )
 
@@ -48,7 +48,7 @@ func runStats(args []string) error {
 	if err != nil {
 		return err
 	}
-	prices := cost.DefaultPrices()
+	prices := pricing.Default()
 	c := stats.Collector{Client: client, Owner: cfg.GitHub.Org, Since: time.Now().Add(-window), GitHubPerMinute: prices.HostedT4PerMinute}
 	for _, r := range strings.Split(*repos, ",") {
 		if r = strings.TrimSpace(r); r != "" {
@@ -56,7 +56,7 @@ func runStats(args []string) error {
 		}
 	}
 	for _, p := range cfg.GPUPools {
-		it, capacity, perHour, err := cost.HourlyPrice(p, prices)
+		it, capacity, perHour, err := pricing.HourlyPrice(p, prices)
 		if err != nil {
 			return err
 		}

@@ -5,6 +5,7 @@ package cost_test
 import (
 	"bytes"
 	"context"
+	"github.com/luxfi/lux-gpu-ci/pricing"
 	"math"
 	"strings"
 	"testing"
@@ -32,7 +33,7 @@ func near(t *testing.T, want, got float64, what string) {
 // The seed: 30 builds/day × 10 min at $0.16/h is ~$24/month of GPU; idle is ~$138/month
 // (control plane, one t3.medium, its root volume, NAT hours; no separate IPv4 charge then).
 func TestCostReproducesTheSeedArithmetic(t *testing.T) {
-	p := cost.DefaultPrices()
+	p := pricing.Default()
 	p.Spot = map[string]float64{"g4dn.xlarge": 0.16}
 	p.PublicIPv4 = 0
 	r, err := cost.Estimate(noCache(t, "gpuPools", `[{"name": "gpu-spot", "instanceTypes": ["g4dn.xlarge"], "runnerScaleSetName": "lux-gpu-t4", "onDemandRetry": true, "compilerCache": "none"},
@@ -89,7 +90,7 @@ func comparisonNamed(t *testing.T, r cost.Report, pool string) cost.Comparison {
 }
 
 func TestCostOfTheDefaultStack(t *testing.T) {
-	r, err := cost.Estimate(testkit.DevConfig(t), cost.DefaultPrices(), defaultUsage)
+	r, err := cost.Estimate(testkit.DevConfig(t), pricing.Default(), defaultUsage)
 	require.NoError(t, err)
 	var idle []string
 	for _, it := range r.Idle {
@@ -141,7 +142,7 @@ func TestCostOfTheDefaultStack(t *testing.T) {
 // cheaper; without the cache, the container form's 8 GB through the NAT costs more than
 // GitHub — the case the image path exists for.
 func TestTheImagePathKeepsTheStackCheaperThanGitHub(t *testing.T) {
-	r, err := cost.Estimate(testkit.DevConfig(t), cost.DefaultPrices(), defaultUsage)
+	r, err := cost.Estimate(testkit.DevConfig(t), pricing.Default(), defaultUsage)
 	require.NoError(t, err)
 	require.Len(t, r.Comparisons, 2, "gpu-spot (with its twin) and gpu-spot-container")
 	for _, c := range r.Comparisons {
@@ -149,7 +150,7 @@ func TestTheImagePathKeepsTheStackCheaperThanGitHub(t *testing.T) {
 		assert.Less(t, c.MonthUSD, 0.5*c.HostedMonthUSD, "pool %s: a month at 30 builds/day under half of GitHub's", c.Pool)
 	}
 
-	before, err := cost.Estimate(noCache(t), cost.DefaultPrices(), defaultUsage)
+	before, err := cost.Estimate(noCache(t), pricing.Default(), defaultUsage)
 	require.NoError(t, err)
 	container := poolNamed(t, before, "gpu-spot-container")
 	near(t, 8.6*0.045, item(t, container, "8.6 GB of images through the NAT").USD, "device plugin, runner and CUDA image through the NAT")
@@ -159,7 +160,7 @@ func TestTheImagePathKeepsTheStackCheaperThanGitHub(t *testing.T) {
 
 	// The lean profile has no NAT: image bytes come in through the internet gateway, free,
 	// and each node pays for its public IPv4.
-	lean, err := cost.Estimate(noCache(t, "natMode", "none"), cost.DefaultPrices(), defaultUsage)
+	lean, err := cost.Estimate(noCache(t, "natMode", "none"), pricing.Default(), defaultUsage)
 	require.NoError(t, err)
 	near(t, before.IdleUSD-36.5+3.65, lean.IdleUSD, "lean idle has no NAT, but the system node's public IPv4 ($0.005/h)")
 	assert.Contains(t, lean.Idle, cost.Item{What: "1 × public IPv4 of the system nodes (no NAT)", USD: 0.005 * 730})
@@ -222,7 +223,7 @@ func TestPullSeconds(t *testing.T) {
 
 func TestCostNamesAMissingPrice(t *testing.T) {
 	c := testkit.DevConfig(t, "gpuPools", `[{"name": "big", "instanceTypes": ["g5.48xlarge"], "gpuLimit": 8}]`)
-	_, err := cost.Estimate(c, cost.DefaultPrices(), cost.Usage{BuildsPerDay: 1, MinutesPerBuild: 1})
+	_, err := cost.Estimate(c, pricing.Default(), cost.Usage{BuildsPerDay: 1, MinutesPerBuild: 1})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "pool big: no spot price")
 }
@@ -239,7 +240,7 @@ func (s stubPrices) Spot(_ context.Context, region, it string) (float64, error) 
 
 func TestLivePricesReplaceTheTable(t *testing.T) {
 	src := stubPrices{"od:us-west-2:t3.medium": 0.05, "od:us-west-2:g4dn.xlarge": 0.6, "spot:us-west-2:g4dn.xlarge": 0.2}
-	p, err := cost.LivePrices(context.Background(), cost.DefaultPrices(), src, "us-west-2", []string{"t3.medium", "g4dn.xlarge"}, []string{"g4dn.xlarge"})
+	p, err := cost.LivePrices(context.Background(), pricing.Default(), src, "us-west-2", []string{"t3.medium", "g4dn.xlarge"}, []string{"g4dn.xlarge"})
 	require.NoError(t, err)
 	assert.Contains(t, p.Source, "AWS Pricing API")
 	r, err := cost.Estimate(testkit.DevConfig(t, "gpuPools", `[{"name": "gpu-spot", "instanceTypes": ["g4dn.xlarge"]}]`), p, cost.Usage{BuildsPerDay: 1, MinutesPerBuild: 60})
@@ -261,7 +262,7 @@ func TestParseOnDemandPrice(t *testing.T) {
 
 // A retry twin is priced on-demand and counted only for the builds an interruption re-runs.
 func TestCostCountsTheRetryTwinAtTheInterruptionRate(t *testing.T) {
-	p := cost.DefaultPrices()
+	p := pricing.Default()
 	u := defaultUsage
 	r, err := cost.Estimate(testkit.DevConfig(t), p, u)
 	require.NoError(t, err)
@@ -329,7 +330,7 @@ func TestImageSnapshotPool(t *testing.T) {
 	}, steps, "no pull, and no device plugin image")
 	near(t, 124, cs.Seconds, "queued → running")
 
-	r, err := cost.Estimate(c, cost.DefaultPrices(), defaultUsage)
+	r, err := cost.Estimate(c, pricing.Default(), defaultUsage)
 	require.NoError(t, err)
 	var snapshot []cost.Item
 	for _, it := range r.Idle {
@@ -353,7 +354,7 @@ func TestImageSnapshotPool(t *testing.T) {
 // On-demand prices come from Karpenter's generated table (hack/genprices keeps the copy equal
 // to the pinned module's): every GPU type a pool may use, and any system node type, has one.
 func TestOnDemandPricesAreKarpentersTable(t *testing.T) {
-	p := cost.DefaultPrices()
+	p := pricing.Default()
 	for _, it := range instancetypes.Names() {
 		assert.Positive(t, p.OnDemand[it], "%s has an on-demand price", it)
 	}
@@ -362,7 +363,7 @@ func TestOnDemandPricesAreKarpentersTable(t *testing.T) {
 	}
 	assert.Contains(t, p.Source, "karpenter-provider-aws v1.14.1")
 	p.OnDemand["g4dn.xlarge"] = 9
-	assert.Equal(t, 0.526, cost.DefaultPrices().OnDemand["g4dn.xlarge"], "each caller gets its own copy")
+	assert.Equal(t, 0.526, pricing.Default().OnDemand["g4dn.xlarge"], "each caller gets its own copy")
 }
 
 // A warm start (a warm window's node, or one a job just left): no launch, no pull; the job's
@@ -400,11 +401,11 @@ func TestWarmAndSpotShortStarts(t *testing.T) {
 func TestWarmWindowsArePriced(t *testing.T) {
 	pools := `[{"name": "gpu-spot", "instanceTypes": ["g4dn.xlarge"], "gpuLimit": 2, "maxRunners": 1,
 		"warm": {"windows": [{"days": "mon-fri", "from": "08:00", "to": "18:00", "nodes": 2}]}}]`
-	r, err := cost.Estimate(testkit.DevConfig(t, "gpuPools", pools), cost.DefaultPrices(), defaultUsage)
+	r, err := cost.Estimate(testkit.DevConfig(t, "gpuPools", pools), pricing.Default(), defaultUsage)
 	require.NoError(t, err)
 	e := poolNamed(t, r, "gpu-spot")
 	near(t, 5*10*2*730.0/168, e.WarmNodeHoursPerMonth, "5 days × 10 h × 2 nodes a week")
-	ebs := 100 * cost.DefaultPrices().GP3PerGiBMonth / cost.HoursPerMonth
+	ebs := 100 * pricing.Default().GP3PerGiBMonth / cost.HoursPerMonth
 	near(t, e.WarmNodeHoursPerMonth*(e.PerHour+ebs), e.WarmMonthlyUSD, "at the pool's spot price, with its volume")
 	near(t, e.BuildUSD*defaultUsage.BuildsPerDay*30+e.WarmMonthlyUSD, e.MonthlyUSD, "on top of its builds")
 	assert.Greater(t, comparisonNamed(t, r, "gpu-spot").MonthUSD, r.IdleUSD+e.WarmMonthlyUSD)
@@ -414,13 +415,13 @@ func TestWarmWindowsArePriced(t *testing.T) {
 // an uncached pull to the upstream): priced once per tag, at most its size at the NAT's rate,
 // and not at all where there is no NAT.
 func TestANewTagsFirstPullIsPricedOnce(t *testing.T) {
-	r, err := cost.Estimate(testkit.DevConfig(t), cost.DefaultPrices(), defaultUsage)
+	r, err := cost.Estimate(testkit.DevConfig(t), pricing.Default(), defaultUsage)
 	require.NoError(t, err)
 	assert.Equal(t, []cost.Item{
 		{What: "ghcr.io/actions/actions-runner:latest (0.5 GB)", USD: 0.5 * 0.045},
 		{What: "nvidia/cuda:12.8.1-devel-ubuntu24.04 (8.0 GB)", USD: 8 * 0.045},
 	}, r.NewTagFirstPulls, "each cached image once, whatever the pools that pull it")
-	lean, err := cost.Estimate(testkit.DevConfig(t, "natMode", "none"), cost.DefaultPrices(), defaultUsage)
+	lean, err := cost.Estimate(testkit.DevConfig(t, "natMode", "none"), pricing.Default(), defaultUsage)
 	require.NoError(t, err)
 	assert.Empty(t, lean.NewTagFirstPulls, "no NAT: data in through the internet gateway is free")
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/luxfi/lux-gpu-ci/pricing"
 	"strconv"
 	"time"
 
@@ -11,7 +12,7 @@ import (
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
-	"github.com/aws/aws-sdk-go-v2/service/pricing"
+	awspricing "github.com/aws/aws-sdk-go-v2/service/pricing"
 	pricingtypes "github.com/aws/aws-sdk-go-v2/service/pricing/types"
 )
 
@@ -22,7 +23,7 @@ type PriceSource interface {
 }
 
 // LivePrices replaces the table's instance prices with current ones for the given types.
-func LivePrices(ctx context.Context, base Prices, src PriceSource, region string, onDemand, spot []string) (Prices, error) {
+func LivePrices(ctx context.Context, base pricing.Prices, src PriceSource, region string, onDemand, spot []string) (pricing.Prices, error) {
 	p := base
 	p.Source = fmt.Sprintf("AWS Pricing API and DescribeSpotPriceHistory, %s, %s (other items: %s)", region, time.Now().UTC().Format("2006-01-02"), base.Source)
 	p.OnDemand, p.Spot = map[string]float64{}, map[string]float64{}
@@ -45,7 +46,7 @@ func LivePrices(ctx context.Context, base Prices, src PriceSource, region string
 
 // AWSPrices asks AWS, with the default credential chain.
 type AWSPrices struct {
-	pricing *pricing.Client
+	pricing *awspricing.Client
 	ec2     func(region string) *ec2.Client
 }
 
@@ -59,7 +60,7 @@ func NewAWSPrices(ctx context.Context) (*AWSPrices, error) {
 	pc := cfg.Copy()
 	pc.Region = "us-east-1"
 	return &AWSPrices{
-		pricing: pricing.NewFromConfig(pc),
+		pricing: awspricing.NewFromConfig(pc),
 		ec2: func(region string) *ec2.Client {
 			c := cfg.Copy()
 			c.Region = region
@@ -73,7 +74,7 @@ func (a *AWSPrices) OnDemand(ctx context.Context, region, instanceType string) (
 	filter := func(field, value string) pricingtypes.Filter {
 		return pricingtypes.Filter{Type: pricingtypes.FilterTypeTermMatch, Field: aws.String(field), Value: aws.String(value)}
 	}
-	out, err := a.pricing.GetProducts(ctx, &pricing.GetProductsInput{
+	out, err := a.pricing.GetProducts(ctx, &awspricing.GetProductsInput{
 		ServiceCode: aws.String("AmazonEC2"),
 		Filters: []pricingtypes.Filter{
 			filter("instanceType", instanceType), filter("regionCode", region), filter("operatingSystem", "Linux"),
