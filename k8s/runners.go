@@ -87,13 +87,18 @@ func RunnerTemplate(pool config.GPUPool, cache ImageCache) (k8scorev1.PodTemplat
 	if pool.JobForm == config.JobFormContainer {
 		return containerFormRunnerTemplate(pool, cache), nil
 	}
-	return gpuPodTemplate(pool, k8scorev1.Container{
+	t, err := gpuPodTemplate(pool, k8scorev1.Container{
 		// ARC requires the runner container to be called "runner".
 		Name:            "runner",
 		Image:           cache.Pull(pool.RunnerImage),
 		ImagePullPolicy: runnerPullPolicy(pool),
 		Command:         []string{"/home/runner/run.sh"},
 	})
+	if err != nil {
+		return t, err
+	}
+	// The runner holds the GPU: its job hooks check it and sum its use up (jobhooks.go).
+	return withJobHooks(t, pool), nil
 }
 
 // gpuPodTemplate is the pod that holds a pool's GPU, whichever form: container c with one GPU
@@ -313,6 +318,10 @@ func NewRunners(ctx *pulumi.Context, name string, args *RunnersArgs, opts ...pul
 	if err != nil {
 		return nil, err
 	}
+	jobHooks, err := newJobHooks(ctx, name, args.Pools, parent, pulumi.DependsOn([]pulumi.Resource{runnersNS}))
+	if err != nil {
+		return nil, err
+	}
 
 	runsOn := pulumi.StringMapMap{}
 	for _, pool := range args.Pools {
@@ -327,6 +336,10 @@ func NewRunners(ctx *pulumi.Context, name string, args *RunnersArgs, opts ...pul
 		// A container-form scale set's runners need their account and job pod template
 		// until the last of them is gone.
 		deps = append(deps, hooks[pool.Name]...)
+		// A runner-form scale set's runners mount the job hooks.
+		if pool.JobForm == config.JobFormRunner && jobHooks != nil {
+			deps = append(deps, jobHooks)
+		}
 		// A scale set's release always waits (its chart has no workload to wait for on
 		// install): its uninstall must block until ARC has cleaned the scale set up — its
 		// runners' jobs finished, GitHub's scale set deleted — before the controller, the

@@ -285,11 +285,25 @@ func TestScaleSetChartRendersBothJobForms(t *testing.T) {
 	require.Len(t, pod.Containers, 1)
 	assert.Equal(t, "1", pod.Containers[0].Resources.Limits.Name(gpu, "").String(), "the runner holds the GPU")
 	assert.Equal(t, map[string]string{wellknown.NodePoolLabel: "gpu-spot"}, pod.NodeSelector)
-	assert.Equal(t, map[string]string{
+	runnerEnv := env(pod.Containers[0])
+	assert.NotContains(t, runnerEnv, "ACTIONS_RUNNER_CONTAINER_HOOKS", "no container hooks")
+	for k, v := range map[string]string{
 		"CCACHE_REMOTE_STORAGE": "http://ccache-gpu-spot.gpuci-cache.svc.cluster.local:8080|layout=bazel|connect-timeout=1000|operation-timeout=60000",
 		"CCACHE_BASEDIR":        "/home/runner/_work",
 		"CCACHE_COMPILERCHECK":  "content",
-	}, env(pod.Containers[0]), "no container hooks; the pool's compiler cache, through the chart's merge")
+		// The runner's job hooks, from their ConfigMap.
+		"ACTIONS_RUNNER_HOOK_JOB_STARTED":   "/opt/gpuci/hooks/job-started.sh",
+		"ACTIONS_RUNNER_HOOK_JOB_COMPLETED": "/opt/gpuci/hooks/job-completed.sh",
+		"GPUCI_POOL":                        "gpu-spot",
+	} {
+		assert.Equal(t, v, runnerEnv[k], "%s, through the chart's merge", k)
+	}
+	require.Len(t, pod.Containers[0].VolumeMounts, 1, "the hooks' volume, through the chart's merge")
+	assert.Equal(t, corev1.VolumeMount{Name: "gpuci-job-hooks", MountPath: "/opt/gpuci/hooks", ReadOnly: true}, pod.Containers[0].VolumeMounts[0])
+	require.Len(t, pod.Volumes, 1)
+	require.NotNil(t, pod.Volumes[0].ConfigMap)
+	assert.Equal(t, k8s.JobHooksConfigMap, pod.Volumes[0].ConfigMap.Name)
+	assert.Equal(t, int32(0o555), *pod.Volumes[0].ConfigMap.DefaultMode, "the runner runs them")
 
 	// The on-demand retry twin: a scale set of its own, on its own NodePool, its own label.
 	twin := config.DefaultPool().RetryTwin()

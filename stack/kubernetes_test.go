@@ -253,7 +253,7 @@ func TestSeveralPools(t *testing.T) {
 func TestContainerJobForm(t *testing.T) {
 	runnerOnly := runDev(t, "gpuPools", `[{"name": "gpu-spot", "instanceTypes": ["g4dn.xlarge"], "runnerScaleSetName": "lux-gpu-t4", "compilerCache": "none"}]`)
 	assert.Empty(t, runnerOnly.all("kubernetes:core/v1:ServiceAccount"), "no container-form pool: no hooks account")
-	assert.Empty(t, runnerOnly.all("kubernetes:core/v1:ConfigMap"))
+	assert.Equal(t, []string{"gpu-ci-arc-job-hooks"}, names(runnerOnly.all("kubernetes:core/v1:ConfigMap")), "only the runner form's job hooks")
 	assert.Empty(t, runnerOnly.all("kubernetes:rbac.authorization.k8s.io/v1:Role"))
 
 	// The dev stack has one pool of each form.
@@ -414,7 +414,17 @@ func TestOnDemandRetryTwin(t *testing.T) {
 	assert.Equal(t, 1.0, path(v, "maxRunners"))
 	assert.Equal(t, map[string]any{"karpenter.sh/nodepool": "gpu-spot-on-demand"}, path(v, "template", "spec", "nodeSelector"))
 	spotValues := releaseNamed(t, m, "lux-gpu-t4").Inputs["values"]
-	assert.Equal(t, path(spotValues, "template", "spec", "containers"), path(v, "template", "spec", "containers"), "the same runner")
+	runner := func(v any) map[string]any { return path(v, "template", "spec", "containers").([]any)[0].(map[string]any) }
+	for _, field := range []string{"image", "command", "resources", "volumeMounts"} {
+		assert.Equal(t, runner(spotValues)[field], runner(v)[field], "the same runner: %s", field)
+	}
+	// Its job summary prices the twin's on-demand minutes.
+	env := map[string]any{}
+	for _, e := range runner(v)["env"].([]any) {
+		env[e.(map[string]any)["name"].(string)] = e.(map[string]any)["value"]
+	}
+	assert.Equal(t, "on-demand", env["GPUCI_CAPACITY"])
+	assert.Equal(t, "g4dn.xlarge=0.526", env["GPUCI_PRICES"])
 	assert.Contains(t, releaseNamed(t, m, "lux-gpu-t4-on-demand").Deps(), twin.Key(), "the twin's runners go before its nodes")
 
 	// A pool without onDemandRetry has no twin.

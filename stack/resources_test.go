@@ -74,8 +74,8 @@ func TestDevStackResourceCounts(t *testing.T) {
 		// ARC's four CRDs, from the controller chart of the pinned version.
 		"kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition": 4,
 		// The container-form pool's job pod template and the container hooks' account; the
-		// cache servers' bucket name and accounts.
-		"kubernetes:core/v1:ConfigMap":                        1 + 1,
+		// cache servers' bucket name and accounts; the runner-form runners' job hooks.
+		"kubernetes:core/v1:ConfigMap":                        1 + 1 + 1,
 		"kubernetes:core/v1:ServiceAccount":                   1 + 2,
 		"kubernetes:rbac.authorization.k8s.io/v1:Role":        1,
 		"kubernetes:rbac.authorization.k8s.io/v1:RoleBinding": 1,

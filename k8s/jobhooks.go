@@ -1,0 +1,85 @@
+package k8s
+
+import (
+	"fmt"
+	"path"
+	"slices"
+	"sort"
+	"strings"
+
+	corev1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/core/v1"
+	metav1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/meta/v1"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+	k8scorev1 "k8s.io/api/core/v1"
+
+	"github.com/luxfi/lux-gpu-ci/config"
+	"github.com/luxfi/lux-gpu-ci/internal/jobhooks"
+	"github.com/luxfi/lux-gpu-ci/internal/wellknown"
+	"github.com/luxfi/lux-gpu-ci/pricing"
+)
+
+// A runner-form pool's runner runs the job hooks (internal/jobhooks) at the start and the end
+// of every job: the runner reads ACTIONS_RUNNER_HOOK_JOB_STARTED and _COMPLETED and runs the
+// scripts they name, failing the job when the started one fails. The scripts come from one
+// ConfigMap in the runners' namespace.
+const (
+	JobHooksConfigMap = "gpuci-job-hooks"
+	jobHooksVolume    = "gpuci-job-hooks"
+	jobStartedEnv     = "ACTIONS_RUNNER_HOOK_JOB_STARTED"
+	jobCompletedEnv   = "ACTIONS_RUNNER_HOOK_JOB_COMPLETED"
+)
+
+// JobHookEnv is what a runner-form pool's runner gives its hooks: where they are, and what
+// the summary says of the pool (its capacity types, its instance types' prices at its
+// capacity type, GitHub's price for the same minutes).
+func JobHookEnv(pool config.GPUPool, p pricing.Prices) []k8scorev1.EnvVar {
+	table, capacity := p.OnDemand, strings.Join(pool.CapacityTypes, ", ")
+	if slices.Contains(pool.CapacityTypes, "spot") {
+		table = p.Spot
+		if len(pool.CapacityTypes) > 1 {
+			capacity = "spot, on-demand when spot is short (priced at spot)"
+		}
+	}
+	var prices []string
+	for _, it := range pool.InstanceTypes {
+		if price, ok := table[it]; ok {
+			prices = append(prices, fmt.Sprintf("%s=%g", it, price))
+		}
+	}
+	sort.Strings(prices)
+	return []k8scorev1.EnvVar{
+		{Name: jobStartedEnv, Value: path.Join(jobhooks.Dir, jobhooks.JobStartedKey)},
+		{Name: jobCompletedEnv, Value: path.Join(jobhooks.Dir, jobhooks.JobCompletedKey)},
+		{Name: "GPUCI_POOL", Value: pool.Name},
+		{Name: "GPUCI_CAPACITY", Value: capacity},
+		{Name: "GPUCI_PRICES", Value: strings.Join(prices, " ")},
+		{Name: "GPUCI_GITHUB_PER_MINUTE", Value: fmt.Sprintf("%g", p.HostedT4PerMinute)},
+		{Name: "GPUCI_PRICES_SOURCE", Value: "lux-gpu-ci's pricing/ table"},
+	}
+}
+
+// withJobHooks mounts the hooks into a runner-form runner pod and gives them their env.
+func withJobHooks(t k8scorev1.PodTemplateSpec, pool config.GPUPool) k8scorev1.PodTemplateSpec {
+	c := &t.Spec.Containers[0]
+	c.Env = append(c.Env, JobHookEnv(pool, pricing.Default())...)
+	c.VolumeMounts = append(c.VolumeMounts, k8scorev1.VolumeMount{Name: jobHooksVolume, MountPath: jobhooks.Dir, ReadOnly: true})
+	t.Spec.Volumes = append(t.Spec.Volumes, k8scorev1.Volume{Name: jobHooksVolume, VolumeSource: k8scorev1.VolumeSource{
+		ConfigMap: &k8scorev1.ConfigMapVolumeSource{LocalObjectReference: k8scorev1.LocalObjectReference{Name: JobHooksConfigMap}, DefaultMode: ptr(int32(0o555))},
+	}})
+	return t
+}
+
+// newJobHooks creates the hooks' ConfigMap when a pool runs its jobs in the runner; nil
+// otherwise. A runner-form scale set depends on it: its runners mount it.
+func newJobHooks(ctx *pulumi.Context, name string, pools []config.GPUPool, opts ...pulumi.ResourceOption) (pulumi.Resource, error) {
+	if !slices.ContainsFunc(pools, func(p config.GPUPool) bool { return p.JobForm == config.JobFormRunner }) {
+		return nil, nil
+	}
+	return corev1.NewConfigMap(ctx, name+"-job-hooks", &corev1.ConfigMapArgs{
+		Metadata: &metav1.ObjectMetaArgs{Name: pulumi.String(JobHooksConfigMap), Namespace: pulumi.String(wellknown.RunnersNamespace)},
+		Data: pulumi.StringMap{
+			jobhooks.JobStartedKey:   pulumi.String(jobhooks.JobStarted),
+			jobhooks.JobCompletedKey: pulumi.String(jobhooks.JobCompleted),
+		},
+	}, opts...)
+}
