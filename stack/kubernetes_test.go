@@ -414,7 +414,9 @@ func TestOnDemandRetryTwin(t *testing.T) {
 	assert.Equal(t, 1.0, path(v, "maxRunners"))
 	assert.Equal(t, map[string]any{"karpenter.sh/nodepool": "gpu-spot-on-demand"}, path(v, "template", "spec", "nodeSelector"))
 	spotValues := releaseNamed(t, m, "lux-gpu-t4").Inputs["values"]
-	runner := func(v any) map[string]any { return path(v, "template", "spec", "containers").([]any)[0].(map[string]any) }
+	runner := func(v any) map[string]any {
+		return path(v, "template", "spec", "containers").([]any)[0].(map[string]any)
+	}
 	for _, field := range []string{"image", "command", "resources", "volumeMounts"} {
 		assert.Equal(t, runner(spotValues)[field], runner(v)[field], "the same runner: %s", field)
 	}
