@@ -24,10 +24,14 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
+
+	"github.com/stretchr/testify/require"
 
 	"github.com/luxfi/lux-gpu-ci/config"
 	"github.com/luxfi/lux-gpu-ci/internal/wellknown"
+	"github.com/luxfi/lux-gpu-ci/versions"
 )
 
 const (
@@ -45,17 +49,30 @@ const (
 var deployments = schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}
 
 // fakeGitHub is the org's side of ARC: the scale sets registered by name, and the jobs running
-// on each one's runners. The tests read and drive it.
+// on each one's runners. A job is its runner's pod, which runs on a system node until the job
+// ends: whatever deletes the pod first (a namespace removed under it, a drain, a cleanup that
+// does not wait) killed the job, and GitHub then has it failed, not running. The tests read
+// and drive it.
 type fakeGitHub struct {
 	mu     sync.Mutex
 	nextID int
-	sets   map[string]int // scale set name → ID
-	jobs   map[string]int // scale set name → jobs running
+	sets   map[string]int      // scale set name → ID
+	jobs   map[string][]string // scale set name → its jobs' runner pods, oldest first
 	log    []string
+	// core and node are where the jobs' runner pods run (placeJobsOn).
+	core kubernetes.Interface
+	node string
 }
 
 func newFakeGitHub() *fakeGitHub {
-	return &fakeGitHub{sets: map[string]int{}, jobs: map[string]int{}}
+	return &fakeGitHub{sets: map[string]int{}, jobs: map[string][]string{}}
+}
+
+// placeJobsOn is the system node the jobs' runner pods run on from now on.
+func (g *fakeGitHub) placeJobsOn(core kubernetes.Interface, node string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.core, g.node = core, node
 }
 
 func (g *fakeGitHub) logf(format string, args ...any) {
@@ -74,18 +91,74 @@ func (g *fakeGitHub) Registered() []string {
 	return out
 }
 
-// StartJob has a runner of the scale set pick up a job; EndJob ends one.
-func (g *fakeGitHub) StartJob(set string) {
+// StartJob has a runner of the scale set pick up a job: the runner's pod, in the runners'
+// namespace with the job role (the boundary's), running on the system node placeJobsOn named.
+func (g *fakeGitHub) StartJob(t tb, ctx context.Context, set string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.jobs[set]++
-	g.logf("job started on %s", set)
+	require.NotNil(t, g.core, "placeJobsOn names where jobs run")
+	name := fmt.Sprintf("%s-e2e-job-%d", set, len(g.log))
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: wellknown.RunnersNamespace, Labels: map[string]string{
+			arsScaleSetNameAnnot: set, wellknown.RunnerRoleLabel: wellknown.RunnerRoleJob,
+		}},
+		Spec: corev1.PodSpec{
+			NodeName:                     g.node,
+			AutomountServiceAccountToken: new(bool),
+			Containers:                   []corev1.Container{{Name: "runner", Image: versions.RunnerImage, Command: []string{"/home/runner/run.sh"}}},
+		},
+	}
+	_, err := g.core.CoreV1().Pods(wellknown.RunnersNamespace).Create(ctx, pod, metav1.CreateOptions{})
+	require.NoError(t, err, "the job's runner pod")
+	require.Eventually(t, func() bool {
+		p, err := g.core.CoreV1().Pods(wellknown.RunnersNamespace).Get(ctx, name, metav1.GetOptions{})
+		return err == nil && p.Status.Phase == corev1.PodRunning
+	}, 30*time.Second, 100*time.Millisecond, "the job's runner runs")
+	g.jobs[set] = append(g.jobs[set], name)
+	g.logf("job started on %s (runner pod %s)", set, name)
 }
 
-func (g *fakeGitHub) EndJob(set string) {
+// running reports which of the scale set's jobs still run: their runner pods are there and
+// not going.
+func (g *fakeGitHub) running(ctx context.Context, set string) (alive, killed []string) {
+	g.mu.Lock()
+	names, core := slices.Clone(g.jobs[set]), g.core
+	g.mu.Unlock()
+	for _, n := range names {
+		p, err := core.CoreV1().Pods(wellknown.RunnersNamespace).Get(ctx, n, metav1.GetOptions{})
+		if err == nil && p.DeletionTimestamp == nil {
+			alive = append(alive, n)
+		} else {
+			killed = append(killed, n)
+		}
+	}
+	return alive, killed
+}
+
+// JobsRunning reports whether every job started on the scale set still runs: none was killed.
+func (g *fakeGitHub) JobsRunning(ctx context.Context, set string) bool {
+	alive, killed := g.running(ctx, set)
+	return len(alive) > 0 && len(killed) == 0
+}
+
+// EndJob ends the scale set's oldest job: its runner exits and ARC deletes the pod. A job
+// whose pod was gone already was killed, which fails the test.
+func (g *fakeGitHub) EndJob(t tb, ctx context.Context, set string) {
+	g.mu.Lock()
+	require.NotEmpty(t, g.jobs[set], "a job runs on %s", set)
+	name := g.jobs[set][0]
+	g.jobs[set] = g.jobs[set][1:]
+	g.mu.Unlock()
+	pods := g.core.CoreV1().Pods(wellknown.RunnersNamespace)
+	p, err := pods.Get(ctx, name, metav1.GetOptions{})
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.jobs[set]--
+	if err != nil || p.DeletionTimestamp != nil {
+		g.logf("job killed on %s: its runner pod %s went before the job ended", set, name)
+		t.Errorf("the job on %s was killed: its runner pod %s went before the job ended (%v)", set, name, err)
+		return
+	}
+	require.NoError(t, pods.Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}))
 	g.logf("job ended on %s", set)
 }
 
@@ -114,13 +187,14 @@ func (g *fakeGitHub) createRunnerScaleSet(name string) int {
 
 // deleteRunnerScaleSet removes a scale set by ID, unless a runner still has a job: GitHub
 // refuses to remove a busy runner, and the controller requeues
-// (ephemeralrunner_controller.go: RemoveRunner, scaleset.JobStillRunningError).
-func (g *fakeGitHub) deleteRunnerScaleSet(name string, id int) (done bool) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.jobs[name] > 0 {
+// (ephemeralrunner_controller.go: RemoveRunner, scaleset.JobStillRunningError). A killed job
+// is over (failed), and holds nothing.
+func (g *fakeGitHub) deleteRunnerScaleSet(ctx context.Context, name string, id int) (done bool) {
+	if alive, _ := g.running(ctx, name); len(alive) > 0 {
 		return false
 	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
 	if g.sets[name] == id {
 		delete(g.sets, name)
 		g.logf("scale set %s deleted (id %d)", name, id)
@@ -203,7 +277,7 @@ func (a arcStandIn) reconcileSet(ctx context.Context, ars *unstructured.Unstruct
 		}
 		_ = a.kube.Resource(pods).Namespace(wellknown.ARCNamespace).Delete(ctx, listenerName(ars), metav1.DeleteOptions{})
 		id, _ := strconv.Atoi(ars.GetAnnotations()[arsScaleSetIDAnnot])
-		if !a.github.deleteRunnerScaleSet(scaleSet, id) {
+		if !a.github.deleteRunnerScaleSet(ctx, scaleSet, id) {
 			return
 		}
 		a.patchMeta(ctx, runnerSets, ars, map[string]any{"finalizers": without(ars.GetFinalizers(), arsFinalizer)})

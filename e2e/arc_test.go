@@ -113,7 +113,7 @@ func arcMinorUpgrade(t *testing.T, ctx context.Context, h *harness, kube dynamic
 			"and nothing else: the edits before it (the system nodes' replacement among them) left nothing to do")
 
 		const busy = "lux-gpu-t4"
-		github.StartJob(busy)
+		github.StartJob(t, ctx, busy)
 		type result struct {
 			res auto.UpResult
 			err error
@@ -135,7 +135,8 @@ func arcMinorUpgrade(t *testing.T, ctx context.Context, h *harness, kube dynamic
 		default:
 		}
 		assert.Contains(t, github.Registered(), busy, "the scale set stays in GitHub while its job runs")
-		github.EndJob(busy)
+		assert.True(t, github.JobsRunning(ctx, busy), "its job runs on: its runner pod is there\n%s", github.Log())
+		github.EndJob(t, ctx, busy)
 
 		r := <-done
 		require.NoError(t, r.err, "GitHub:\n%s", github.Log())

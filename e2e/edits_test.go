@@ -68,7 +68,7 @@ func poolRemovedWhileItsJobRuns(t *testing.T, ctx context.Context, h *harness, k
 		require.Eventually(t, func() bool { return slices.Contains(github.Registered(), scaleSet) }, 10*time.Second, 100*time.Millisecond, "GitHub:\n%s", github.Log())
 	})
 
-	github.StartJob(scaleSet)
+	github.StartJob(t, ctx, scaleSet)
 	t.Run("remove it while its runner holds a job: the drain times out", func(t *testing.T) {
 		h.editStackFile(t, func(cfg map[string]any) {
 			pools := cfg[config.Project+":"+config.KeyGPUPools].([]any)
@@ -83,14 +83,15 @@ func poolRemovedWhileItsJobRuns(t *testing.T, ctx context.Context, h *harness, k
 		ars, err := kube.Resource(runnerSets).Namespace("arc-runners").Get(ctx, scaleSet, metav1.GetOptions{})
 		require.NoError(t, err, "ARC keeps the scale set while its job runs")
 		assert.NotNil(t, ars.GetDeletionTimestamp())
-		assert.Contains(t, github.Registered(), scaleSet, "the job's scale set is still in GitHub: the job was not killed")
+		assert.Contains(t, github.Registered(), scaleSet, "the job's scale set is still in GitHub")
+		assert.True(t, github.JobsRunning(ctx, scaleSet), "the job was not killed: its runner pod runs on\n%s", github.Log())
 	})
 
 	t.Run("the next up, with deploy.yml's refresh, succeeds by itself", func(t *testing.T) {
 		res, err := h.up(t, ctx, optup.Refresh())
 		require.NoError(t, err, "no manual step between the failed removal and the next deploy")
 		t.Logf("up --refresh: %v", *res.Summary.ResourceChanges)
-		github.EndJob(scaleSet)
+		github.EndJob(t, ctx, scaleSet)
 		require.Eventually(t, func() bool {
 			_, err := kube.Resource(runnerSets).Namespace("arc-runners").Get(ctx, scaleSet, metav1.GetOptions{})
 			return apierrors.IsNotFound(err) && !slices.Contains(github.Registered(), scaleSet)

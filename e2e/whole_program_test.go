@@ -236,6 +236,8 @@ func TestWholeProgram(t *testing.T) {
 		warm = runInBackground(warmWindowConfigured(t, ctx, h, core, kube, karp, gpuci, filepath.Join(e.clusterDir, "kubeconfig")))
 	})
 
+	// The jobs the ARC and pool phases hold run on a system node, as runner pods.
+	github.placeJobsOn(core, systemNodes[0])
 	step(t, "ARC across a minor version: every scale set back in GitHub, no job killed", func(t *testing.T) { arcMinorUpgrade(t, ctx, h, kube, github, work) })
 
 	step(t, "a pool added, then removed while its runner holds a job", func(t *testing.T) { poolRemovedWhileItsJobRuns(t, ctx, h, kube, github) })

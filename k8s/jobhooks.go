@@ -13,6 +13,8 @@ import (
 	k8scorev1 "k8s.io/api/core/v1"
 
 	"github.com/luxfi/lux-gpu-ci/config"
+	"github.com/luxfi/lux-gpu-ci/instancetypes"
+
 	"github.com/luxfi/lux-gpu-ci/internal/jobhooks"
 	"github.com/luxfi/lux-gpu-ci/internal/wellknown"
 	"github.com/luxfi/lux-gpu-ci/pricing"
@@ -30,8 +32,10 @@ const (
 )
 
 // JobHookEnv is what a runner-form pool's runner gives its hooks: where they are, and what
-// the summary says of the pool (its capacity types, its instance types' prices at its
-// capacity type, GitHub's price for the same minutes).
+// the summary says of the pool (its capacity types, the price of every catalogued GPU type at
+// its capacity type, GitHub's price for the same minutes). Every catalogued type, not only the
+// pool's: an edit of the pool's instanceTypes then leaves its runners' template alone, so it
+// does not roll the scale set's runners (make e2e's pool edit changes only the NodePools).
 func JobHookEnv(pool config.GPUPool, p pricing.Prices) []k8scorev1.EnvVar {
 	table, capacity := p.OnDemand, strings.Join(pool.CapacityTypes, ", ")
 	if slices.Contains(pool.CapacityTypes, "spot") {
@@ -41,7 +45,7 @@ func JobHookEnv(pool config.GPUPool, p pricing.Prices) []k8scorev1.EnvVar {
 		}
 	}
 	var prices []string
-	for _, it := range pool.InstanceTypes {
+	for _, it := range instancetypes.Names() {
 		if price, ok := table[it]; ok {
 			prices = append(prices, fmt.Sprintf("%s=%g", it, price))
 		}

@@ -426,7 +426,8 @@ func TestOnDemandRetryTwin(t *testing.T) {
 		env[e.(map[string]any)["name"].(string)] = e.(map[string]any)["value"]
 	}
 	assert.Equal(t, "on-demand", env["GPUCI_CAPACITY"])
-	assert.Equal(t, "g4dn.xlarge=0.526", env["GPUCI_PRICES"])
+	assert.Contains(t, strings.Fields(env["GPUCI_PRICES"].(string)), "g4dn.xlarge=0.526", "on-demand prices")
+	assert.Contains(t, strings.Fields(env["GPUCI_PRICES"].(string)), "g5.xlarge=1.006", "of every catalogued type, not only the pool's")
 	assert.Contains(t, releaseNamed(t, m, "lux-gpu-t4-on-demand").Deps(), twin.Key(), "the twin's runners go before its nodes")
 
 	// A pool without onDemandRetry has no twin.
@@ -538,4 +539,18 @@ func TestCUDARunnerTagIsFollowed(t *testing.T) {
 		require.NotEmpty(t, tmpl.Spec.Containers)
 		assert.Equal(t, want, tmpl.Spec.Containers[0].ImagePullPolicy, image)
 	}
+}
+
+// Day 2: a pool's instanceTypes edit (one more size of the same GPU) changes its NodePools and
+// leaves its scale set's values alone, so ARC does not roll the pool's runners; make e2e's
+// pool edit holds the whole plan to the two NodePools.
+func TestAnInstanceTypesEditLeavesTheScaleSetAlone(t *testing.T) {
+	before := releaseNamed(t, runDev(t), "lux-gpu-t4").Inputs["values"]
+	m := runDev(t, "gpuPools", `[{"name": "gpu-spot", "instanceTypes": ["g4dn.xlarge", "g4dn.2xlarge"], "capacityTypes": ["spot"], "gpuLimit": 1, "consolidateAfter": "30s",
+		"runnerScaleSetName": "lux-gpu-t4", "runnerLabels": ["self-hosted", "linux", "amd64", "cuda", "gpu", "t4"], "maxRunners": 1, "onDemandRetry": true},
+		{"name": "gpu-spot-container", "instanceTypes": ["g4dn.xlarge"], "capacityTypes": ["spot"], "gpuLimit": 1, "consolidateAfter": "30s",
+		"runnerScaleSetName": "lux-gpu-t4-container", "runnerLabels": ["self-hosted", "linux", "amd64", "cuda", "gpu", "t4-container"], "maxRunners": 1, "jobForm": "container"}]`)
+	assert.Equal(t, before, releaseNamed(t, m, "lux-gpu-t4").Inputs["values"])
+	// The on-demand twin too, whose table prices g4dn.2xlarge.
+	assert.Equal(t, releaseNamed(t, runDev(t), "lux-gpu-t4-on-demand").Inputs["values"], releaseNamed(t, m, "lux-gpu-t4-on-demand").Inputs["values"])
 }
