@@ -75,7 +75,7 @@ verify: ## Check the live cluster of STACK (kubeconfig: KUBECONFIG, else the sta
 	$(need-stack)go run ./cmd/gpuci verify --stack $(STACK)
 
 .PHONY: doctor
-doctor: ## Troubleshoot the live cluster of STACK: symptom, evidence, fix (ARGS=--fix to drain GPU NodePools)
+doctor: ## Troubleshoot the live cluster of STACK: symptom, evidence, fix (ARGS=--fix: restart a stuck listener, else drain the GPU NodePools)
 	$(need-stack)go run ./cmd/gpuci doctor --stack $(STACK) $(ARGS)
 
 .PHONY: cost

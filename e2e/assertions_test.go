@@ -131,6 +131,17 @@ func assertCluster(t *testing.T, ctx context.Context, restCfg *rest.Config, kube
 	karpenter, err := kube.Resource(secrets).Namespace("kube-system").List(ctx, metav1.ListOptions{LabelSelector: "owner=helm,name=karpenter"})
 	require.NoError(t, err)
 	require.NotEmpty(t, karpenter.Items)
+	// Metrics on, as ARC's chart renders the stack's values into the controller it runs: its
+	// own, and the listeners' it configures (docs/operations.md, "Metrics").
+	arc, err := kube.Resource(deployments).Namespace(wellknown.ARCNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/part-of=gha-rs-controller"})
+	require.NoError(t, err)
+	require.Len(t, arc.Items, 1, "ARC's controller Deployment")
+	containers, _, _ := unstructured.NestedSlice(arc.Items[0].Object, "spec", "template", "spec", "containers")
+	require.NotEmpty(t, containers)
+	args, _, _ := unstructured.NestedStringSlice(containers[0].(map[string]any), "args")
+	for _, want := range []string{"--metrics-addr=:8080", "--listener-metrics-addr=:8080", "--listener-metrics-endpoint=/metrics"} {
+		assert.Contains(t, args, want, "ARC's controller as deployed")
+	}
 	creds, err := kube.Resource(secrets).Namespace("arc-runners").Get(ctx, "arc-github-credentials", metav1.GetOptions{})
 	require.NoError(t, err)
 	data, _, _ := unstructured.NestedStringMap(creds.Object, "data")

@@ -5,6 +5,9 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -111,6 +114,20 @@ func gpuJobJourney(t *testing.T, ctx context.Context, core kubernetes.Interface,
 		assert.Equal(t, []string{claim.Labels[corev1.LabelInstanceTypeStable], claim.Labels[karpv1.CapacityTypeLabelKey], claim.Labels[corev1.LabelTopologyZone]},
 			[]string{in.Type, in.CapacityType, in.Zone})
 		node, instance = nodeNameFor(&claim), in.ID
+	})
+
+	step(t, "Karpenter's metrics endpoint counts the NodeClaim it created for the pool", func(t *testing.T) {
+		var body string
+		require.Eventually(t, func() bool {
+			resp, err := http.Get("http://" + k.metrics + "/metrics")
+			if err != nil {
+				return false
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			body = string(b)
+			return regexp.MustCompile(`(?m)^karpenter_nodeclaims_created_total\{[^}]*nodepool="` + pool + `"[^}]*\} 1$`).MatchString(body)
+		}, 30*time.Second, 250*time.Millisecond, "karpenter_nodeclaims_created_total for %s:\n%s", pool, metricLines(body, "karpenter_nodeclaims_created_total"))
 	})
 
 	step(t, "the device plugin lands on the GPU node and on no system node", func(t *testing.T) {
@@ -244,4 +261,15 @@ func dumpScheduling(t tb, ctx context.Context, core kubernetes.Interface) {
 			t.Logf("event %s %s/%s: %s %s", e.Source.Component, e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Reason, e.Message)
 		}
 	}
+}
+
+// metricLines are the lines of a metrics page that name the metric.
+func metricLines(page, metric string) string {
+	var out []string
+	for _, l := range strings.Split(page, "\n") {
+		if strings.HasPrefix(l, metric) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }

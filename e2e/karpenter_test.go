@@ -38,6 +38,9 @@ type karpenter struct {
 	// discovery tag.
 	zones       []string
 	nodeSubnets []string
+	// metrics is where it serves /metrics: the port the stack gives it (METRICS_PORT, the
+	// chart's controller.metrics.port, which its Service targets), moved to a loopback port.
+	metrics string
 }
 
 // karpenterSeed is hack/karpenter's seed (its type `seed`), from the stack's state.
@@ -130,14 +133,15 @@ func startKarpenter(t *testing.T, ctx context.Context, core kubernetes.Interface
 		}
 	}
 	require.NotEmpty(t, env, "the karpenter Deployment's controller container has its settings")
+	assert.Contains(t, env, "METRICS_PORT=8080", "the stack's Karpenter serves metrics on the port its Service targets (docs/operations.md, Metrics)")
 
-	k := &karpenter{control: freeLoopback(t), logPath: filepath.Join(work, "karpenter.log"), zones: stackZones(t, resources), nodeSubnets: nodeSubnets}
+	k := &karpenter{control: freeLoopback(t), logPath: filepath.Join(work, "karpenter.log"), zones: stackZones(t, resources), nodeSubnets: nodeSubnets, metrics: freeLoopback(t)}
 	logFile, err := os.Create(k.logPath)
 	require.NoError(t, err)
 	cmd := exec.Command(bin)
 	cmd.Env = append(append(os.Environ(), env...),
 		"KUBECONFIG="+kubeconfig,
-		"METRICS_PORT="+port(freeLoopback(t)), "HEALTH_PROBE_PORT="+port(freeLoopback(t)),
+		"METRICS_PORT="+port(k.metrics), "HEALTH_PROBE_PORT="+port(freeLoopback(t)),
 		"DISABLE_LEADER_ELECTION=true",
 		"LUX_KARPENTER_SEED="+seedPath, "LUX_KARPENTER_CONTROL="+k.control,
 	)

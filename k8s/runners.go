@@ -52,11 +52,21 @@ type Runners struct {
 	RunsOn pulumi.StringMapMapOutput `pulumi:"runsOn"`
 }
 
-// ControllerValues are the gha-runner-scale-set-controller values.
+// ControllerValues are the gha-runner-scale-set-controller values. Metrics are on (the
+// chart's are off unless set, values.yaml "To enable metrics"): the controller's, and each
+// listener's — the jobs a scale set was offered, assigned and is running, and how long they
+// waited (cmd/ghalistener/metrics/metrics.go:37-48 at gha-runner-scale-set-0.14.2) — on
+// :8080/metrics in arc-systems, for a scraper the team runs (docs/operations.md, "Metrics");
+// nothing scrapes them by default.
 func ControllerValues() map[string]any {
 	return map[string]any{
 		"serviceAccount": map[string]any{"create": true, "name": wellknown.ARCServiceAccount},
 		"flags":          map[string]any{"logLevel": "info"},
+		"metrics": map[string]any{
+			"controllerManagerAddr": fmt.Sprintf(":%d", wellknown.ARCMetricsPort),
+			"listenerAddr":          fmt.Sprintf(":%d", wellknown.ARCMetricsPort),
+			"listenerEndpoint":      "/metrics",
+		},
 	}
 }
 

@@ -370,3 +370,18 @@ func TestWellKnownNamesMatchUpstream(t *testing.T) {
 	assert.Equal(t, karpv1.NodePoolLabelKey, wellknown.NodePoolLabel)
 	assert.Equal(t, karpv1.DoNotDisruptAnnotationKey, wellknown.DoNotDisrupt)
 }
+
+// ARC's metrics, as its own controller chart at the pin renders our values: the controller's
+// and the listeners' addresses and endpoint on the manager's flags, and the metrics port.
+func TestARCControllerChartTurnsMetricsOn(t *testing.T) {
+	dir := filepath.Join(testkit.RepoRoot(t), "k8s", "arc", "gha-runner-scale-set-controller")
+	objs := renderChart(t, dir, wellknown.ARCControllerRelease, wellknown.ARCNamespace, k8s.ControllerValues())
+	var d appsv1.Deployment
+	find(t, objs, "Deployment", wellknown.ARCControllerRelease+"-gha-rs-controller", &d)
+	require.Len(t, d.Spec.Template.Spec.Containers, 1)
+	c := d.Spec.Template.Spec.Containers[0]
+	for _, arg := range []string{"--metrics-addr=:8080", "--listener-metrics-addr=:8080", "--listener-metrics-endpoint=/metrics"} {
+		assert.Contains(t, c.Args, arg)
+	}
+	assert.Contains(t, c.Ports, corev1.ContainerPort{Name: "metrics", ContainerPort: 8080, Protocol: corev1.ProtocolTCP})
+}

@@ -10,12 +10,14 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/go-github/v93/github"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/luxfi/lux-gpu-ci/cmd/gpuci/internal/doctor"
+	"github.com/luxfi/lux-gpu-ci/cmd/gpuci/internal/stats"
 	"github.com/luxfi/lux-gpu-ci/cmd/gpuci/internal/verify"
 	"github.com/luxfi/lux-gpu-ci/config"
 )
@@ -82,7 +84,8 @@ func runVerify(args []string) error {
 
 func runDoctor(args []string) error {
 	cmd := newClusterCommand("doctor")
-	fix := cmd.fs.Bool("fix", false, "delete the GPU NodePools so Karpenter drains their nodes (asks first)")
+	fix := cmd.fs.Bool("fix", false, "restart the listeners of scale sets whose jobs wait with no runner coming; with none stuck, delete the GPU NodePools so Karpenter drains their nodes (asks first)")
+	queued := cmd.fs.Duration("queued", doctor.DefaultQueuedFor, "how long a job may wait with no runner pod before its scale set's listener counts as stuck (needs GITHUB_TOKEN)")
 	cfg, kube, dyn, cleanup, err := cmd.open(args)
 	if err != nil {
 		return err
@@ -90,7 +93,20 @@ func runDoctor(args []string) error {
 	defer cleanup()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	d := doctor.Doctor{Kube: kube, Dyn: dyn, Cfg: cfg}
+	d := doctor.Doctor{Kube: kube, Dyn: dyn, Cfg: cfg, QueuedFor: *queued}
+	var queue *stats.Collector
+	if token := os.Getenv("GITHUB_TOKEN"); token != "" {
+		opts := []github.ClientOptionsFunc{github.WithAuthToken(token)}
+		if api := os.Getenv("GITHUB_API_URL"); api != "" && api != "https://api.github.com" {
+			opts = append(opts, github.WithEnterpriseURLs(api, api))
+		}
+		client, err := github.NewClient(opts...)
+		if err != nil {
+			return err
+		}
+		queue = &stats.Collector{Client: client, Owner: cfg.GitHub.Org, Progress: cmd.progress.step}
+		d.Queue = queue.Queued
+	}
 	cmd.progress.step("examining each symptom of the troubleshooting table")
 	findings := d.Examine(ctx)
 	cmd.progress.step("done")
@@ -100,6 +116,26 @@ func runDoctor(args []string) error {
 		}
 	} else {
 		doctor.Write(os.Stdout, findings)
+	}
+	if *fix && queue != nil {
+		jobs, err := queue.Queued(ctx)
+		if err != nil {
+			return err
+		}
+		if stuck := d.StuckListeners(ctx, jobs, d.QueuedFor); len(stuck) > 0 {
+			var names []string
+			for _, s := range stuck {
+				names = append(names, s.Name)
+			}
+			fmt.Printf("\nRestart the listeners of %v (ARC's controller starts new ones)? Type yes: ", names)
+			answer, _ := bufio.NewReader(os.Stdin).ReadString('\n')
+			if strings.TrimSpace(answer) != "yes" {
+				return fmt.Errorf("not confirmed; nothing changed")
+			}
+			restarted, err := d.RestartListeners(ctx, stuck)
+			fmt.Printf("restarted the listeners of %v\n", restarted)
+			return err
+		}
 	}
 	if *fix {
 		var names []string

@@ -72,3 +72,7 @@ const (
 // (at most 50 characters: this fits 63). Never "bazel-remote": Kubernetes' service links
 // would set BAZEL_REMOTE_* variables, which the server reads as its flags.
 func CompilerCacheName(pool string) string { return "ccache-" + pool }
+
+// ARCMetricsPort is where ARC's controller and each scale set's listener serve their metrics
+// (k8s.ControllerValues), at /metrics.
+const ARCMetricsPort = 8080

@@ -22,6 +22,7 @@ import (
 	"github.com/luxfi/lux-gpu-ci/cmd/gpuci/internal/crdowners"
 	"github.com/luxfi/lux-gpu-ci/cmd/gpuci/internal/live"
 	"github.com/luxfi/lux-gpu-ci/cmd/gpuci/internal/quota"
+	"github.com/luxfi/lux-gpu-ci/cmd/gpuci/internal/stats"
 	"github.com/luxfi/lux-gpu-ci/config"
 	"github.com/luxfi/lux-gpu-ci/internal/wellknown"
 )
@@ -47,7 +48,17 @@ type Doctor struct {
 	// Logs reads a pod's last lines; nil reads them from the API server (tests replace it:
 	// client-go's fake answers every log request with the same text).
 	Logs func(ctx context.Context, p corev1.Pod, lines int64) ([]byte, error)
+	// Queue lists the jobs GitHub has queued now (stats.Collector.Queued); nil when doctor has
+	// no GitHub token, and the stuck-listener check says it was not made.
+	Queue func(ctx context.Context) ([]stats.QueuedJob, error)
+	// QueuedFor is how long a job may wait with no runner coming before its listener counts
+	// as stuck (DefaultQueuedFor when zero).
+	QueuedFor time.Duration
 }
+
+// DefaultQueuedFor: a cold start is about two minutes (gpuci cost), a spot shortage's
+// fallback a little more; ten minutes without a runner pod is not a slow start.
+const DefaultQueuedFor = 10 * time.Minute
 
 // Examine runs every check.
 func (d Doctor) Examine(ctx context.Context) []Finding {
@@ -61,6 +72,7 @@ func (d Doctor) Examine(ctx context.Context) []Finding {
 	gpuNodes, _ := live.GPUNodes(ctx, d.Kube, d.Cfg.GPUPools)
 	return []Finding{
 		d.jobQueued(ctx),
+		d.stuckListener(ctx),
 		d.staleRunner(ctx),
 		d.runnerPending(ctx, claims),
 		d.gpuNotDetected(ctx, gpuNodes),
@@ -129,6 +141,90 @@ func (d Doctor) jobQueued(ctx context.Context) Finding {
 		}
 	}
 	return f
+}
+
+// stuckListener finds scale sets with a job queued past QueuedFor while no runner pod of
+// theirs exists: the listener, which turns GitHub's job messages into runners, has stopped
+// (ARC users report listeners that stop getting messages until restarted:
+// actions-runner-controller#3204, #4423). A job counts for a scale set whose name and labels
+// hold every label it asks for.
+func (d Doctor) stuckListener(ctx context.Context) Finding {
+	f := Finding{Symptom: "Jobs queued while their scale set starts no runner (a stuck listener)",
+		Fix: "restart the scale set's listener: gpuci doctor --fix does (the controller starts a new one), or kubectl -n " + wellknown.ARCNamespace + " delete pod -l " + wellknown.ScaleSetLabel + "=<scale set>"}
+	if d.Queue == nil {
+		f.Evidence = append(f.Evidence, "not checked: GitHub's queued jobs need GITHUB_TOKEN (Actions: read on the repositories)")
+		return f
+	}
+	wait := d.QueuedFor
+	if wait == 0 {
+		wait = DefaultQueuedFor
+	}
+	queued, err := d.Queue(ctx)
+	if err != nil {
+		f.Evidence = append(f.Evidence, fmt.Sprintf("GitHub's queued jobs could not be read: %v", err))
+		return f
+	}
+	for _, set := range d.StuckListeners(ctx, queued, wait) {
+		f.Problem = true
+		f.Evidence = append(f.Evidence, set.Evidence)
+	}
+	if !f.Problem {
+		f.Evidence = append(f.Evidence, fmt.Sprintf("%d job(s) queued; none for %s without a runner coming", len(queued), wait))
+	}
+	return f
+}
+
+// StuckScaleSet is a scale set whose listener looks stuck, and why.
+type StuckScaleSet struct {
+	Name, Evidence string
+}
+
+// StuckListeners are the scale sets with a job queued longer than wait and no runner pod.
+func (d Doctor) StuckListeners(ctx context.Context, queued []stats.QueuedJob, wait time.Duration) []StuckScaleSet {
+	if d.Now == nil {
+		d.Now = time.Now
+	}
+	var out []StuckScaleSet
+	for _, pool := range d.Cfg.GPUPools {
+		serves := append([]string{pool.RunnerScaleSetName}, pool.RunnerLabels...)
+		var waiting []stats.QueuedJob
+		for _, j := range queued {
+			if len(j.Labels) > 0 && !slices.ContainsFunc(j.Labels, func(l string) bool { return !slices.Contains(serves, l) }) && d.Now().Sub(j.Created) > wait {
+				waiting = append(waiting, j)
+			}
+		}
+		if len(waiting) == 0 {
+			continue
+		}
+		runners, err := d.Kube.CoreV1().Pods(wellknown.RunnersNamespace).List(ctx, metav1.ListOptions{LabelSelector: wellknown.ScaleSetLabel + "=" + pool.RunnerScaleSetName})
+		if err != nil || len(runners.Items) > 0 {
+			continue // a runner is coming (or running): a slow start, not a stuck listener
+		}
+		oldest := slices.MinFunc(waiting, func(a, b stats.QueuedJob) int { return a.Created.Compare(b.Created) })
+		out = append(out, StuckScaleSet{Name: pool.RunnerScaleSetName, Evidence: fmt.Sprintf(
+			"scale set %s: %d job(s) queued, the oldest %s/%s %q for %s, and no runner pod in %s",
+			pool.RunnerScaleSetName, len(waiting), d.Cfg.GitHub.Org, oldest.Repo, oldest.Name, d.Now().Sub(oldest.Created).Round(time.Minute), wellknown.RunnersNamespace)})
+	}
+	return out
+}
+
+// RestartListeners deletes the scale sets' listener pods; ARC's controller starts new ones.
+func (d Doctor) RestartListeners(ctx context.Context, sets []StuckScaleSet) ([]string, error) {
+	var restarted []string
+	for _, s := range sets {
+		pods := d.Kube.CoreV1().Pods(wellknown.ARCNamespace)
+		listeners, err := pods.List(ctx, metav1.ListOptions{LabelSelector: wellknown.ScaleSetLabel + "=" + s.Name})
+		if err != nil {
+			return restarted, fmt.Errorf("finding %s's listener: %w", s.Name, err)
+		}
+		for _, p := range listeners.Items {
+			if err := pods.Delete(ctx, p.Name, metav1.DeleteOptions{}); err != nil {
+				return restarted, fmt.Errorf("restarting %s's listener %s: %w", s.Name, p.Name, err)
+			}
+		}
+		restarted = append(restarted, s.Name)
+	}
+	return restarted, nil
 }
 
 // deprecatedRunner is what the runner prints when GitHub refuses its version (actions/runner).

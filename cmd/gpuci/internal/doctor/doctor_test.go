@@ -6,6 +6,7 @@ package doctor_test
 import (
 	"bytes"
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -18,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/luxfi/lux-gpu-ci/cmd/gpuci/internal/doctor"
+	"github.com/luxfi/lux-gpu-ci/cmd/gpuci/internal/stats"
 	"github.com/luxfi/lux-gpu-ci/internal/testsupport/fakecluster"
 	"github.com/luxfi/lux-gpu-ci/internal/testsupport/testkit"
 	"github.com/luxfi/lux-gpu-ci/internal/wellknown"
@@ -70,7 +72,7 @@ func problem(findings []doctor.Finding) []string {
 
 func TestDoctorHealthyCluster(t *testing.T) {
 	_, findings, out := examine(t, doctorCluster())
-	assert.Len(t, findings, 11)
+	assert.Len(t, findings, 12)
 	assert.Empty(t, problem(findings), out)
 	assert.Contains(t, out, "listener lux-gpu-t4-listener Running; last log lines: fake logs")
 }
@@ -247,4 +249,55 @@ func TestDoctorNamesAStaleRunner(t *testing.T) {
 	_, findings, text := examine(t, c)
 	assert.Empty(t, problem(findings), text)
 	assert.NotContains(t, text, "pins runnerImage")
+}
+
+// A stuck listener: a job queued past the threshold for a scale set that has no runner pod.
+// A runner pod coming, a job younger than the threshold, or a job for other labels is not one;
+// --fix restarts only that scale set's listener.
+func TestDoctorFindsAStuckListener(t *testing.T) {
+	queued := []stats.QueuedJob{
+		{Repo: "app", Name: "cuda", Labels: []string{"self-hosted", "t4"}, Created: doctorNow.Add(-23 * time.Minute)},
+		{Repo: "app", Name: "fresh", Labels: []string{"lux-gpu-t4-container"}, Created: doctorNow.Add(-3 * time.Minute)},
+		{Repo: "web", Name: "lint", Labels: []string{"ubuntu-latest"}, Created: doctorNow.Add(-time.Hour)},
+	}
+	run := func(c fakecluster.Cluster, q func(context.Context) ([]stats.QueuedJob, error)) (doctor.Doctor, doctor.Finding) {
+		kube, dyn := c.Clients()
+		d := doctor.Doctor{Kube: kube, Dyn: dyn, Cfg: testkit.DevConfig(t), Now: func() time.Time { return doctorNow }, Queue: q}
+		for _, f := range d.Examine(context.Background()) {
+			if strings.Contains(f.Symptom, "stuck listener") {
+				return d, f
+			}
+		}
+		t.Fatal("no stuck-listener finding")
+		return d, doctor.Finding{}
+	}
+	list := func(context.Context) ([]stats.QueuedJob, error) { return queued, nil }
+
+	d, f := run(doctorCluster(), list)
+	assert.True(t, f.Problem)
+	require.Len(t, f.Evidence, 1, "one scale set: the fresh job is under ten minutes, the lint job is not ours")
+	assert.Equal(t, `scale set lux-gpu-t4: 1 job(s) queued, the oldest luxfi/app "cuda" for 23m0s, and no runner pod in arc-runners`, f.Evidence[0])
+
+	stuck := d.StuckListeners(context.Background(), queued, doctor.DefaultQueuedFor)
+	restarted, err := d.RestartListeners(context.Background(), stuck)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"lux-gpu-t4"}, restarted)
+	left, err := d.Kube.CoreV1().Pods("arc-systems").List(context.Background(), metav1.ListOptions{})
+	require.NoError(t, err)
+	var names []string
+	for _, p := range left.Items {
+		names = append(names, p.Name)
+	}
+	assert.ElementsMatch(t, []string{"arc-gha-rs-controller-xyz", "lux-gpu-t4-on-demand-listener", "lux-gpu-t4-container-listener"}, names, "only the stuck scale set's listener goes")
+
+	// A runner pod of the scale set exists: a slow start, not a stuck listener.
+	c := doctorCluster()
+	c.Objects = append(c.Objects, fakecluster.Pod("arc-runners", "lux-gpu-t4-abc12-runner-x1y2z", map[string]string{"actions.github.com/scale-set-name": "lux-gpu-t4"}, corev1.PodPending))
+	_, f = run(c, list)
+	assert.False(t, f.Problem, "%v", f.Evidence)
+
+	// Without a GitHub token the check is not made, and says so.
+	_, f = run(doctorCluster(), nil)
+	assert.False(t, f.Problem)
+	assert.Contains(t, f.Evidence[0], "not checked: GitHub's queued jobs need GITHUB_TOKEN")
 }
