@@ -149,6 +149,12 @@ func gpuJobJourney(t *testing.T, ctx context.Context, core kubernetes.Interface,
 		gpus := n.Status.Allocatable[wellknown.GPUResource]
 		assert.Equal(t, int64(1), gpus.Value(), "the node offers one GPU")
 		assert.NotContains(t, n.Spec.Taints, karpv1.UnregisteredNoExecuteTaint, "Karpenter registered the node")
+		// The API server copied the node's zone onto the bound pod (PodTopologyLabels), where
+		// the job hooks read it (GPUCI_ZONE, from the downward API).
+		p, err := pods.Get(ctx, scaleSet+"-e2e-job-1", metav1.GetOptions{})
+		require.NoError(t, err)
+		assert.Equal(t, n.Labels[corev1.LabelTopologyZone], p.Labels[corev1.LabelTopologyZone], "the runner pod knows its node's zone")
+		assert.NotEmpty(t, p.Labels[corev1.LabelTopologyZone])
 		t.Logf("queued → running: %s", time.Since(start).Round(time.Second))
 	})
 

@@ -55,6 +55,10 @@ func JobHookEnv(pool config.GPUPool, p pricing.Prices) []k8scorev1.EnvVar {
 		{Name: jobStartedEnv, Value: path.Join(jobhooks.Dir, jobhooks.JobStartedKey)},
 		{Name: jobCompletedEnv, Value: path.Join(jobhooks.Dir, jobhooks.JobCompletedKey)},
 		{Name: "GPUCI_POOL", Value: pool.Name},
+		// The node's zone, which the API server copies onto the pod when it is bound (the
+		// PodTopologyLabels admission plugin: beta and on by default since Kubernetes 1.35,
+		// pkg/features/kube_features.go at v1.36.3); the pod reads no Node itself (#36).
+		{Name: "GPUCI_ZONE", ValueFrom: &k8scorev1.EnvVarSource{FieldRef: &k8scorev1.ObjectFieldSelector{FieldPath: "metadata.labels['" + k8scorev1.LabelTopologyZone + "']"}}},
 		{Name: "GPUCI_CAPACITY", Value: capacity},
 		{Name: "GPUCI_PRICES", Value: strings.Join(prices, " ")},
 		{Name: "GPUCI_GITHUB_PER_MINUTE", Value: fmt.Sprintf("%g", p.HostedT4PerMinute)},

@@ -6,6 +6,7 @@ package stack_test
 import (
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -298,6 +299,10 @@ func TestScaleSetChartRendersBothJobForms(t *testing.T) {
 	} {
 		assert.Equal(t, v, runnerEnv[k], "%s, through the chart's merge", k)
 	}
+	zone := slices.IndexFunc(pod.Containers[0].Env, func(e corev1.EnvVar) bool { return e.Name == "GPUCI_ZONE" })
+	require.GreaterOrEqual(t, zone, 0, "the hooks learn the node's zone")
+	require.NotNil(t, pod.Containers[0].Env[zone].ValueFrom)
+	assert.Equal(t, "metadata.labels['topology.kubernetes.io/zone']", pod.Containers[0].Env[zone].ValueFrom.FieldRef.FieldPath, "from the pod's own label, through the chart's merge")
 	require.Len(t, pod.Containers[0].VolumeMounts, 1, "the hooks' volume, through the chart's merge")
 	assert.Equal(t, corev1.VolumeMount{Name: "gpuci-job-hooks", MountPath: "/opt/gpuci/hooks", ReadOnly: true}, pod.Containers[0].VolumeMounts[0])
 	require.Len(t, pod.Volumes, 1)

@@ -170,7 +170,8 @@ func TestJobPodsCarryTheirPoolsCacheSettings(t *testing.T) {
 	envOf := func(tmpl any) map[string]string {
 		out := map[string]string{}
 		for _, e := range path(tmpl, "spec", "containers").([]any)[0].(map[string]any)["env"].([]any) {
-			out[e.(map[string]any)["name"].(string)] = e.(map[string]any)["value"].(string)
+			v, _ := e.(map[string]any)["value"].(string) // "" for a value from the downward API
+			out[e.(map[string]any)["name"].(string)] = v
 		}
 		return out
 	}

@@ -6,7 +6,7 @@
 #
 # From the stack (k8s.JobHookEnv): GPUCI_POOL, GPUCI_CAPACITY (the pool's capacity types),
 # GPUCI_PRICES ("<instance type>=<USD per hour> …", the pool's types at its capacity type),
-# GPUCI_GITHUB_PER_MINUTE, GPUCI_PRICES_SOURCE. GPUCI_DMI_DIR is where the instance type is
+# GPUCI_GITHUB_PER_MINUTE, GPUCI_PRICES_SOURCE, and GPUCI_ZONE, the node's zone. GPUCI_DMI_DIR is where the instance type is
 # read (EC2 writes it as the DMI product name; a test points it elsewhere).
 # The runner runs it with `bash -e` (actions/runner ScriptHandler.cs), and a failed completed
 # hook fails the job: nothing here may.
@@ -37,7 +37,7 @@ done
 	echo
 	echo "| | |"
 	echo "|---|---|"
-	echo "| Instance | ${instance}, ${GPUCI_CAPACITY:-?} |"
+	echo "| Instance | ${instance}${GPUCI_ZONE:+ in ${GPUCI_ZONE}}, ${GPUCI_CAPACITY:-?} |"
 	echo "| GPU | ${gpu_name:-none seen}${driver:+, driver ${driver# }}${cuda:+, CUDA ${cuda}}${memory:+, ${memory# }} |"
 	if ((n > 0)); then
 		echo "| GPU use | ${mean}% mean, ${peak}% peak; memory peak ${mem} MiB ($n samples) |"

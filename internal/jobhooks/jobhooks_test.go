@@ -52,7 +52,7 @@ func newRunner(t *testing.T, withSMI bool, samples string) *runner {
 	r.env = append(os.Environ(), "PATH="+r.bin+":/usr/bin:/bin", "RUNNER_TEMP="+r.temp, "GITHUB_STEP_SUMMARY="+r.summary,
 		"FAKE_SMI_SAMPLES="+filepath.Join(r.dir, "samples"), "GPUCI_SAMPLE_SECONDS=1", "GPUCI_DMI_DIR="+filepath.Join(r.dir, "dmi"),
 		"GPUCI_POOL=gpu-spot", "GPUCI_CAPACITY=spot, on-demand when spot is short", "GPUCI_PRICES=g4dn.xlarge=0.2497 g5.xlarge=0.5328",
-		"GPUCI_GITHUB_PER_MINUTE=0.052", "GPUCI_PRICES_SOURCE=test prices")
+		"GPUCI_GITHUB_PER_MINUTE=0.052", "GPUCI_PRICES_SOURCE=test prices", "GPUCI_ZONE=us-west-2b")
 	return r
 }
 
@@ -93,7 +93,7 @@ func TestTheSummaryHoldsEveryFieldFromTheSamples(t *testing.T) {
 	t.Logf("summary:\n%s", summary)
 	for _, want := range []string{
 		"### GPU job on gpu-spot: 10.0 min on g4dn.xlarge",
-		"| Instance | g4dn.xlarge, spot, on-demand when spot is short |",
+		"| Instance | g4dn.xlarge in us-west-2b, spot, on-demand when spot is short |",
 		"| GPU | Tesla T4, driver 570.133.20, CUDA 12.8, 15360 MiB |",
 		"| GPU use | 50% mean, 100% peak; memory peak 7000 MiB (4 samples) |",
 		// 10 min at $0.2497/h = $0.0416; at $0.052/min = $0.5200; idle half of it: $0.0208.
