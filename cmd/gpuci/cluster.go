@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/google/go-github/v93/github"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -96,11 +95,7 @@ func runDoctor(args []string) error {
 	d := doctor.Doctor{Kube: kube, Dyn: dyn, Cfg: cfg, QueuedFor: *queued}
 	var queue *stats.Collector
 	if token := os.Getenv("GITHUB_TOKEN"); token != "" {
-		opts := []github.ClientOptionsFunc{github.WithAuthToken(token)}
-		if api := os.Getenv("GITHUB_API_URL"); api != "" && api != "https://api.github.com" {
-			opts = append(opts, github.WithEnterpriseURLs(api, api))
-		}
-		client, err := github.NewClient(opts...)
+		client, err := githubClient(token)
 		if err != nil {
 			return err
 		}

@@ -7,8 +7,6 @@ import (
 	"os"
 	"strings"
 
-	"github.com/google/go-github/v93/github"
-
 	"github.com/luxfi/lux-gpu-ci/cmd/gpuci/internal/live"
 	"github.com/luxfi/lux-gpu-ci/cmd/gpuci/internal/retry"
 	"github.com/luxfi/lux-gpu-ci/config"
@@ -55,11 +53,7 @@ func runRetry(args []string) error {
 			names = append(names, p.RunnerScaleSetName)
 		}
 	}
-	opts := []github.ClientOptionsFunc{github.WithAuthToken(token)}
-	if api := os.Getenv("GITHUB_API_URL"); api != "" && api != "https://api.github.com" {
-		opts = append(opts, github.WithEnterpriseURLs(api, api))
-	}
-	client, err := github.NewClient(opts...)
+	client, err := githubClient(token)
 	if err != nil {
 		return err
 	}

@@ -11,8 +11,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/google/go-github/v93/github"
-
 	"github.com/luxfi/lux-gpu-ci/cmd/gpuci/internal/stats"
 )
 
@@ -40,11 +38,7 @@ func runStats(args []string) error {
 	if token == "" {
 		return fmt.Errorf(`GITHUB_TOKEN is not set: a token that reads the repositories' Actions and checks (e.g. GITHUB_TOKEN=$(gh auth token))`)
 	}
-	opts := []github.ClientOptionsFunc{github.WithAuthToken(token)}
-	if api := os.Getenv("GITHUB_API_URL"); api != "" && api != "https://api.github.com" {
-		opts = append(opts, github.WithEnterpriseURLs(api, api))
-	}
-	client, err := github.NewClient(opts...)
+	client, err := githubClient(token)
 	if err != nil {
 		return err
 	}
