@@ -502,7 +502,7 @@ func TestARCUpgradeAcrossAMinorReinstallsTheScaleSets(t *testing.T) {
 
 // Every Helm release is registered as pulumi-kubernetes' SDK registers one: its type token,
 // compat "true" (live stacks hold it in their state) and only inputs the SDK names
-// (k8s/helmrelease_test.go compares the two sources).
+// (stack/helmrelease_test.go compares the two sources).
 func TestReleasesRegisterAsTheSDKDoes(t *testing.T) {
 	m := runDev(t)
 	releases := m.all("kubernetes:helm.sh/v3:Release")

@@ -1,34 +1,6 @@
-// Command gpuci is the lux-gpu-ci operator CLI; `gpuci help` (the usage constant below)
-// lists its commands and flags.
-//
-// cost prices the stack's configuration: idle per month, per build per pool (instance time
-// including the cold start and the warm window, root volume, the images a cold node pulls,
-// each by its way in: the image cache, the NAT or the internet gateway), per month at a build
-// rate, against GitHub's hosted T4 runner, with the break-even, and each pool's cold start.
-//
-// reach tells whether the stack's EKS API endpoint admits a client address (deploy.yml asks
-// it for its own runner before `pulumi up`).
-//
-// env prints the region of a stack file for $GITHUB_ENV (deploy.yml and preview.yml take it
-// from there).
-//
-// verify checks a live cluster against the stack: system nodes, Karpenter, each NodePool,
-// the GPU nodes up now, the ARC controller, each runner scale set. It exits 0 only if all hold.
-//
-// doctor examines the symptoms of the troubleshooting table (docs/operations.md) and prints evidence
-// and the fix for each; --fix deletes the GPU NodePools (after confirmation) so Karpenter
-// drains stuck GPU nodes before a destroy.
-//
-// crd-owners lists who besides the stack owns fields of ARC's CRDs; --fix makes the stack
-// their only owner, so an ARC upgrade removes what the new version dropped.
-//
-// workflows writes the smoke and retry workflows for the stack's scale sets, labels and cache.
-//
-// stats measures the fleet from GitHub's record of its jobs: per scale set, queue times
-// (p50, p90, max), run minutes, interruptions, re-runs and spend against GitHub's price.
-//
-// retry re-runs a completed workflow run's failed jobs once, when every one of them failed
-// because one of the stack's runners was lost (a spot interruption).
+// Command gpuci is the lux-gpu-ci operator CLI. Its commands and flags are listed once, in the
+// usage constant below (`gpuci help`); each command is a file of this package (run<Command>),
+// and what only it uses is under internal/.
 package main
 
 import (

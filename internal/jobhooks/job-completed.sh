@@ -14,7 +14,7 @@ set +e -o pipefail
 state=${RUNNER_TEMP:-/tmp}/gpuci
 summary=${GITHUB_STEP_SUMMARY:-/dev/stdout}
 [[ -f $state/sampler ]] && kill "$(cat "$state/sampler")" 2>/dev/null
-now=$(date +%s)
+now=${GPUCI_NOW:-$(date +%s)} # the clock (a test fixes it)
 started=$(cat "$state/started" 2>/dev/null || echo "$now")
 seconds=$((now - started))
 minutes=$(awk -v s="$seconds" 'BEGIN { printf "%.1f", s / 60 }')

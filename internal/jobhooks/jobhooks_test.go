@@ -76,8 +76,10 @@ func TestTheSummaryHoldsEveryFieldFromTheSamples(t *testing.T) {
 	out, err := r.hook(t, jobhooks.JobStarted)
 	require.NoError(t, err, out)
 	assert.Contains(t, out, "GPU: Tesla T4, 570.133.20, 15360 MiB, CUDA 12.8")
-	// The job ran ten minutes (its start moved back), long enough for the sampler to write.
-	require.NoError(t, os.WriteFile(filepath.Join(r.temp, "gpuci", "started"), []byte(strconv.FormatInt(time.Now().Add(-10*time.Minute).Unix(), 10)), 0o644))
+	// The job ran ten minutes by the hooks' clock (its start moved back, the completed hook's
+	// now fixed), and long enough by the wall clock for the sampler to write.
+	started := time.Now().Add(-10 * time.Minute).Unix()
+	require.NoError(t, os.WriteFile(filepath.Join(r.temp, "gpuci", "started"), []byte(strconv.FormatInt(started, 10)), 0o644))
 	require.Eventually(t, func() bool {
 		b, _ := os.ReadFile(filepath.Join(r.temp, "gpuci", "samples"))
 		return strings.Count(string(b), "\n") == 4
@@ -85,7 +87,7 @@ func TestTheSummaryHoldsEveryFieldFromTheSamples(t *testing.T) {
 	sampler, err := os.ReadFile(filepath.Join(r.temp, "gpuci", "sampler"))
 	require.NoError(t, err)
 
-	out, err = r.hook(t, jobhooks.JobCompleted)
+	out, err = r.hook(t, jobhooks.JobCompleted, "GPUCI_NOW="+strconv.FormatInt(started+600, 10))
 	require.NoError(t, err, out)
 	b, err := os.ReadFile(r.summary)
 	require.NoError(t, err)

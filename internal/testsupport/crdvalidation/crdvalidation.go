@@ -116,16 +116,6 @@ func (v *Validator) Validate(obj map[string]any) field.ErrorList {
 	return append(errs, celErrs...)
 }
 
-// ValidateTyped validates a typed Go object (e.g. a Karpenter NodePool) by its JSON form,
-// which is how clients send it (the types' own MarshalJSON runs).
-func (v *Validator) ValidateTyped(obj any) (field.ErrorList, error) {
-	u, err := ToUnstructured(obj)
-	if err != nil {
-		return nil, err
-	}
-	return v.Validate(u), nil
-}
-
 // ToUnstructured converts a typed object through JSON, as kubectl does. (The apimachinery
 // converter mishandles Karpenter's NillableDuration.)
 func ToUnstructured(obj any) (map[string]any, error) {
