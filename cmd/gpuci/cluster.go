@@ -93,14 +93,20 @@ func runDoctor(args []string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	d := doctor.Doctor{Kube: kube, Dyn: dyn, Cfg: cfg, QueuedFor: *queued}
-	var queue *stats.Collector
+	// GitHub's queued jobs, read once: the stuck-listener check and --fix judge the same list.
+	var queuedJobs []stats.QueuedJob
+	haveQueue := false
 	if token := os.Getenv("GITHUB_TOKEN"); token != "" {
 		client, err := githubClient(token)
 		if err != nil {
 			return err
 		}
-		queue = &stats.Collector{Client: client, Owner: cfg.GitHub.Org, Progress: cmd.progress.step}
-		d.Queue = queue.Queued
+		queue := stats.Collector{Client: client, Owner: cfg.GitHub.Org, Progress: cmd.progress.step}
+		cmd.progress.step("reading the jobs GitHub has queued in %s's repositories", cfg.GitHub.Org)
+		var queueErr error
+		queuedJobs, queueErr = queue.Queued(ctx)
+		haveQueue = queueErr == nil
+		d.Queue = func(context.Context) ([]stats.QueuedJob, error) { return queuedJobs, queueErr }
 	}
 	cmd.progress.step("examining each symptom of the troubleshooting table")
 	findings := d.Examine(ctx)
@@ -112,12 +118,8 @@ func runDoctor(args []string) error {
 	} else {
 		doctor.Write(os.Stdout, findings)
 	}
-	if *fix && queue != nil {
-		jobs, err := queue.Queued(ctx)
-		if err != nil {
-			return err
-		}
-		if stuck := d.StuckListeners(ctx, jobs, d.QueuedFor); len(stuck) > 0 {
+	if *fix && haveQueue {
+		if stuck := d.StuckListeners(ctx, queuedJobs, d.QueuedFor); len(stuck) > 0 {
 			var names []string
 			for _, s := range stuck {
 				names = append(names, s.Name)

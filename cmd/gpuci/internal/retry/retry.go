@@ -119,12 +119,16 @@ func (r Retrier) ours(runner string) bool { return ScaleSetOf(runner, r.ScaleSet
 func ScaleSetOf(runner string, scaleSets []string) string {
 	best := ""
 	for _, s := range scaleSets {
-		if len(s) > len(best) && regexp.MustCompile(`^`+regexp.QuoteMeta(s)+`-[a-z0-9]+-runner-?[a-z0-9]+$`).MatchString(runner) {
+		if rest, ok := strings.CutPrefix(runner, s+"-"); ok && len(s) > len(best) && runnerSuffix.MatchString(rest) {
 			best = s
 		}
 	}
 	return best
 }
+
+// runnerSuffix is what ARC puts after a scale set's name in its runners' names: compiled
+// once, as gpuci stats asks it of every job it reads.
+var runnerSuffix = regexp.MustCompile(`^[a-z0-9]+-runner-?[a-z0-9]+$`)
 
 // Decide reads the run and every execution of its jobs, and decides which failed jobs to
 // re-run.
