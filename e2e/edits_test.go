@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pulumi/pulumi/sdk/v3/go/auto/optpreview"
 	"github.com/pulumi/pulumi/sdk/v3/go/auto/optup"
 	"github.com/pulumi/pulumi/sdk/v3/go/common/apitype"
 	"github.com/stretchr/testify/assert"
@@ -244,4 +245,48 @@ func tagsAndSnapshotEdited(t *testing.T, ctx context.Context, h *harness, core k
 	terms, _, _ := unstructured.NestedSlice(other.Object, "spec", "amiSelectorTerms")
 	assert.Equal(t, []any{map[string]any{"alias": "al2023@v20260714"}}, terms, "the other pool stays on AL2023")
 	return after
+}
+
+// deployIdentityAdded gives the running stack the deploy identity's roles (identity/; make
+// identity sets these keys) and takes them away again. pulumi-eks v2.8.1 turns each
+// accessEntries key into an AccessEntry and its AccessPolicyAssociation
+// (nodejs/eks/authenticationMode.ts:177-215): the up creates exactly those four, the deploy
+// role's associated with cluster-admin and the preview role's with the view policy (no
+// Secrets), replaces nothing, and leaves an empty preview; removing the keys deletes the four.
+func deployIdentityAdded(t *testing.T, ctx context.Context, h *harness) {
+	const (
+		deploy  = "arn:aws:iam::123456789012:role/lux-gpu-ci-deploy"
+		preview = "arn:aws:iam::123456789012:role/lux-gpu-ci-preview-luxfi-lux-gpu-ci"
+	)
+	before, err := os.ReadFile(h.stackFile)
+	require.NoError(t, err)
+	h.editStackFile(t, func(cfg map[string]any) {
+		cfg[config.Project+":"+config.KeyDeployRoleArn] = deploy
+		cfg[config.Project+":"+config.KeyPreviewRoleArn] = preview
+	})
+	up, err := h.up(t, ctx)
+	require.NoError(t, err)
+	changes := *up.Summary.ResourceChanges
+	t.Logf("up: %v", changes)
+	assert.Equal(t, 4, changes["create"], "two access entries and their policy associations")
+	assert.Zero(t, changes["replace"]+changes["delete"], "nothing replaced: the cluster keeps running")
+
+	_, resources := h.state(t, ctx)
+	policies := map[string]string{}
+	for _, r := range resources {
+		if r.Type == "aws:eks/accessPolicyAssociation:AccessPolicyAssociation" {
+			policies[fmt.Sprint(r.Inputs["principalArn"])] = fmt.Sprint(r.Inputs["policyArn"])
+		}
+	}
+	assert.Equal(t, "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy", policies[deploy], "deploy.yml's role administers the cluster")
+	assert.Equal(t, "arn:aws:eks::aws:cluster-access-policy/AmazonEKSViewPolicy", policies[preview], "preview.yml's role only views it, Secrets excepted")
+	_, err = h.preview(t, ctx, optpreview.ExpectNoChanges())
+	require.NoError(t, err, "a preview after the up is empty")
+
+	require.NoError(t, os.WriteFile(h.stackFile, before, 0o644))
+	up, err = h.up(t, ctx)
+	require.NoError(t, err)
+	changes = *up.Summary.ResourceChanges
+	assert.Equal(t, 4, changes["delete"], "the roles' access entries go with their keys")
+	assert.Zero(t, changes["create"]+changes["replace"])
 }

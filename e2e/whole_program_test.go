@@ -184,6 +184,10 @@ func TestWholeProgram(t *testing.T) {
 		h.editStackFile(t, func(cfg map[string]any) { setPoolField(t, cfg, "capacityTypes", []any{"spot", "on-demand"}) })
 	})
 
+	step(t, "the deploy identity's roles added to the running stack: pulumi-eks creates their access entries (cluster-admin, view), nothing replaced; removed again", func(t *testing.T) {
+		deployIdentityAdded(t, ctx, h)
+	})
+
 	step(t, "zones and the system node group are kept: raising azCount, or a system instance type that would replace the group, is refused, naming the key", func(t *testing.T) {
 		_, before := h.state(t, ctx)
 		h.editStackFile(t, func(cfg map[string]any) { cfg[config.Project+":"+config.KeyAzCount] = 3 })
