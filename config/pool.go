@@ -112,6 +112,19 @@ const (
 	JobFormContainer = "container"
 )
 
+// IdleRunners is how many of the pool's runners wait for a job (ARC's minRunners): one for a
+// container-form pool, whose runner sits on a system node at no GPU cost and so saves a job
+// ARC's creation and start of its runner; none for a runner-form pool (its runner would hold
+// a GPU node around the clock) or a retry twin (it takes only re-runs). An idle runner is
+// evicted by a system-node roll as a busy one is not: its readiness is its job
+// (k8s.RunnerBusyProbe, k8s.BusyRunnersBudget).
+func (p GPUPool) IdleRunners() int {
+	if p.JobForm != JobFormContainer || p.RetryTwinOf != "" {
+		return 0
+	}
+	return min(1, p.MaxRunners)
+}
+
 // NodeOS is the operating system of the pool's GPU nodes: NodeOSBottlerocket when its images
 // come from a snapshot (Bottlerocket keeps them on a data volume of their own, which a
 // snapshot restores whole), NodeOSAL2023 otherwise.

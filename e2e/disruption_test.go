@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/luxfi/lux-gpu-ci/internal/wellknown"
 	"github.com/luxfi/lux-gpu-ci/k8s"
@@ -55,27 +56,74 @@ func systemRunner(t tb, ctx context.Context, core kubernetes.Interface, kube dyn
 	return runner
 }
 
+// runnerTakesJob is a container-form runner starting a job: its worker starts, and its
+// readiness probe (k8s.RunnerBusyProbe, whose command TestRunnerBusyProbeSeesTheJobsWorker
+// runs over a process table) succeeds, so the kubelet reports the pod Ready.
+func runnerTakesJob(t tb, ctx context.Context, core kubernetes.Interface, runner *corev1.Pod) *corev1.Pod {
+	pods := core.CoreV1().Pods(wellknown.RunnersNamespace)
+	var busy *corev1.Pod
+	require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		p, err := pods.Get(ctx, runner.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		require.True(t, probesAJob(p), "a container-form runner's readiness is its job")
+		require.False(t, podReady(p), "%s waits for a job: not Ready", p.Name)
+		now := metav1.Now()
+		for i := range p.Status.Conditions {
+			if p.Status.Conditions[i].Type == corev1.PodReady {
+				p.Status.Conditions[i].Status, p.Status.Conditions[i].LastTransitionTime = corev1.ConditionTrue, now
+			}
+		}
+		for i := range p.Status.ContainerStatuses {
+			p.Status.ContainerStatuses[i].Ready = true
+		}
+		busy, err = pods.UpdateStatus(ctx, p, metav1.UpdateOptions{})
+		return err
+	}))
+	return busy
+}
+
+func podReady(p *corev1.Pod) bool {
+	return slices.ContainsFunc(p.Status.Conditions, func(c corev1.PodCondition) bool {
+		return c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue
+	})
+}
+
 // assertJobsSurviveADrain stands in for a managed node group update draining a system node
-// while a container-form runner holds a job there: the runner pod as ARC would create it, on
-// its system node; the API server's eviction API, which a drain uses, and the real disruption
-// controller (kube-controller-manager) with the stack's PodDisruptionBudget. The eviction is
-// refused; a direct delete (ARC ending the job) is not.
-func assertJobsSurviveADrain(t *testing.T, ctx context.Context, core kubernetes.Interface, runner *corev1.Pod) {
+// while a container-form runner holds a job there and another waits for one (ARC's
+// minRunners): the runner pods as ARC would create them, on system nodes; the API server's
+// eviction API, which a drain uses, and the real disruption controller (kube-controller-
+// manager) with the stack's PodDisruptionBudgets. The busy runner's eviction is refused; the
+// idle runner's is not (ARC would start it again elsewhere); a direct delete (ARC ending the
+// job) is not refused either.
+func assertJobsSurviveADrain(t *testing.T, ctx context.Context, core kubernetes.Interface, kube dynamic.Interface, systemNodes []string, runner *corev1.Pod) {
 	pods := core.CoreV1().Pods(wellknown.RunnersNamespace)
 	require.Equal(t, "gpu-spot-container", runner.Labels[wellknown.PoolLabel], "the runner carries its pool's label")
+	runner = runnerTakesJob(t, ctx, core, runner)
+	idle := containerFormRunner(t, ctx, core, kube, systemNodes, "lux-gpu-t4-container-e2e-runner-idle")
+	require.False(t, podReady(idle), "the waiting runner is not Ready")
 
-	// The disruption controller counts the running job.
+	// The disruption controller counts both runners under the busy runners' budget, and only
+	// the busy one as healthy.
 	pdbs := core.PolicyV1().PodDisruptionBudgets(wellknown.RunnersNamespace)
 	require.Eventually(t, func() bool {
-		pdb, err := pdbs.Get(ctx, k8s.RunningJobsBudget, metav1.GetOptions{})
-		return err == nil && pdb.Status.ObservedGeneration >= pdb.Generation && pdb.Status.CurrentHealthy == 1 && pdb.Status.ExpectedPods == 1
-	}, time.Minute, 500*time.Millisecond, "the disruption controller sees the runner under the stack's budget")
+		pdb, err := pdbs.Get(ctx, k8s.BusyRunnersBudget, metav1.GetOptions{})
+		return err == nil && pdb.Status.ObservedGeneration >= pdb.Generation && pdb.Status.CurrentHealthy == 1 && pdb.Status.ExpectedPods == 2
+	}, time.Minute, 500*time.Millisecond, "the disruption controller sees both runners under the busy runners' budget, one healthy")
 
 	err := pods.EvictV1(ctx, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: runner.Name, Namespace: wellknown.RunnersNamespace}})
 	require.Error(t, err, "a drain must not evict a runner that holds a job")
 	assert.True(t, apierrors.IsTooManyRequests(err), "refused by the disruption budget: %v", err)
 	_, err = pods.Get(ctx, runner.Name, metav1.GetOptions{})
 	assert.NoError(t, err, "the runner is still there")
+
+	require.NoError(t, pods.EvictV1(ctx, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: idle.Name, Namespace: wellknown.RunnersNamespace}}),
+		"a drain moves a runner that waits for a job: a roll is never held by an idle runner")
+	assert.Eventually(t, func() bool {
+		_, err := pods.Get(ctx, idle.Name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err)
+	}, 30*time.Second, 250*time.Millisecond, "the idle runner is gone")
 }
 
 // assertSystemNodesFit: every pod the stack runs outside the GPU nodes was placed by the

@@ -152,7 +152,7 @@ func poolEditedWhileAnEarlierZoneGainsItsTypes(t *testing.T, ctx context.Context
 // version, so EKS replaces the nodes) and Karpenter's EC2NodeClasses; the snapshot moves
 // gpu-spot and its twin to Bottlerocket with the data volume restored from it. All in place.
 //
-// The node group's update drains the old system nodes; the running-jobs budget refuses the
+// The node group's update drains the old system nodes; the busy runners' budget refuses the
 // job's eviction, so the update fails with PodEvictionFailure and the job runs on. The
 // failed update leaves its new outputs in the state (the provider saves them, as
 // terraform-plugin-sdk does), so only a refresh sees the nodes were not replaced: the next
@@ -163,7 +163,7 @@ func poolEditedWhileAnEarlierZoneGainsItsTypes(t *testing.T, ctx context.Context
 // It returns the system nodes after.
 func tagsAndSnapshotEdited(t *testing.T, ctx context.Context, h *harness, core kubernetes.Interface, kube dynamic.Interface, systemNodes []string, gpuci, kubeconfig string) []string {
 	const snapshot = "snap-0123456789abcdef0"
-	runner := containerFormRunner(t, ctx, core, kube, systemNodes, "lux-gpu-t4-container-e2e-runner-t")
+	runner := runnerTakesJob(t, ctx, core, containerFormRunner(t, ctx, core, kube, systemNodes, "lux-gpu-t4-container-e2e-runner-t"))
 	h.editStackFile(t, func(cfg map[string]any) {
 		tags := cfg[config.Project+":"+config.KeyTags].(map[string]any)
 		tags["cost-center"] = "gpu-ci"
@@ -180,9 +180,9 @@ func tagsAndSnapshotEdited(t *testing.T, ctx context.Context, h *harness, core k
 
 	// The disruption controller counts the job before the drain comes.
 	require.Eventually(t, func() bool {
-		pdb, err := core.PolicyV1().PodDisruptionBudgets(wellknown.RunnersNamespace).Get(ctx, k8s.RunningJobsBudget, metav1.GetOptions{})
+		pdb, err := core.PolicyV1().PodDisruptionBudgets(wellknown.RunnersNamespace).Get(ctx, k8s.BusyRunnersBudget, metav1.GetOptions{})
 		return err == nil && pdb.Status.ObservedGeneration >= pdb.Generation && pdb.Status.CurrentHealthy >= 1 && pdb.Status.DisruptionsAllowed == 0
-	}, time.Minute, 250*time.Millisecond, "the running-jobs budget counts the job")
+	}, time.Minute, 250*time.Millisecond, "the busy runners' budget counts the job")
 	_, steps, upErr := h.upWithSteps(t, ctx)
 	job, err := core.CoreV1().Pods(wellknown.RunnersNamespace).Get(ctx, runner.Name, metav1.GetOptions{})
 	require.NoError(t, err, "the job was not killed")

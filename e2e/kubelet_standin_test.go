@@ -10,6 +10,7 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -20,6 +21,7 @@ import (
 	"github.com/luxfi/lux-gpu-ci/config"
 	"github.com/luxfi/lux-gpu-ci/internal/testsupport/fakeeks"
 	"github.com/luxfi/lux-gpu-ci/internal/wellknown"
+	"github.com/luxfi/lux-gpu-ci/k8s"
 )
 
 // kubeletStandIn is what the kubelets of the stack's nodes would do, as far as the control
@@ -37,8 +39,9 @@ import (
 //     which a kubelet reports only once the NVIDIA device plugin runs on the node and
 //     registers them (k8s-device-plugin's ListAndWatch). So no GPU job schedules on a node
 //     the device plugin does not reach.
-//   - A pod bound to one of these nodes is marked Running; a pod asked to go (deletion
-//     timestamp set) is removed, as the kubelet does once its containers stop.
+//   - A pod bound to one of these nodes is marked Running, and Ready unless its readiness
+//     asks whether it runs a job (probesAJob); a pod asked to go (deletion timestamp set) is
+//     removed, as the kubelet does once its containers stop.
 type kubeletStandIn struct {
 	core kubernetes.Interface
 	kube dynamic.Interface
@@ -198,6 +201,27 @@ func (k *kubeletStandIn) devicePluginRunsOn(ctx context.Context, node string) bo
 	return false
 }
 
+// probesAJob: a container-form runner's readiness probe asks whether it runs a job
+// (k8s.RunnerBusyProbe); the stand-in runs no process, so such a pod starts not Ready, as a
+// kubelet reports a container before its probe first succeeds (and this probe fails while
+// the runner waits), and runnerTakesJob reports the probe's success once a job starts.
+// Every other pod is Ready once it runs.
+func probesAJob(p *corev1.Pod) bool {
+	for _, c := range p.Spec.Containers {
+		if c.ReadinessProbe != nil && equality.Semantic.DeepEqual(c.ReadinessProbe.Exec, k8s.RunnerBusyProbe().Exec) {
+			return true
+		}
+	}
+	return false
+}
+
+func conditionStatus(b bool) corev1.ConditionStatus {
+	if b {
+		return corev1.ConditionTrue
+	}
+	return corev1.ConditionFalse
+}
+
 // runPods starts the pods bound to these nodes and finishes the ones asked to go.
 func (k *kubeletStandIn) runPods(ctx context.Context) {
 	nodes, err := k.core.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
@@ -240,12 +264,13 @@ func (k *kubeletStandIn) runPods(ctx context.Context) {
 			err = k.core.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)})
 		case p.Status.Phase == corev1.PodPending:
 			now := metav1.Now()
+			ready := !probesAJob(p)
 			p.Status.Phase, p.Status.StartTime, p.Status.PodIP = corev1.PodRunning, &now, "10.0.9.9"
-			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: now},
+			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: conditionStatus(ready), LastTransitionTime: now},
 				{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: now}}
 			p.Status.ContainerStatuses = nil
 			for _, c := range p.Spec.Containers {
-				p.Status.ContainerStatuses = append(p.Status.ContainerStatuses, corev1.ContainerStatus{Name: c.Name, Image: c.Image, Ready: true,
+				p.Status.ContainerStatuses = append(p.Status.ContainerStatuses, corev1.ContainerStatus{Name: c.Name, Image: c.Image, Ready: ready,
 					State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}}})
 			}
 			_, err = k.core.CoreV1().Pods(p.Namespace).UpdateStatus(ctx, p, metav1.UpdateOptions{})

@@ -132,8 +132,8 @@ func TestWholeProgram(t *testing.T) {
 		assertSystemNodesFit(t, ctx, core, systemNodes)
 		require.NoError(t, core.CoreV1().Pods(retry.Namespace).Delete(ctx, retry.Name, metav1.DeleteOptions{}), "ARC ends the retry job")
 	})
-	step(t, "a system-node drain cannot evict a running container-form job", func(t *testing.T) {
-		assertJobsSurviveADrain(t, ctx, core, runner)
+	step(t, "a system-node drain cannot evict a running container-form job, and evicts a runner that waits for one", func(t *testing.T) {
+		assertJobsSurviveADrain(t, ctx, core, kube, systemNodes, runner)
 		require.NoError(t, core.CoreV1().Pods(runner.Namespace).Delete(ctx, runner.Name, metav1.DeleteOptions{}), "ARC ends the job")
 	})
 

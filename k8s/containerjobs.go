@@ -85,11 +85,33 @@ func containerFormRunnerTemplate(pool config.GPUPool, cache ImageCache) k8scorev
 		// A cold GPU node and its image pull fit in the wait (PrepareJobTimeoutSeconds).
 		{Name: prepareJobTimeoutEnv, Value: strconv.Itoa(wellknown.PrepareJobTimeoutSeconds)},
 	}
+	// Ready only while it runs a job, so that a system-node roll may move it while it waits
+	// (BusyRunnersBudget) and never while it works.
+	runner.ReadinessProbe = RunnerBusyProbe()
 	runner.VolumeMounts = []k8scorev1.VolumeMount{{Name: volume, MountPath: hookTemplateDir, ReadOnly: true}}
 	t.Spec.Volumes = []k8scorev1.Volume{{Name: volume, VolumeSource: k8scorev1.VolumeSource{
 		ConfigMap: &k8scorev1.ConfigMapVolumeSource{LocalObjectReference: k8scorev1.LocalObjectReference{Name: HookTemplateConfigMapName(pool)}},
 	}}}
 	return t
+}
+
+// RunnerBusyProbe is a container-form runner's readiness probe: it succeeds while the runner
+// runs a job and fails while the runner waits for one. The runner starts a Runner.Worker
+// process for each job ("<bin>/Runner.Worker spawnclient <out> <in>": actions/runner v2.336.0
+// src/Runner.Listener/JobDispatcher.cs:474-480), which lives until the job's last step and
+// the container hooks' cleanup have ended; the probe looks for it among the container's
+// processes. The runner image (Ubuntu) has sh and grep; the pattern's brackets keep it from
+// matching the probe's own command line. Every 2 s: a job that starts is protected within
+// seconds.
+func RunnerBusyProbe() *k8scorev1.Probe {
+	return &k8scorev1.Probe{
+		ProbeHandler: k8scorev1.ProbeHandler{Exec: &k8scorev1.ExecAction{
+			Command: []string{"sh", "-c", "grep -qs 'Runner[.]Worker' /proc/[0-9]*/cmdline"},
+		}},
+		PeriodSeconds:    2,
+		SuccessThreshold: 1,
+		FailureThreshold: 1,
+	}
 }
 
 // ContainerHooksRules are the permissions the kubernetes-novolume hooks check for before every

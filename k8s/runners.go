@@ -3,6 +3,7 @@ package k8s
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 
 	corev1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/core/v1"
@@ -10,8 +11,10 @@ import (
 	policyv1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/policy/v1"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	k8scorev1 "k8s.io/api/core/v1"
+	k8spolicyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	k8smeta "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/luxfi/lux-gpu-ci/config"
 	"github.com/luxfi/lux-gpu-ci/instancetypes"
@@ -204,10 +207,9 @@ func ScaleSetValues(pool config.GPUPool, gh config.GitHub, cache ImageCache) (ma
 		"runnerScaleSetName": pool.RunnerScaleSetName,
 		// Registered only when the scale set is first created (ARC 0.14).
 		"scaleSetLabels": labels,
-		// Scale to zero: a runner-form runner holds a GPU node around the clock. A
-		// container-form runner would wait on a system node, but RunningJobsBudget cannot tell
-		// an idle runner from a busy one: it would block every system-node roll.
-		"minRunners": 0,
+		// A container-form pool keeps a runner waiting on a system node; nothing else waits
+		// (config.GPUPool.IdleRunners).
+		"minRunners": pool.IdleRunners(),
 		"maxRunners": pool.MaxRunners,
 		"controllerServiceAccount": map[string]any{
 			"namespace": wellknown.ARCNamespace,
@@ -324,7 +326,7 @@ func NewRunners(ctx *pulumi.Context, name string, args *RunnersArgs, opts ...pul
 	if err != nil {
 		return nil, err
 	}
-	jobs, err := newRunningJobsBudget(ctx, name, args.Pools, parent, pulumi.DependsOn([]pulumi.Resource{runnersNS}))
+	budgets, err := newRunningJobsBudgets(ctx, name, args.Pools, parent, pulumi.DependsOn([]pulumi.Resource{runnersNS}))
 	if err != nil {
 		return nil, err
 	}
@@ -339,7 +341,7 @@ func NewRunners(ctx *pulumi.Context, name string, args *RunnersArgs, opts ...pul
 		if err != nil {
 			return nil, err
 		}
-		deps := append(append([]pulumi.Resource{controller, secret, runnersNS, jobs}, boundary...), args.CompilerCache...)
+		deps := append(append(append([]pulumi.Resource{controller, secret, runnersNS}, budgets...), boundary...), args.CompilerCache...)
 		if np := args.NodePools[pool.Name]; np != nil {
 			deps = append(deps, np)
 		}
@@ -376,7 +378,7 @@ func NewRunners(ctx *pulumi.Context, name string, args *RunnersArgs, opts ...pul
 		if _, err := newRelease(ctx, name+"-"+retry.ScaleSetName, release{
 			Name: retry.ScaleSetName, Namespace: wellknown.RunnersNamespace, Chart: args.ScaleSetChart,
 			Values: vals, TimeoutSeconds: args.DrainSeconds,
-		}, parent, pulumi.DependsOn(append(append([]pulumi.Resource{controller, secret, runnersNS, jobs}, boundary...), account...)),
+		}, parent, pulumi.DependsOn(append(append(append([]pulumi.Resource{controller, secret, runnersNS}, budgets...), boundary...), account...)),
 			pulumi.ReplaceWith([]pulumi.Resource{controller})); err != nil {
 			return nil, err
 		}
@@ -390,21 +392,38 @@ func NewRunners(ctx *pulumi.Context, name string, args *RunnersArgs, opts ...pul
 	return r, nil
 }
 
-// RunningJobsBudget is the PodDisruptionBudget that keeps every pod of a pool (a runner, or a
-// container-form job pod) from being evicted while it exists — ARC's runners are ephemeral, so
-// a runner pod exists only while its job does. Karpenter's GPU nodes honour do-not-disrupt
-// already; this is for what drains nodes by eviction: a managed node group update (a new
-// system-node AMI, instance type, or a tag edit that changes its launch template) would
-// otherwise evict the container-form runners on the system nodes and fail their jobs. With
-// it, EKS retries the eviction for 15 minutes and then fails the update (PodEvictionFailure)
-// rather than kill a job; the next `up` tries again.
-const RunningJobsBudget = "running-jobs"
+// RunningJobsBudget and BusyRunnersBudget are the PodDisruptionBudgets that keep a job's pods
+// from being evicted while the job runs. Karpenter's GPU nodes honour do-not-disrupt already;
+// these are for what drains nodes by eviction: a managed node group update (a new system-node
+// AMI, instance type, or a tag edit that changes its launch template) would otherwise evict
+// the container-form runners on the system nodes and fail their jobs. With them, EKS retries
+// the eviction for 15 minutes and then fails the update (PodEvictionFailure) rather than kill
+// a job; the next `up` tries again.
+//
+//   - RunningJobsBudget: the pods a job's own code runs in (wellknown.RunnerRoleJob: a
+//     runner-form runner, a container-form job's pod). ARC's runners are ephemeral, so such a
+//     pod exists only while its job does; none is ever evicted, not even one that is not
+//     Ready yet (a starting job).
+//   - BusyRunnersBudget: the container-form runners (wellknown.RunnerRoleRelay, with a pool),
+//     one of which waits for a job on the system nodes (config.GPUPool.IdleRunners). Such a
+//     runner is Ready only while it runs a job (RunnerBusyProbe), and this budget lets any
+//     runner that is not Ready go (unhealthyPodEvictionPolicy AlwaysAllow: the API server's
+//     eviction, kubernetes v1.36.3 pkg/registry/core/pod/storage/eviction.go:238-244): a roll
+//     moves an idle runner, which ARC starts again on another node (a missing runner pod is
+//     re-created: ephemeralrunner_controller.go at gha-runner-scale-set-0.14.2, lines
+//     256-262), and never a busy one.
+//
+// Their selectors are disjoint: the eviction API refuses a pod that two budgets select.
+const (
+	RunningJobsBudget = "running-jobs"
+	BusyRunnersBudget = "busy-runners"
+)
 
-// RunningJobsMinAvailable is the budget's minAvailable: at least as many pods as the pools can
-// ever run at once (a runner and a job pod per runner), so the disruption controller never
-// allows an eviction (allowed = healthy − minAvailable ≤ 0). An integer minAvailable is the one
-// form a budget supports for pods of an arbitrary controller (ARC's EphemeralRunner has no
-// scale subresource); maxUnavailable or a percentage would need one.
+// RunningJobsMinAvailable is each budget's minAvailable: at least as many pods as the pools
+// can ever run at once (a runner and a job pod per runner), so the disruption controller never
+// allows an eviction of a Ready pod (allowed = healthy − minAvailable ≤ 0). An integer
+// minAvailable is the one form a budget supports for pods of an arbitrary controller (ARC's
+// EphemeralRunner has no scale subresource); maxUnavailable or a percentage would need one.
 func RunningJobsMinAvailable(pools []config.GPUPool) int {
 	n := 0
 	for _, p := range pools {
@@ -413,18 +432,57 @@ func RunningJobsMinAvailable(pools []config.GPUPool) int {
 	return n
 }
 
-func newRunningJobsBudget(ctx *pulumi.Context, name string, pools []config.GPUPool, opts ...pulumi.ResourceOption) (pulumi.Resource, error) {
-	return policyv1.NewPodDisruptionBudget(ctx, name+"-"+RunningJobsBudget, &policyv1.PodDisruptionBudgetArgs{
-		Metadata: &metav1.ObjectMetaArgs{Name: pulumi.String(RunningJobsBudget), Namespace: pulumi.String(wellknown.RunnersNamespace)},
-		Spec: &policyv1.PodDisruptionBudgetSpecArgs{
-			MinAvailable: pulumi.Int(RunningJobsMinAvailable(pools)),
-			Selector: &metav1.LabelSelectorArgs{MatchExpressions: metav1.LabelSelectorRequirementArray{
-				metav1.LabelSelectorRequirementArgs{Key: pulumi.String(wellknown.PoolLabel), Operator: pulumi.String("Exists")},
-			}},
-			// Not even a pod that is not Ready yet (a starting job) may be evicted.
-			UnhealthyPodEvictionPolicy: pulumi.String("IfHealthyBudget"),
-		},
-	}, opts...)
+// RunningJobsBudgets are the two budgets' specs, by name (BusyRunnersBudget only with a
+// container-form pool).
+func RunningJobsBudgets(pools []config.GPUPool) map[string]k8spolicyv1.PodDisruptionBudgetSpec {
+	spec := func(role string, unhealthy k8spolicyv1.UnhealthyPodEvictionPolicyType) k8spolicyv1.PodDisruptionBudgetSpec {
+		return k8spolicyv1.PodDisruptionBudgetSpec{
+			MinAvailable: ptr(intstr.FromInt32(int32(RunningJobsMinAvailable(pools)))),
+			Selector: &k8smeta.LabelSelector{
+				MatchLabels:      map[string]string{wellknown.RunnerRoleLabel: role},
+				MatchExpressions: []k8smeta.LabelSelectorRequirement{{Key: wellknown.PoolLabel, Operator: k8smeta.LabelSelectorOpExists}},
+			},
+			UnhealthyPodEvictionPolicy: ptr(unhealthy),
+		}
+	}
+	budgets := map[string]k8spolicyv1.PodDisruptionBudgetSpec{
+		RunningJobsBudget: spec(wellknown.RunnerRoleJob, k8spolicyv1.IfHealthyBudget),
+	}
+	if slices.ContainsFunc(pools, func(p config.GPUPool) bool { return p.JobForm == config.JobFormContainer }) {
+		budgets[BusyRunnersBudget] = spec(wellknown.RunnerRoleRelay, k8spolicyv1.AlwaysAllow)
+	}
+	return budgets
+}
+
+// newRunningJobsBudgets creates RunningJobsBudgets; the busy runners' budget after the
+// running jobs' one, so that an upgrade narrows the older budget before the new one selects
+// the container-form runners (one pod, one budget, throughout).
+func newRunningJobsBudgets(ctx *pulumi.Context, name string, pools []config.GPUPool, opts ...pulumi.ResourceOption) ([]pulumi.Resource, error) {
+	var created []pulumi.Resource
+	specs := RunningJobsBudgets(pools)
+	for _, budget := range []string{RunningJobsBudget, BusyRunnersBudget} {
+		spec, ok := specs[budget]
+		if !ok {
+			continue
+		}
+		var exprs metav1.LabelSelectorRequirementArray
+		for _, e := range spec.Selector.MatchExpressions {
+			exprs = append(exprs, metav1.LabelSelectorRequirementArgs{Key: pulumi.String(e.Key), Operator: pulumi.String(string(e.Operator))})
+		}
+		pdb, err := policyv1.NewPodDisruptionBudget(ctx, name+"-"+budget, &policyv1.PodDisruptionBudgetArgs{
+			Metadata: &metav1.ObjectMetaArgs{Name: pulumi.String(budget), Namespace: pulumi.String(wellknown.RunnersNamespace)},
+			Spec: &policyv1.PodDisruptionBudgetSpecArgs{
+				MinAvailable:               pulumi.Int(spec.MinAvailable.IntValue()),
+				Selector:                   &metav1.LabelSelectorArgs{MatchLabels: pulumi.ToStringMap(spec.Selector.MatchLabels), MatchExpressions: exprs},
+				UnhealthyPodEvictionPolicy: pulumi.String(string(*spec.UnhealthyPodEvictionPolicy)),
+			},
+		}, slices.Concat(opts, []pulumi.ResourceOption{pulumi.DependsOn(slices.Clone(created))})...)
+		if err != nil {
+			return nil, err
+		}
+		created = append(created, pdb)
+	}
+	return created, nil
 }
 
 // newContainerHooks creates what container-form pools' runners use: one ServiceAccount, Role

@@ -4,6 +4,8 @@ package stack_test
 
 import (
 	"fmt"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -11,6 +13,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/yaml"
@@ -261,11 +266,11 @@ func TestContainerJobForm(t *testing.T) {
 	assert.NotContains(t, releaseNamed(t, m, "lux-gpu-t4").Inputs["values"], "containerMode", "runner form: ARC's default mode")
 	v := releaseNamed(t, m, "lux-gpu-t4-container").Inputs["values"]
 	assert.Equal(t, map[string]any{"type": "kubernetes-novolume"}, path(v, "containerMode"))
-	// No runner waits idle: a runner-form one would hold a GPU node; a container-form one,
-	// on a system node, would be held there by the running-jobs budget, which cannot tell
-	// it from a busy one, and no system-node roll would ever drain.
-	assert.Equal(t, 0.0, path(v, "minRunners"), "no idle container-form runner")
+	// One container-form runner waits on a system node; a runner-form one would hold a GPU
+	// node, and a twin takes only re-runs.
+	assert.Equal(t, 1.0, path(v, "minRunners"), "a container-form runner waits for the next job")
 	assert.Equal(t, 0.0, path(releaseNamed(t, m, "lux-gpu-t4").Inputs["values"], "minRunners"), "no idle runner-form runner: it would hold a GPU node")
+	assert.Equal(t, 0.0, path(releaseNamed(t, m, "lux-gpu-t4-on-demand").Inputs["values"], "minRunners"), "no idle runner on a twin")
 	tmpl := path(v, "template")
 	assert.Equal(t, "arc-container-hooks", path(tmpl, "spec", "serviceAccountName"), "set, so the chart makes no Role of its own")
 	assert.Equal(t, map[string]any{"lux-gpu-ci.luxfi.com/node-role": "system"}, path(tmpl, "spec", "nodeSelector"), "the runner pod is no GPU pod")
@@ -273,6 +278,8 @@ func TestContainerJobForm(t *testing.T) {
 	assert.Nil(t, path(tmpl, "metadata", "annotations"), "system nodes are not Karpenter's to disrupt")
 	runner := path(tmpl, "spec", "containers").([]any)[0]
 	assert.Equal(t, "runner", path(runner, "name"))
+	assert.Equal(t, []any{"sh", "-c", "grep -qs 'Runner[.]Worker' /proc/[0-9]*/cmdline"}, path(runner, "readinessProbe", "exec", "command"),
+		"Ready only while it runs a job, so that a roll moves it only while it waits")
 	assert.Equal(t, map[string]any{"cpu": "100m", "memory": "384Mi"}, path(runner, "resources", "requests"), "no GPU")
 	assert.Equal(t, map[string]any{"memory": "1Gi"}, path(runner, "resources", "limits"))
 	assert.Equal(t, []any{
@@ -435,21 +442,100 @@ func TestOnDemandRetryTwin(t *testing.T) {
 }
 
 // A drain (a managed node group update rolling the system nodes) must not evict a runner or a
-// job pod while its job runs: one budget covers every pool's pods and allows no eviction.
-func TestRunningJobsBudget(t *testing.T) {
+// job pod while its job runs: two budgets with disjoint selectors (one pod, one budget) allow
+// no eviction of a Ready pod; the job pods' none even of a starting one, the container-form
+// runners' any that is not Ready (an idle one: its readiness is its job).
+func TestRunningJobsBudgets(t *testing.T) {
 	m := runDev(t)
-	pdb := m.one(t, "kubernetes:policy/v1:PodDisruptionBudget")
-	assert.Equal(t, "running-jobs", path(pdb.Inputs, "metadata", "name"))
-	assert.Equal(t, "arc-runners", path(pdb.Inputs, "metadata", "namespace"))
-	assert.Equal(t, []any{map[string]any{"key": "lux-gpu-ci.luxfi.com/pool", "operator": "Exists"}}, path(pdb.Inputs, "spec", "selector", "matchExpressions"), "every pool's runners and job pods carry the pool label")
-	assert.EqualValues(t, 6, path(pdb.Inputs, "spec", "minAvailable"), "dev's three scale sets, one runner each, each with at most a job pod: 6 pods at most, so no eviction is ever allowed")
-	assert.Nil(t, path(pdb.Inputs, "spec", "maxUnavailable"), "maxUnavailable needs a scale subresource ARC's EphemeralRunner does not have")
-	for _, name := range []string{"lux-gpu-t4", "lux-gpu-t4-on-demand", "lux-gpu-t4-container"} {
-		assert.Contains(t, releaseNamed(t, m, name).Deps(), "kubernetes:policy/v1:PodDisruptionBudget::gpu-ci-arc-running-jobs", "%s's runners start under the budget, and it outlives them", name)
+	budgets := map[string]map[string]any{}
+	for _, pdb := range m.all("kubernetes:policy/v1:PodDisruptionBudget") {
+		assert.Equal(t, "arc-runners", path(pdb.Inputs, "metadata", "namespace"))
+		budgets[path(pdb.Inputs, "metadata", "name").(string)] = pdb.Inputs["spec"].(map[string]any)
 	}
-	tmpl, err := k8s.RunnerTemplate(config.DefaultPool(), nil)
-	require.NoError(t, err)
-	assert.Contains(t, tmpl.Labels, "lux-gpu-ci.luxfi.com/pool", "the runner carries the label the budget selects")
+	require.Len(t, budgets, 2)
+	pool := []any{map[string]any{"key": "lux-gpu-ci.luxfi.com/pool", "operator": "Exists"}}
+	jobs, runners := budgets["running-jobs"], budgets["busy-runners"]
+	assert.Equal(t, pool, path(jobs, "selector", "matchExpressions"), "a pool's pods")
+	assert.Equal(t, map[string]any{"lux-gpu-ci.luxfi.com/runner-role": "job"}, path(jobs, "selector", "matchLabels"), "where a job's code runs")
+	assert.Equal(t, "IfHealthyBudget", jobs["unhealthyPodEvictionPolicy"], "not even a starting job's pod")
+	assert.Equal(t, pool, path(runners, "selector", "matchExpressions"))
+	assert.Equal(t, map[string]any{"lux-gpu-ci.luxfi.com/runner-role": "relay"}, path(runners, "selector", "matchLabels"), "the container-form runners")
+	assert.Equal(t, "AlwaysAllow", runners["unhealthyPodEvictionPolicy"], "a runner that is not Ready (idle) may go")
+	for _, b := range budgets {
+		assert.EqualValues(t, 6, b["minAvailable"], "dev's three scale sets, one runner each, each with at most a job pod: 6 pods at most, so no eviction of a Ready pod is ever allowed")
+		assert.Nil(t, b["maxUnavailable"], "maxUnavailable needs a scale subresource ARC's EphemeralRunner does not have")
+	}
+	assert.Contains(t, m.get(t, "kubernetes:policy/v1:PodDisruptionBudget", "gpu-ci-arc-busy-runners").Deps(), "kubernetes:policy/v1:PodDisruptionBudget::gpu-ci-arc-running-jobs",
+		"created after the running-jobs budget has narrowed: never two budgets over one runner")
+	for _, name := range []string{"lux-gpu-t4", "lux-gpu-t4-on-demand", "lux-gpu-t4-container"} {
+		for _, b := range []string{"running-jobs", "busy-runners"} {
+			assert.Contains(t, releaseNamed(t, m, name).Deps(), "kubernetes:policy/v1:PodDisruptionBudget::gpu-ci-arc-"+b, "%s's runners start under the budgets, and they outlive them", name)
+		}
+	}
+
+	// Each pod a pool runs is under exactly one budget: its template's labels, matched by the
+	// API machinery's own selector.
+	selects := func(spec map[string]any, podLabels map[string]string) bool {
+		var sel metav1.LabelSelector
+		require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(spec["selector"].(map[string]any), &sel))
+		s, err := metav1.LabelSelectorAsSelector(&sel)
+		require.NoError(t, err)
+		return s.Matches(labels.Set(podLabels))
+	}
+	container := config.DefaultPool()
+	container.JobForm = config.JobFormContainer
+	for _, pool := range []config.GPUPool{config.DefaultPool(), container} {
+		tmpl, err := k8s.RunnerTemplate(pool, nil)
+		require.NoError(t, err)
+		pods := map[string]map[string]string{"runner": tmpl.Labels}
+		if pool.JobForm == config.JobFormContainer {
+			job, err := k8s.JobPodTemplate(pool)
+			require.NoError(t, err)
+			pods["job pod"] = job.Labels
+		}
+		for what, l := range pods {
+			var under []string
+			for name, b := range budgets {
+				if selects(b, l) {
+					under = append(under, name)
+				}
+			}
+			assert.Len(t, under, 1, "%s's %s is under one budget: %v", pool.Name, what, under)
+		}
+	}
+}
+
+// A container-form runner's readiness probe, run by sh over a process table as /proc shows
+// it (NUL-separated command lines): it fails while the runner waits (its listener, and the
+// probe itself, whose command line names the pattern), and succeeds once the runner runs a
+// job's worker, as actions/runner starts it.
+func TestRunnerBusyProbeSeesTheJobsWorker(t *testing.T) {
+	script := k8s.RunnerBusyProbe().Exec.Command
+	require.Equal(t, []string{"sh", "-c"}, script[:2])
+	proc := t.TempDir()
+	probe := strings.ReplaceAll(script[2], "/proc/", proc+"/")
+	require.NotEqual(t, script[2], probe, "the probe reads /proc")
+	process := func(pid string, argv ...string) {
+		require.NoError(t, os.MkdirAll(filepath.Join(proc, pid), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(proc, pid, "cmdline"), []byte(strings.Join(argv, "\x00")+"\x00"), 0o644))
+	}
+	busy := func() bool {
+		err := exec.Command("sh", "-c", probe).Run()
+		if err == nil {
+			return true
+		}
+		var exit *exec.ExitError
+		require.ErrorAs(t, err, &exit)
+		require.Equal(t, 1, exit.ExitCode(), "grep found no match (2 would be an error)")
+		return false
+	}
+	process("1", "/bin/bash", "/home/runner/run.sh")
+	process("7", "/home/runner/bin/Runner.Listener", "run", "--startuptype", "service")
+	process("31", "sh", "-c", script[2])              // the probe itself
+	process("self", "/home/runner/bin/Runner.Worker") // not a process id: /proc/self is the reader
+	assert.False(t, busy(), "an idle runner: its listener, no worker")
+	process("58", "/home/runner/bin/Runner.Worker", "spawnclient", "118", "121")
+	assert.True(t, busy(), "a job's worker runs")
 }
 
 // An ARC upgrade across a minor version reinstalls ARC in ARC's own order (remove the scale

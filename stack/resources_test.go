@@ -79,8 +79,8 @@ func TestDevStackResourceCounts(t *testing.T) {
 		"kubernetes:core/v1:ServiceAccount":                   1 + 2,
 		"kubernetes:rbac.authorization.k8s.io/v1:Role":        1,
 		"kubernetes:rbac.authorization.k8s.io/v1:RoleBinding": 1,
-		// No drain evicts a pod that holds a job.
-		"kubernetes:policy/v1:PodDisruptionBudget": 1,
+		// No drain evicts a pod that holds a job: the job pods', the container-form runners'.
+		"kubernetes:policy/v1:PodDisruptionBudget": 2,
 		// The runners' namespace's boundary: deny all, then each role's egress; the cache
 		// servers': deny all, their egress, each server's clients.
 		"kubernetes:networking.k8s.io/v1:NetworkPolicy": 4 + 4,

@@ -68,6 +68,10 @@ const (
 	// ARCJobToPodSeconds: the scale set's listener holds a long poll on GitHub's broker,
 	// hears of the job at once, and ARC creates the ephemeral runner's pod. An estimate.
 	ARCJobToPodSeconds = 5.0
+	// IdleRunnerTakesJobSeconds: a container-form pool's waiting runner
+	// (config.GPUPool.IdleRunners) hears of the job on its own long poll, starts its worker,
+	// and its container hooks check their permissions and create the job pod. An estimate.
+	IdleRunnerTakesJobSeconds = 5.0
 	// KarpenterDecideSeconds: Karpenter batches pending pods for 1 s of quiet (at most 10 s:
 	// its BATCH_IDLE_DURATION and BATCH_MAX_DURATION defaults), then calls CreateFleet.
 	KarpenterDecideSeconds = 5.0
@@ -190,15 +194,27 @@ func ImageDisk(pool config.GPUPool) (string, float64) {
 	return fmt.Sprintf("%d MiB/s gp3", pool.RootVolumeThroughput), float64(pool.RootVolumeThroughput) * 1.048576
 }
 
+// addRunnerSteps adds what happens before the job's GPU pod exists: ARC makes the runner's
+// pod, unless a container-form runner waits for the job on a system node; a container-form
+// runner's hooks then create the job pod.
+func addRunnerSteps(pool config.GPUPool, add func(string, float64)) {
+	switch {
+	case pool.JobForm != config.JobFormContainer:
+		add("ARC: job → runner pod", ARCJobToPodSeconds)
+	case pool.IdleRunners() > 0:
+		add("the runner waiting on a system node takes the job, its hooks create the job pod", IdleRunnerTakesJobSeconds)
+	default:
+		add("ARC: job → runner pod", ARCJobToPodSeconds)
+		add("runner on a system node starts, the hooks create the job pod", StartSeconds+ARCJobToPodSeconds)
+	}
+}
+
 // WarmStartOf estimates a job's start on a warm node (config.GPUPool's warm windows): no
 // node to launch, no image to pull; the job's pod preempts a placeholder.
 func WarmStartOf(pool config.GPUPool) ColdStart {
 	cs := ColdStart{Pool: pool.Name}
 	add := func(what string, s float64) { cs.Steps = append(cs.Steps, Step{what, s}) }
-	add("ARC: job → runner pod", ARCJobToPodSeconds)
-	if pool.JobForm == config.JobFormContainer {
-		add("runner on a system node starts, the hooks create the job pod", StartSeconds+ARCJobToPodSeconds)
-	}
+	addRunnerSteps(pool, add)
 	add("the scheduler preempts a placeholder on a warm node and binds the pod", PreemptSeconds)
 	if pool.JobForm == config.JobFormContainer {
 		add("fs-init (the runner image, on the node) copies the runner's externals", StartSeconds)
@@ -235,11 +251,7 @@ func SpotShortStartOf(pool config.GPUPool, images []PulledImage) *ColdStart {
 func ColdStartOf(pool config.GPUPool, images []PulledImage) ColdStart {
 	cs := ColdStart{Pool: pool.Name}
 	add := func(what string, s float64) { cs.Steps = append(cs.Steps, Step{what, s}) }
-	add("ARC: job → runner pod", ARCJobToPodSeconds)
-	if pool.JobForm == config.JobFormContainer {
-		// The runner runs on a system node at once; its hooks then create the job pod.
-		add("runner on a system node starts, the hooks create the job pod", StartSeconds+ARCJobToPodSeconds)
-	}
+	addRunnerSteps(pool, add)
 	waitFrom := len(cs.Steps) // the hooks' wait starts once the job pod exists
 	add("Karpenter: batch, CreateFleet", KarpenterDecideSeconds)
 	add("instance launch → node Ready", LaunchToReadySeconds)

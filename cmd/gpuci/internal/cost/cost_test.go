@@ -306,9 +306,9 @@ func TestCostCountsTheRetryTwinAtTheInterruptionRate(t *testing.T) {
 
 // A container-form pool whose images come from a snapshot, by hand: no image crosses any
 // network on a cold start, the snapshot's storage is an idle cost, and the cold start loses
-// its pulls. Steps: ARC 5 s, the runner on a system node and the hooks 2 + 5 s, Karpenter
-// 5 s, launch 75 s, Bottlerocket's own device plugin 10 s, each of the two images read from
-// the restored volume 10 s, container start 2 s: 124 s. Snapshot: (0.5 + 8 GB) × (1 + 2
+// its pulls. Steps: the runner waiting on a system node and its hooks 5 s, Karpenter 5 s,
+// launch 75 s, Bottlerocket's own device plugin 10 s, each of the two images read from the
+// restored volume 10 s, container start 2 s: 117 s. Snapshot: (0.5 + 8 GB) × (1 + 2
 // unpacked) = 25.5 GB × $0.05 = $1.275 a month.
 func TestImageSnapshotPool(t *testing.T) {
 	c := testkit.DevConfig(t)
@@ -322,13 +322,13 @@ func TestImageSnapshotPool(t *testing.T) {
 		steps = append(steps, s.What)
 	}
 	assert.Equal(t, []string{
-		"ARC: job → runner pod", "runner on a system node starts, the hooks create the job pod",
+		"the runner waiting on a system node takes the job, its hooks create the job pod",
 		"Karpenter: batch, CreateFleet", "instance launch → node Ready", "Bottlerocket's device plugin registers the GPU",
 		"ghcr.io/actions/actions-runner:latest (0.5 GB) on the data volume from snap-0123456789abcdef0, read on first access",
 		"nvidia/cuda:12.8.1-devel-ubuntu24.04 (8.0 GB) on the data volume from snap-0123456789abcdef0, read on first access",
 		"container start",
 	}, steps, "no pull, and no device plugin image")
-	near(t, 124, cs.Seconds, "queued → running")
+	near(t, 117, cs.Seconds, "queued → running")
 
 	r, err := cost.Estimate(c, pricing.Default(), defaultUsage)
 	require.NoError(t, err)
@@ -381,9 +381,17 @@ func TestWarmAndSpotShortStarts(t *testing.T) {
 	assert.LessOrEqual(t, runner.Seconds, 15.0)
 	container := cost.WarmStartOf(c.GPUPools[2])
 	require.Equal(t, "container", c.GPUPools[2].JobForm)
-	assert.Len(t, container.Steps, 5, "the runner on a system node and the hooks' fs-init too")
-	assert.LessOrEqual(t, container.Seconds, 20.0)
+	assert.Equal(t, []cost.Step{
+		{What: "the runner waiting on a system node takes the job, its hooks create the job pod", Seconds: cost.IdleRunnerTakesJobSeconds},
+		{What: "the scheduler preempts a placeholder on a warm node and binds the pod", Seconds: cost.PreemptSeconds},
+		{What: "fs-init (the runner image, on the node) copies the runner's externals", Seconds: cost.StartSeconds},
+		{What: "container start (its image already on the node)", Seconds: cost.StartSeconds},
+	}, container.Steps, "no runner to start: one waits on a system node")
+	assert.LessOrEqual(t, container.Seconds, 15.0)
 	assert.Greater(t, container.Seconds, runner.Seconds)
+	// A twin keeps no runner waiting: ARC makes and starts one per re-run.
+	twin := c.GPUPools[2].RetryTwin()
+	assert.Len(t, cost.WarmStartOf(twin).Steps, 5, "ARC's runner pod and its start too")
 
 	spotOnly := c.GPUPools[0]
 	require.Equal(t, []string{"spot"}, spotOnly.CapacityTypes)

@@ -488,11 +488,11 @@ const eksUpdateTaint = "eks.amazonaws.com/nodegroup"
 // systemNodeUpdateHeld reports system nodes an update of the system node group has closed to
 // new pods (a kubernetesVersion bump, a tags edit). EKS taints every old node first, drains
 // them one by one, and cordons each once its pods are gone; when it fails with
-// PodEvictionFailure (the running-jobs budget keeps a container-form job's runner), the old
+// PodEvictionFailure (the busy-runners budget keeps a container-form job's runner), the old
 // node stays so, with the job on it. The deploy failed, nothing was killed, and a plain
 // `pulumi up` would show no change (pulumi-aws keeps the failed update's values in the state).
 func (d Doctor) systemNodeUpdateHeld(ctx context.Context) Finding {
-	f := Finding{Symptom: "System node update held by running jobs", Fix: "the system node group's update failed with PodEvictionFailure (or is still running): the running-jobs budget keeps these jobs, nothing is killed. Once they end, the next deploy (up --refresh, as deploy.yml runs it) replaces the nodes; by hand, pulumi up --refresh (a plain pulumi up shows no change). See docs/operations.md › A system-node update a job holds"}
+	f := Finding{Symptom: "System node update held by running jobs", Fix: "the system node group's update failed with PodEvictionFailure (or is still running): the disruption budgets keep these jobs, nothing is killed. Once they end, the next deploy (up --refresh, as deploy.yml runs it) replaces the nodes; by hand, pulumi up --refresh (a plain pulumi up shows no change). See docs/operations.md › A system-node update a job holds"}
 	nodes, err := d.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: wellknown.SystemNodeLabel + "=" + wellknown.SystemNodeValue})
 	if err != nil {
 		f.Evidence = append(f.Evidence, "cannot list the system nodes: "+err.Error())
