@@ -40,6 +40,8 @@ const (
 	arsScaleSetIDAnnot   = "runner-scale-set-id"
 	arsScaleSetNameAnnot = "actions.github.com/runner-scale-set-name" // constants.go
 	versionLabel         = "app.kubernetes.io/version"                // constants.go, LabelKeyKubernetesVersion
+	// scaleSetNamespaceLabel is constants.go's LabelKeyGitHubScaleSetNamespace.
+	scaleSetNamespaceLabel = "actions.github.com/scale-set-namespace"
 	// arcCleanupFinalizer is put on a scale set's dependents by ARC's chart
 	// (charts/gha-runner-scale-set/templates/*.yaml); the controller removes it once the
 	// scale set is cleaned up (removeFinalizersFromDependentResources).
@@ -326,7 +328,9 @@ func listenerName(ars *unstructured.Unstructured) string { return ars.GetName() 
 
 // ensureListener runs a registered scale set's listener as the controller does, in the
 // controller's namespace (resourcebuilder.go, newScaleSetListenerPod): one container,
-// "listener", of the controller's image, running /ghalistener. The
+// "listener", of the controller's image, running /ghalistener, labelled with its scale set's
+// name and namespace (newAutoScalingListener's labels, lines 103-109, which the pod copies).
+// Deleted, it is started again on the next pass, as the controller re-creates it. The
 // stack sets no listenerTemplate, so the pod requests nothing and selects no node: the
 // scheduler places it where it fits, which is a system node (the GPU nodes are tainted).
 func (a arcStandIn) ensureListener(ctx context.Context, ars *unstructured.Unstructured, image string) {
@@ -334,8 +338,12 @@ func (a arcStandIn) ensureListener(ctx context.Context, ars *unstructured.Unstru
 		return
 	}
 	pod := corev1.Pod{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
-		ObjectMeta: metav1.ObjectMeta{Name: listenerName(ars), Namespace: wellknown.ARCNamespace, Labels: map[string]string{"app.kubernetes.io/component": "runner-scale-set-listener"}},
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
+		ObjectMeta: metav1.ObjectMeta{Name: listenerName(ars), Namespace: wellknown.ARCNamespace, Labels: map[string]string{
+			"app.kubernetes.io/component": "runner-scale-set-listener",
+			wellknown.ScaleSetLabel:       ars.GetName(),
+			scaleSetNamespaceLabel:        ars.GetNamespace(),
+		}},
 		Spec: corev1.PodSpec{
 			Containers: []corev1.Container{{Name: "listener", Image: image, Command: []string{"/ghalistener"}}},
 		},

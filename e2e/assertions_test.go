@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -326,11 +327,13 @@ type doctorFinding struct {
 	Evidence []string `json:"evidence"`
 }
 
-// gpuciDoctor runs `gpuci doctor --json` as an operator does and returns the finding named
-// symptom (the run fails if doctor does not examine it).
-func gpuciDoctor(t tb, ctx context.Context, gpuci, kubeconfig, symptom string) doctorFinding {
+// gpuciDoctor runs `gpuci doctor --json` as an operator does, with env added to the
+// environment, and returns the finding named symptom (the run fails if doctor does not
+// examine it).
+func gpuciDoctor(t tb, ctx context.Context, gpuci, kubeconfig, symptom string, env ...string) doctorFinding {
 	t.Helper()
 	cmd := exec.CommandContext(ctx, gpuci, "doctor", "--project", repoRoot(t), "--stack", stackName, "--kubeconfig", kubeconfig, "--json")
+	cmd.Env = append(os.Environ(), env...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	_ = cmd.Run() // doctor exits non-zero when it finds a problem

@@ -48,7 +48,9 @@ func startSystemNodes(t *testing.T, ctx context.Context, core kubernetes.Interfa
 }
 
 // runnerPod is the pod ARC's EphemeralRunner controller creates for a job: the scale set's
-// runner template, as the stack's release rendered it into the AutoscalingRunnerSet.
+// runner template, as the stack's release rendered it into the AutoscalingRunnerSet, with the
+// scale set's name and namespace among its labels (resourcebuilder.go: newEphemeralRunnerSet's
+// labels, lines 564-567, copied into each EphemeralRunner and its pod).
 func runnerPod(t tb, ctx context.Context, kube dynamic.Interface, scaleSet, name string) *corev1.Pod {
 	ars, err := kube.Resource(runnerSets).Namespace(wellknown.RunnersNamespace).Get(ctx, scaleSet, metav1.GetOptions{})
 	require.NoError(t, err)
@@ -59,6 +61,10 @@ func runnerPod(t tb, ctx context.Context, kube dynamic.Interface, scaleSet, name
 	require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(tmpl, &pt))
 	pod := &corev1.Pod{ObjectMeta: pt.ObjectMeta, Spec: pt.Spec}
 	pod.Name, pod.Namespace = name, wellknown.RunnersNamespace
+	if pod.Labels == nil {
+		pod.Labels = map[string]string{}
+	}
+	pod.Labels[wellknown.ScaleSetLabel], pod.Labels[scaleSetNamespaceLabel] = scaleSet, wellknown.RunnersNamespace
 	pod.Spec.RestartPolicy = corev1.RestartPolicyNever
 	return pod
 }

@@ -137,6 +137,10 @@ func TestWholeProgram(t *testing.T) {
 		require.NoError(t, core.CoreV1().Pods(runner.Namespace).Delete(ctx, runner.Name, metav1.DeleteOptions{}), "ARC ends the job")
 	})
 
+	step(t, "a job queued twenty minutes for a scale set that made no runner: gpuci doctor names it (not the container-form scale set, whose runner waits), --fix restarts only its listener", func(t *testing.T) {
+		stuckListener(t, ctx, core, kube, systemNodes, gpuci, filepath.Join(e.clusterDir, "kubeconfig"))
+	})
+
 	var journeyEnd func(t tb)
 	step(t, "a GPU job through the real scheduler and the real Karpenter", func(t *testing.T) {
 		journeyEnd = gpuJobJourney(t, ctx, core, kube, karp, systemNodes)

@@ -197,15 +197,36 @@ func (d Doctor) StuckListeners(ctx context.Context, queued []stats.QueuedJob, wa
 			continue
 		}
 		runners, err := d.Kube.CoreV1().Pods(wellknown.RunnersNamespace).List(ctx, metav1.ListOptions{LabelSelector: wellknown.ScaleSetLabel + "=" + pool.RunnerScaleSetName})
-		if err != nil || len(runners.Items) > 0 {
-			continue // a runner is coming (or running): a slow start, not a stuck listener
+		if err != nil || runnerComing(pool, runners.Items) {
+			continue // a slow start, or the scale set at its maxRunners: not a stuck listener
+		}
+		none := "no runner pod in " + wellknown.RunnersNamespace
+		if n := len(runners.Items); n > 0 {
+			none = fmt.Sprintf("its %d runner(s) all busy with other jobs, below its maxRunners %d", n, pool.MaxRunners)
 		}
 		oldest := slices.MinFunc(waiting, func(a, b stats.QueuedJob) int { return a.Created.Compare(b.Created) })
 		out = append(out, StuckScaleSet{Name: pool.RunnerScaleSetName, Evidence: fmt.Sprintf(
-			"scale set %s: %d job(s) queued, the oldest %s/%s %q for %s, and no runner pod in %s",
-			pool.RunnerScaleSetName, len(waiting), d.Cfg.GitHub.Org, oldest.Repo, oldest.Name, d.Now().Sub(oldest.Created).Round(time.Minute), wellknown.RunnersNamespace)})
+			"scale set %s: %d job(s) queued, the oldest %s/%s %q for %s, and %s",
+			pool.RunnerScaleSetName, len(waiting), d.Cfg.GitHub.Org, oldest.Repo, oldest.Name, d.Now().Sub(oldest.Created).Round(time.Minute), none)})
 	}
 	return out
+}
+
+// runnerComing tells whether one of a scale set's runner pods may still take a queued job, or
+// the scale set runs all it may: a runner-form pod is starting or busy (the check cannot tell
+// which), so any counts; a container-form runner is Ready only while it runs a job
+// (k8s.RunnerBusyProbe), so one that is not Ready waits or starts, and Ready ones are busy.
+// A container-form pool always keeps one runner waiting (config.GPUPool.IdleRunners): only
+// when every runner is busy below maxRunners has the listener failed to make the next one.
+func runnerComing(pool config.GPUPool, pods []corev1.Pod) bool {
+	if pool.JobForm != config.JobFormContainer || len(pods) >= pool.MaxRunners {
+		return len(pods) > 0
+	}
+	return slices.ContainsFunc(pods, func(p corev1.Pod) bool {
+		return !slices.ContainsFunc(p.Status.Conditions, func(c corev1.PodCondition) bool {
+			return c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue
+		})
+	})
 }
 
 // RestartListeners deletes the scale sets' listener pods; ARC's controller starts new ones.

@@ -301,3 +301,41 @@ func TestDoctorFindsAStuckListener(t *testing.T) {
 	assert.False(t, f.Problem)
 	assert.Contains(t, f.Evidence[0], "not checked: GitHub's queued jobs need GITHUB_TOKEN")
 }
+
+// A container-form scale set keeps a runner waiting, which is Ready only while it runs a job:
+// a queued job with a runner that waits (or starts) is a slow start; with every runner busy at
+// maxRunners, a job waiting its turn; with every runner busy below maxRunners, a listener that
+// made no runner for it.
+func TestDoctorTellsABusyContainerRunnerFromAWaitingOne(t *testing.T) {
+	old := []stats.QueuedJob{{Repo: "app", Name: "cuda-container", Labels: []string{"lux-gpu-t4-container"}, Created: doctorNow.Add(-30 * time.Minute)}}
+	check := func(ready corev1.ConditionStatus, maxRunners int) doctor.Finding {
+		t.Helper()
+		c := doctorCluster()
+		runner := fakecluster.Pod("arc-runners", "lux-gpu-t4-container-abc12-runner-q", map[string]string{"actions.github.com/scale-set-name": "lux-gpu-t4-container"}, corev1.PodRunning)
+		runner.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: ready}}
+		c.Objects = append(c.Objects, runner)
+		kube, dyn := c.Clients()
+		cfg := testkit.DevConfig(t)
+		for i := range cfg.GPUPools {
+			if cfg.GPUPools[i].RunnerScaleSetName == "lux-gpu-t4-container" {
+				cfg.GPUPools[i].MaxRunners = maxRunners
+			}
+		}
+		d := doctor.Doctor{Kube: kube, Dyn: dyn, Cfg: cfg, Now: func() time.Time { return doctorNow },
+			Queue: func(context.Context) ([]stats.QueuedJob, error) { return old, nil }}
+		for _, f := range d.Examine(context.Background()) {
+			if strings.Contains(f.Symptom, "stuck listener") {
+				return f
+			}
+		}
+		t.Fatal("no stuck-listener finding")
+		return doctor.Finding{}
+	}
+	f := check(corev1.ConditionFalse, 2)
+	assert.False(t, f.Problem, "a runner waits for the job: %v", f.Evidence)
+	f = check(corev1.ConditionTrue, 1)
+	assert.False(t, f.Problem, "its one runner is busy at maxRunners 1: the job waits its turn: %v", f.Evidence)
+	f = check(corev1.ConditionTrue, 2)
+	assert.True(t, f.Problem, "its one runner is busy, and the listener made no second")
+	assert.Equal(t, []string{`scale set lux-gpu-t4-container: 1 job(s) queued, the oldest luxfi/app "cuda-container" for 30m0s, and its 1 runner(s) all busy with other jobs, below its maxRunners 2`}, f.Evidence)
+}
