@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/luxfi/lux-gpu-ci/instancetypes"
 	"github.com/luxfi/lux-gpu-ci/versions"
@@ -19,17 +20,18 @@ type GPUPool struct {
 	Name string `json:"name"`
 	// InstanceTypes Karpenter may launch, from the instancetypes catalogue.
 	InstanceTypes []string `json:"instanceTypes"`
-	// CapacityTypes are "spot" and/or "on-demand"; with both, Karpenter prefers spot and
-	// falls back to on-demand when spot capacity is short.
-	CapacityTypes []string `json:"capacityTypes"`
+	// CapacityTypes are CapacitySpot and/or CapacityOnDemand; with both, Karpenter prefers
+	// spot and falls back to on-demand when spot capacity is short.
+	CapacityTypes []CapacityType `json:"capacityTypes"`
 	// GPULimit caps the GPUs the pool may run at once (NodePool limits nvidia.com/gpu).
 	GPULimit int `json:"gpuLimit"`
 	// ConsolidateAfter is how long an empty GPU node is kept warm for the next job.
-	ConsolidateAfter string `json:"consolidateAfter"`
-	// ExpireAfter replaces nodes older than this (fresh AMIs); TerminationGracePeriod is
-	// how long a draining node waits for a running job. Together they bound a node's life.
-	ExpireAfter            string `json:"expireAfter"`
-	TerminationGracePeriod string `json:"terminationGracePeriod"`
+	ConsolidateAfter Duration `json:"consolidateAfter"`
+	// ExpireAfter replaces nodes older than this (fresh AMIs; Never keeps them);
+	// TerminationGracePeriod is how long a draining node waits for a running job. Together
+	// they bound a node's life.
+	ExpireAfter            Duration `json:"expireAfter"`
+	TerminationGracePeriod Duration `json:"terminationGracePeriod"`
 	// RootVolumeGi sizes the gp3 root volume; CUDA images are large.
 	RootVolumeGi int `json:"rootVolumeGi"`
 	// RootVolumeThroughput (MiB/s) and RootVolumeIOPS provision the gp3 root volume, where a
@@ -52,7 +54,7 @@ type GPUPool struct {
 	RunnerImage string `json:"runnerImage"`
 	// JobForm is where a job's steps run, and so which pod holds the GPU: JobFormRunner or
 	// JobFormContainer.
-	JobForm string `json:"jobForm"`
+	JobForm JobForm `json:"jobForm"`
 	// ImageSnapshotID is an EBS snapshot of a Bottlerocket data volume that already holds the
 	// images the pool's jobs pull (docs/operations.md, "Images from a snapshot"). The pool's
 	// nodes then run Bottlerocket (versions.GPUNodeBottlerocketAlias), whose data volume —
@@ -89,7 +91,7 @@ const retryTwinSuffix = "-on-demand"
 func (p GPUPool) RetryTwin() GPUPool {
 	t := p
 	t.Name = p.Name + retryTwinSuffix
-	t.CapacityTypes = []string{"on-demand"}
+	t.CapacityTypes = []CapacityType{CapacityOnDemand}
 	t.RunnerScaleSetName = p.RunnerScaleSetName + retryTwinSuffix
 	t.RunnerLabels = slices.Clone(p.RunnerLabels)
 	if n := len(t.RunnerLabels); n > 0 {
@@ -102,15 +104,39 @@ func (p GPUPool) RetryTwin() GPUPool {
 	return t
 }
 
+// JobForm is where a pool's job steps run, and so which pod holds the GPU.
+type JobForm string
+
 const (
 	// JobFormRunner runs the steps in the runner container, which holds the GPU. Jobs
 	// without `container:`; no service containers or Docker actions (there is no Docker).
-	JobFormRunner = "runner"
+	JobFormRunner JobForm = "runner"
 	// JobFormContainer is ARC's kubernetes-novolume container mode: every job declares
 	// `container:`, the runner (no GPU, on the system nodes) starts it as a pod of its own
 	// through the container hooks, and that job pod holds the GPU on the pool's nodes.
-	JobFormContainer = "container"
+	JobFormContainer JobForm = "container"
 )
+
+// CapacityType is an EC2 purchase option a pool's nodes may use (Karpenter's
+// karpenter.sh/capacity-type values).
+type CapacityType string
+
+const (
+	CapacitySpot     CapacityType = "spot"
+	CapacityOnDemand CapacityType = "on-demand"
+)
+
+// CapacityTypeNames are the pool's capacity types as strings (a NodePool requirement's values).
+func (p GPUPool) CapacityTypeNames() []string {
+	out := make([]string, len(p.CapacityTypes))
+	for i, ct := range p.CapacityTypes {
+		out[i] = string(ct)
+	}
+	return out
+}
+
+// Allows reports whether the pool may use capacity type ct.
+func (p GPUPool) Allows(ct CapacityType) bool { return slices.Contains(p.CapacityTypes, ct) }
 
 // IdleRunners is how many of the pool's runners wait for a job (ARC's minRunners): one for a
 // container-form pool, whose runner sits on a system node at no GPU cost and so saves a job
@@ -171,11 +197,11 @@ func DefaultPool() GPUPool {
 	return GPUPool{
 		Name:                   "gpu-spot",
 		InstanceTypes:          []string{"g4dn.xlarge"},
-		CapacityTypes:          []string{"spot"},
+		CapacityTypes:          []CapacityType{CapacitySpot},
 		GPULimit:               1,
-		ConsolidateAfter:       "30s",
-		ExpireAfter:            "24h",
-		TerminationGracePeriod: "6h",
+		ConsolidateAfter:       DurationOf(30 * time.Second),
+		ExpireAfter:            DurationOf(24 * time.Hour),
+		TerminationGracePeriod: DurationOf(6 * time.Hour),
 		RootVolumeGi:           100,
 		RootVolumeThroughput:   DefaultRootVolumeThroughput,
 		RootVolumeIOPS:         GP3BaselineIOPS,
@@ -195,7 +221,6 @@ func validRunnerGroup(g string) bool {
 
 var (
 	dnsLabelRE     = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
-	karpenterDurRE = regexp.MustCompile(`^([0-9]+(s|m|h))+$`)
 	runnerLabelRE  = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]*$`)
 	// An EBS snapshot ID: snap- and 8 (older) or 17 hexadecimal digits.
 	snapshotIDRE = regexp.MustCompile(`^snap-([0-9a-f]{8}|[0-9a-f]{17})$`)
@@ -329,7 +354,7 @@ func (pool GPUPool) problems() []fieldProblem {
 		bad("capacityTypes", `is empty; use ["spot"], ["on-demand"] or both`)
 	}
 	for _, ct := range pool.CapacityTypes {
-		if ct != "spot" && ct != "on-demand" {
+		if ct != CapacitySpot && ct != CapacityOnDemand {
 			bad("capacityTypes", fmt.Sprintf("%q is not spot or on-demand", ct))
 		}
 	}
@@ -339,14 +364,15 @@ func (pool GPUPool) problems() []fieldProblem {
 	if pool.GPULimit < 1 || pool.GPULimit > 64 {
 		bad("gpuLimit", fmt.Sprintf("must be 1–64, got %d", pool.GPULimit))
 	}
-	for _, d := range []struct{ field, value string }{
-		{"consolidateAfter", pool.ConsolidateAfter}, {"expireAfter", pool.ExpireAfter}, {"terminationGracePeriod", pool.TerminationGracePeriod},
+	for _, d := range []struct {
+		field        string
+		value        Duration
+		neverAllowed bool
+	}{
+		{"consolidateAfter", pool.ConsolidateAfter, false}, {"expireAfter", pool.ExpireAfter, true}, {"terminationGracePeriod", pool.TerminationGracePeriod, false},
 	} {
-		if d.field == "expireAfter" && d.value == "Never" {
-			continue
-		}
-		if !karpenterDurRE.MatchString(d.value) {
-			bad(d.field, fmt.Sprintf("%q is not a Karpenter duration like 30s, 5m or 6h (whole numbers of s, m, h)", d.value))
+		if problem := d.value.problem(d.neverAllowed); problem != "" {
+			bad(d.field, problem)
 		}
 	}
 	if pool.RootVolumeGi < 20 || pool.RootVolumeGi > 16384 {
@@ -406,7 +432,7 @@ func (pool GPUPool) problems() []fieldProblem {
 	if id := pool.ImageSnapshotID; id != "" && !snapshotIDRE.MatchString(id) {
 		bad("imageSnapshotID", fmt.Sprintf("%q is not an EBS snapshot ID (snap- and 17 hexadecimal digits, as aws ec2 describe-snapshots shows it); leave it out to pull images", id))
 	}
-	if pool.OnDemandRetry && !slices.Contains(pool.CapacityTypes, "spot") {
+	if pool.OnDemandRetry && !pool.Allows(CapacitySpot) {
 		bad("onDemandRetry", "the pool uses no spot capacity, so nothing interrupts it: its twin would be the same pool; leave onDemandRetry out")
 	}
 	if pool.JobForm != JobFormRunner && pool.JobForm != JobFormContainer {

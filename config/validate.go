@@ -175,8 +175,8 @@ func hasAnyPrefix(s string, prefixes ...string) bool {
 	return false
 }
 
-func firstDuplicate(xs []string) string {
-	seen := map[string]bool{}
+func firstDuplicate[S ~string](xs []S) S {
+	seen := map[S]bool{}
 	for _, x := range xs {
 		if seen[x] {
 			return x

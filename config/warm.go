@@ -93,7 +93,7 @@ var (
 
 // parse validates the schedule of a pool whose gpuLimit and job form are given; bad records
 // each problem as a field of the pool.
-func (s WarmSchedule) parse(gpuLimit int, jobForm string, bad func(field, problem string)) *Warm {
+func (s WarmSchedule) parse(gpuLimit int, jobForm JobForm, bad func(field, problem string)) *Warm {
 	w := &Warm{TimeZone: s.TimeZone, Images: s.Images}
 	if w.TimeZone == "" {
 		w.TimeZone = "UTC"

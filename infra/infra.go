@@ -32,7 +32,7 @@ type Outputs struct {
 	// Kubeconfig is a secret.
 	Kubeconfig pulumi.StringOutput
 
-	QueueName         pulumi.StringOutput
+	InterruptionQueue pulumi.StringOutput
 	NodeRoleName      pulumi.StringOutput
 	ControllerRoleArn pulumi.StringOutput
 	// ImageCache maps each cached upstream registry's host to its ECR repository prefix.
@@ -213,7 +213,7 @@ func New(ctx *pulumi.Context, cfg *config.Config) (*Outputs, error) {
 		PublicSubnetIDs:    network.PublicSubnetIDs,
 		Endpoint:           cluster.Endpoint,
 		Kubeconfig:         cluster.Kubeconfig,
-		QueueName:          karpenter.QueueName,
+		InterruptionQueue:  karpenter.InterruptionQueue,
 		NodeRoleName:       karpenter.NodeRoleName,
 		ControllerRoleArn:  karpenter.ControllerRoleArn,
 		ImageCache:         imageCache,

@@ -35,7 +35,7 @@ type KarpenterAWSArgs struct {
 type KarpenterAWS struct {
 	pulumi.ResourceState
 
-	QueueName         pulumi.StringOutput `pulumi:"queueName"`
+	InterruptionQueue pulumi.StringOutput `pulumi:"queueName"`
 	QueueArn          pulumi.StringOutput `pulumi:"queueArn"`
 	NodeRoleName      pulumi.StringOutput `pulumi:"nodeRoleName"`
 	NodeRoleArn       pulumi.StringOutput `pulumi:"nodeRoleArn"`
@@ -91,14 +91,14 @@ func NewKarpenterAWS(ctx *pulumi.Context, name string, args *KarpenterAWSArgs, o
 		}
 	}
 
-	k.QueueName = queue.Name
+	k.InterruptionQueue = queue.Name
 	k.QueueArn = queue.Arn
 	k.NodeRoleName = nodeRole.Name
 	k.NodeRoleArn = nodeRole.Arn
 	k.ControllerRoleArn = controllerRole.Arn
 	k.Resources = b.created
 	if err := ctx.RegisterResourceOutputs(k, pulumi.Map{
-		"queueName":         k.QueueName,
+		"queueName":         k.InterruptionQueue,
 		"queueArn":          k.QueueArn,
 		"nodeRoleName":      k.NodeRoleName,
 		"nodeRoleArn":       k.NodeRoleArn,

@@ -2,7 +2,6 @@ package k8s
 
 import (
 	"fmt"
-	"time"
 
 	awsv1 "github.com/aws/karpenter-provider-aws/pkg/apis/v1"
 	"github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes"
@@ -26,23 +25,13 @@ const gpuResource corev1.ResourceName = wellknown.GPUResource
 var GPUTaint = corev1.Taint{Key: wellknown.GPUTaintKey, Value: wellknown.GPUTaintValue, Effect: corev1.TaintEffectNoSchedule}
 
 // NodePoolFor builds the Karpenter NodePool for a pool from Karpenter's own Go types.
-func NodePoolFor(pool config.GPUPool) (*karpv1.NodePool, error) {
-	consolidateAfter, err := time.ParseDuration(pool.ConsolidateAfter)
-	if err != nil {
-		return nil, fmt.Errorf("pool %s: consolidateAfter: %w", pool.Name, err)
-	}
-	tgp, err := time.ParseDuration(pool.TerminationGracePeriod)
-	if err != nil {
-		return nil, fmt.Errorf("pool %s: terminationGracePeriod: %w", pool.Name, err)
-	}
-	// An unset ExpireAfter would serialize as "Never"; build it explicitly.
+func NodePoolFor(pool config.GPUPool) *karpv1.NodePool {
+	// The pool's durations are read and checked once, in config; Never leaves ExpireAfter's
+	// duration unset, which Karpenter writes as "Never".
+	consolidateAfter, tgp := pool.ConsolidateAfter.Std(), pool.TerminationGracePeriod.Std()
 	expireAfter := karpv1.NillableDuration{}
-	if pool.ExpireAfter != "Never" {
-		d, err := time.ParseDuration(pool.ExpireAfter)
-		if err != nil {
-			return nil, fmt.Errorf("pool %s: expireAfter: %w", pool.Name, err)
-		}
-		expireAfter.Duration = &d
+	if !pool.ExpireAfter.IsNever() {
+		expireAfter.Duration = ptr(pool.ExpireAfter.Std())
 	}
 	labels := map[string]string{
 		wellknown.GPUPresentLabel: "true",
@@ -60,7 +49,7 @@ func NodePoolFor(pool config.GPUPool) (*karpv1.NodePool, error) {
 				ObjectMeta: karpv1.ObjectMeta{Labels: labels},
 				Spec: karpv1.NodeClaimTemplateSpec{
 					Requirements: []karpv1.NodeSelectorRequirementWithMinValues{
-						{Key: karpv1.CapacityTypeLabelKey, Operator: corev1.NodeSelectorOpIn, Values: pool.CapacityTypes},
+						{Key: karpv1.CapacityTypeLabelKey, Operator: corev1.NodeSelectorOpIn, Values: pool.CapacityTypeNames()},
 						{Key: corev1.LabelInstanceTypeStable, Operator: corev1.NodeSelectorOpIn, Values: pool.InstanceTypes},
 						{Key: corev1.LabelArchStable, Operator: corev1.NodeSelectorOpIn, Values: []string{"amd64"}},
 						{Key: corev1.LabelOSStable, Operator: corev1.NodeSelectorOpIn, Values: []string{"linux"}},
@@ -82,7 +71,7 @@ func NodePoolFor(pool config.GPUPool) (*karpv1.NodePool, error) {
 			},
 			Limits: karpv1.Limits{gpuResource: *resource.NewQuantity(int64(pool.GPULimit), resource.DecimalSI)},
 		},
-	}, nil
+	}
 }
 
 // EC2NodeClassFor builds the EC2NodeClass for a pool from Karpenter's AWS Go types.
@@ -159,11 +148,7 @@ func blockDevices(pool config.GPUPool) []*awsv1.BlockDeviceMapping {
 // NodePoolObject is the pool's NodePool as sent to the API server (JSON form, nulls
 // dropped).
 func NodePoolObject(pool config.GPUPool) (map[string]any, error) {
-	np, err := NodePoolFor(pool)
-	if err != nil {
-		return nil, err
-	}
-	return unstructured(np)
+	return unstructured(NodePoolFor(pool))
 }
 
 // EC2NodeClassObject is the pool's EC2NodeClass as sent to the API server. (Karpenter's type

@@ -37,8 +37,8 @@ const (
 // pool's: an edit of the pool's instanceTypes then leaves its runners' template alone, so it
 // does not roll the scale set's runners (make e2e's pool edit changes only the NodePools).
 func JobHookEnv(pool config.GPUPool, p pricing.Prices) []k8scorev1.EnvVar {
-	table, capacity := p.OnDemand, strings.Join(pool.CapacityTypes, ", ")
-	if slices.Contains(pool.CapacityTypes, "spot") {
+	table, capacity := p.OnDemand, strings.Join(pool.CapacityTypeNames(), ", ")
+	if pool.Allows(config.CapacitySpot) {
 		table = p.Spot
 		if len(pool.CapacityTypes) > 1 {
 			capacity = "spot, on-demand when spot is short (priced at spot)"

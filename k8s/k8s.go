@@ -23,20 +23,21 @@ import (
 type Args struct {
 	// Kubeconfig reaches the cluster (a secret).
 	Kubeconfig pulumi.StringInput
-	// ProviderDependsOn is what everything in the cluster needs while it runs and while its
-	// finalizers run on destroy (network, add-ons, system nodes): the provider depends on it,
-	// so every object in the cluster is deleted first.
-	ProviderDependsOn []pulumi.Resource
+	// Lifelines are what everything in the cluster needs while it runs and while its
+	// finalizers run on destroy (network, add-ons, system nodes): the provider depends on
+	// them, so every object in the cluster is deleted first. Each field named for one of
+	// infra.Outputs' is that output, under the same name.
+	Lifelines []pulumi.Resource
 
 	ClusterName string
 	Region      string
 	// InterruptionQueue is the SQS queue name; NodeRoleName the Karpenter node role.
 	InterruptionQueue pulumi.StringInput
 	NodeRoleName      pulumi.StringInput
-	// KarpenterDependsOn is Karpenter's AWS side (its IAM, Pod Identity association, node
+	// KarpenterLifelines are Karpenter's AWS side (its IAM, Pod Identity association, node
 	// access entry, queue): needed before the controller starts and until it has drained
 	// the GPU nodes on destroy.
-	KarpenterDependsOn []pulumi.Resource
+	KarpenterLifelines []pulumi.Resource
 	// NodesPublic gives GPU nodes public IPs (the lean network profile).
 	NodesPublic bool
 	// SystemNodes is the system node group's size: Karpenter runs a replica on each of two.
@@ -65,10 +66,10 @@ type Args struct {
 	RetryRunner config.RetryRunner
 	// CompilerCaches are the compiler cache's servers (config.Config.CompilerCaches), on
 	// CompilerCacheBucket, with their AWS side (infra.CompilerCache) as
-	// CompilerCacheDependsOn.
+	// CompilerCacheLifelines.
 	CompilerCaches         []config.CompilerCacheService
 	CompilerCacheBucket    pulumi.StringInput
-	CompilerCacheDependsOn []pulumi.Resource
+	CompilerCacheLifelines []pulumi.Resource
 }
 
 // Charts are the Helm charts the layer installs, by chart name.
@@ -117,7 +118,7 @@ func New(ctx *pulumi.Context, name string, args *Args, opts ...pulumi.ResourceOp
 		EnableServerSideApply: pulumi.Bool(true),
 		// DeleteUnreachable stays off: dropping unreachable objects from state would orphan
 		// Karpenter's EC2 instances. PULUMI_K8S_DELETE_UNREACHABLE is the break-glass.
-	}, pulumi.Parent(g), pulumi.DependsOn(args.ProviderDependsOn))
+	}, pulumi.Parent(g), pulumi.DependsOn(args.Lifelines))
 	if err != nil {
 		return nil, fmt.Errorf("creating Kubernetes provider: %w", err)
 	}
@@ -130,7 +131,7 @@ func New(ctx *pulumi.Context, name string, args *Args, opts ...pulumi.ResourceOp
 		Kubeconfig:            kubeconfig,
 		EnableServerSideApply: pulumi.Bool(true),
 		UpsertExistingObjects: pulumi.Bool(true),
-	}, pulumi.Parent(g), pulumi.DependsOn(args.ProviderDependsOn))
+	}, pulumi.Parent(g), pulumi.DependsOn(args.Lifelines))
 	if err != nil {
 		return nil, fmt.Errorf("creating Kubernetes provider for CRDs: %w", err)
 	}
@@ -139,7 +140,7 @@ func New(ctx *pulumi.Context, name string, args *Args, opts ...pulumi.ResourceOp
 		ClusterName:       args.ClusterName,
 		Region:            args.Region,
 		InterruptionQueue: args.InterruptionQueue,
-		DependsOn:         args.KarpenterDependsOn,
+		DependsOn:         args.KarpenterLifelines,
 		SkipAwait:         args.SkipAwait,
 		CRDChart:          charts.of(versions.KarpenterCRDChart),
 		Chart:             charts.of(versions.KarpenterChart),
@@ -176,7 +177,7 @@ func New(ctx *pulumi.Context, name string, args *Args, opts ...pulumi.ResourceOp
 	}
 	compilerCache, err := NewCompilerCache(ctx, name+"-compiler-cache", &CompilerCacheArgs{
 		Services: args.CompilerCaches, Bucket: args.CompilerCacheBucket, Region: args.Region,
-		DependsOn: args.CompilerCacheDependsOn, ImageCache: args.ImageCache, SkipAwait: args.SkipAwait,
+		DependsOn: args.CompilerCacheLifelines, ImageCache: args.ImageCache, SkipAwait: args.SkipAwait,
 	}, in...)
 	if err != nil {
 		return nil, err

@@ -11,7 +11,6 @@ import (
 	"maps"
 	"math"
 	"os"
-	"slices"
 
 	"github.com/luxfi/lux-gpu-ci/config"
 )
@@ -102,7 +101,7 @@ func Load(path string) (Prices, error) {
 func HourlyPrice(pool config.GPUPool, p Prices) (instanceType, capacity string, perHour float64, err error) {
 	capacity = "on-demand"
 	table := p.OnDemand
-	if slices.Contains(pool.CapacityTypes, "spot") {
+	if pool.Allows(config.CapacitySpot) {
 		capacity, table = "spot", p.Spot
 	}
 	perHour = math.Inf(1)

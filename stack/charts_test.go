@@ -145,8 +145,7 @@ func TestDevicePluginChartSchedulesOnGPUNodesOnly(t *testing.T) {
 	require.NotEmpty(t, pod.Spec.Containers)
 	assert.Equal(t, versions.NvidiaDevicePluginImage, pod.Spec.Containers[0].Image, "gpuci cost prices the image the chart runs (nvcr.io: never through the cache)")
 
-	np, err := k8s.NodePoolFor(config.DefaultPool())
-	require.NoError(t, err)
+	np := k8s.NodePoolFor(config.DefaultPool())
 	gpuNode := &corev1.Node{ObjectMeta: v1.ObjectMeta{Labels: map[string]string{
 		"kubernetes.io/os": "linux", "node.kubernetes.io/instance-type": "g4dn.xlarge", "karpenter.sh/nodepool": "gpu-spot",
 	}}, Spec: corev1.NodeSpec{Taints: np.Spec.Template.Spec.Taints}}
@@ -172,8 +171,7 @@ func TestDevicePluginChartSchedulesOnGPUNodesOnly(t *testing.T) {
 	// device plugin of its own: ours stays off, the pool's runner still lands there.
 	snapPool := config.DefaultPool()
 	snapPool.ImageSnapshotID = "snap-0123456789abcdef0"
-	bnp, err := k8s.NodePoolFor(snapPool)
-	require.NoError(t, err)
+	bnp := k8s.NodePoolFor(snapPool)
 	bottlerocketNode := &corev1.Node{ObjectMeta: v1.ObjectMeta{Labels: map[string]string{
 		"kubernetes.io/os": "linux", "node.kubernetes.io/instance-type": "g4dn.xlarge", "karpenter.sh/nodepool": snapPool.Name,
 	}}, Spec: corev1.NodeSpec{Taints: bnp.Spec.Template.Spec.Taints}}
@@ -258,7 +256,7 @@ func TestScaleSetChartRendersBothJobForms(t *testing.T) {
 			Template             corev1.PodTemplateSpec `json:"template"`
 		} `json:"spec"`
 	}
-	render := func(form string) (runnerSet, []chartrender.Object) {
+	render := func(form config.JobForm) (runnerSet, []chartrender.Object) {
 		pool := config.DefaultPool()
 		pool.JobForm = form
 		values, err := k8s.ScaleSetValues(pool, config.GitHub{ConfigURL: "https://github.com/luxfi"}, nil)

@@ -5,6 +5,7 @@ package stack_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -16,12 +17,16 @@ import (
 func TestPoolVariantsPassKarpenterCRDs(t *testing.T) {
 	v := karpentercrd.Validator(t)
 	variants := map[string]func(p *config.GPUPool){
-		"default":              func(*config.GPUPool) {},
-		"on-demand fallback":   func(p *config.GPUPool) { p.CapacityTypes = []string{"spot", "on-demand"} },
-		"on-demand only":       func(p *config.GPUPool) { p.CapacityTypes = []string{"on-demand"} },
-		"four-GPU nodes":       func(p *config.GPUPool) { p.InstanceTypes = []string{"g5.12xlarge", "g6.12xlarge"}; p.GPULimit = 8 },
-		"never expire":         func(p *config.GPUPool) { p.ExpireAfter = "Never" },
-		"compound durations":   func(p *config.GPUPool) { p.ConsolidateAfter = "1m30s"; p.TerminationGracePeriod = "2h30m" },
+		"default": func(*config.GPUPool) {},
+		"on-demand fallback": func(p *config.GPUPool) {
+			p.CapacityTypes = []config.CapacityType{config.CapacitySpot, config.CapacityOnDemand}
+		},
+		"on-demand only": func(p *config.GPUPool) { p.CapacityTypes = []config.CapacityType{config.CapacityOnDemand} },
+		"four-GPU nodes": func(p *config.GPUPool) { p.InstanceTypes = []string{"g5.12xlarge", "g6.12xlarge"}; p.GPULimit = 8 },
+		"never expire":   func(p *config.GPUPool) { p.ExpireAfter = config.Never() },
+		"compound durations": func(p *config.GPUPool) {
+			p.ConsolidateAfter, p.TerminationGracePeriod = config.DurationOf(90*time.Second), config.DurationOf(150*time.Minute)
+		},
 		"big disk":             func(p *config.GPUPool) { p.RootVolumeGi = 2000 },
 		"fast disk":            func(p *config.GPUPool) { p.RootVolumeThroughput, p.RootVolumeIOPS = 1000, 16000 },
 		"on-demand retry twin": func(p *config.GPUPool) { *p = p.RetryTwin() },

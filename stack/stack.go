@@ -25,12 +25,12 @@ func Program(ctx *pulumi.Context) error {
 	}
 	cluster, err := k8s.New(ctx, "gpu-ci", &k8s.Args{
 		Kubeconfig:         aws.Kubeconfig,
-		ProviderDependsOn:  aws.Lifelines,
+		Lifelines:          aws.Lifelines,
 		ClusterName:        aws.ClusterName,
 		Region:             aws.Region,
-		InterruptionQueue:  aws.QueueName,
+		InterruptionQueue:  aws.InterruptionQueue,
 		NodeRoleName:       aws.NodeRoleName,
-		KarpenterDependsOn: aws.KarpenterLifelines,
+		KarpenterLifelines: aws.KarpenterLifelines,
 		NodesPublic:        aws.NodesPublic,
 		SystemNodes:        cfg.SystemNodes.Count,
 		Tags:               cfg.Tags,
@@ -45,7 +45,7 @@ func Program(ctx *pulumi.Context) error {
 
 		CompilerCaches:         cfg.CompilerCaches(),
 		CompilerCacheBucket:    aws.CompilerCacheBucket,
-		CompilerCacheDependsOn: aws.CompilerCacheLifelines,
+		CompilerCacheLifelines: aws.CompilerCacheLifelines,
 	})
 	if err != nil {
 		return err
@@ -63,7 +63,7 @@ func Program(ctx *pulumi.Context) error {
 	ctx.Export("vpcId", aws.VpcID)
 	ctx.Export("privateSubnetIds", aws.PrivateSubnetIDs)
 	ctx.Export("publicSubnetIds", aws.PublicSubnetIDs)
-	ctx.Export("karpenterQueueName", aws.QueueName)
+	ctx.Export("karpenterQueueName", aws.InterruptionQueue)
 	ctx.Export("karpenterNodeRoleName", aws.NodeRoleName)
 	ctx.Export("karpenterControllerRoleArn", aws.ControllerRoleArn)
 	ctx.Export("runsOn", cluster.RunsOn)

@@ -2,7 +2,6 @@ package cost
 
 import (
 	"fmt"
-	"slices"
 
 	"github.com/luxfi/lux-gpu-ci/cmd/gpuci/internal/workflows"
 	"github.com/luxfi/lux-gpu-ci/config"
@@ -230,7 +229,7 @@ func WarmStartOf(pool config.GPUPool) ColdStart {
 // pool falls back to on-demand (both in its capacityTypes): one refused round more; nil for a
 // pool that cannot fall back (its jobs wait until spot returns).
 func SpotShortStartOf(pool config.GPUPool, images []PulledImage) *ColdStart {
-	if !slices.Contains(pool.CapacityTypes, "spot") || !slices.Contains(pool.CapacityTypes, "on-demand") {
+	if !pool.Allows(config.CapacitySpot) || !pool.Allows(config.CapacityOnDemand) {
 		return nil
 	}
 	cs := ColdStartOf(pool, images)

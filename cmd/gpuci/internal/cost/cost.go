@@ -5,8 +5,6 @@ package cost
 import (
 	"fmt"
 	"github.com/luxfi/lux-gpu-ci/pricing"
-	"slices"
-	"time"
 
 	"github.com/luxfi/lux-gpu-ci/config"
 )
@@ -250,10 +248,7 @@ func estimatePool(cfg *config.Config, pool config.GPUPool, p pricing.Prices, u U
 		return e, err
 	}
 	capacity := e.CapacityType
-	warm, err := minutes(pool.ConsolidateAfter)
-	if err != nil {
-		return e, fmt.Errorf("pool %s: %w", pool.Name, err)
-	}
+	warm := pool.ConsolidateAfter.Std().Minutes()
 	e.Images = PulledImages(cfg, pool, u.JobImageGB)
 	e.ColdStart = ColdStartOf(pool, e.Images)
 	e.WarmStart = WarmStartOf(pool)
@@ -292,7 +287,7 @@ func estimatePool(cfg *config.Config, pool config.GPUPool, p pricing.Prices, u U
 		e.RetryTwinOf = pool.RetryTwinOf
 		e.MonthlyUSD *= u.InterruptionRate
 	}
-	if capacity == "spot" && slices.Contains(pool.CapacityTypes, "on-demand") {
+	if capacity == "spot" && pool.Allows(config.CapacityOnDemand) {
 		if od, ok := p.OnDemand[e.InstanceType]; ok {
 			e.OnDemandBuildUSD = e.BuildUSD - hours*e.PerHour + hours*od
 		}
@@ -332,13 +327,4 @@ func imagePath(images []PulledImage, coldStarts float64, p pricing.Prices, nat b
 		items = append(items, Item{fmt.Sprintf("%.1f GB of images through the internet gateway", igwGB), 0})
 	}
 	return items
-}
-
-// minutes converts a Karpenter duration (30s, 5m, 1h30m: valid Go durations) to minutes.
-func minutes(d string) (float64, error) {
-	dur, err := time.ParseDuration(d)
-	if err != nil {
-		return 0, fmt.Errorf("consolidateAfter: %w", err)
-	}
-	return dur.Minutes(), nil
 }

@@ -394,10 +394,10 @@ func TestWarmAndSpotShortStarts(t *testing.T) {
 	assert.Len(t, cost.WarmStartOf(twin).Steps, 5, "ARC's runner pod and its start too")
 
 	spotOnly := c.GPUPools[0]
-	require.Equal(t, []string{"spot"}, spotOnly.CapacityTypes)
+	require.Equal(t, []config.CapacityType{config.CapacitySpot}, spotOnly.CapacityTypes)
 	assert.Nil(t, cost.SpotShortStartOf(spotOnly, cost.PulledImages(c, spotOnly, 8)), "a spot-only pool cannot fall back")
 	both := spotOnly
-	both.CapacityTypes = []string{"spot", "on-demand"}
+	both.CapacityTypes = []config.CapacityType{config.CapacitySpot, config.CapacityOnDemand}
 	images := cost.PulledImages(c, both, 8)
 	short := cost.SpotShortStartOf(both, images)
 	require.NotNil(t, short)

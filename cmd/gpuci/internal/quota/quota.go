@@ -43,7 +43,7 @@ func Needs(cfg *config.Config) []Need {
 				perGPU = max(perGPU, (g.VCPUs+g.GPUs-1)/g.GPUs)
 			}
 		}
-		for _, ct := range pool.CapacityTypes {
+		for _, ct := range pool.CapacityTypeNames() {
 			n := byType[ct]
 			if n == nil {
 				code := OnDemandGVT

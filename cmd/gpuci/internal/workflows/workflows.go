@@ -73,7 +73,7 @@ func For(stack string, cfg *config.Config, rel Release) ([]File, error) {
 		if p.RetryTwinOf != "" {
 			continue
 		}
-		j := job{ID: p.Name, Pool: p.Name, Form: p.JobForm, ScaleSet: p.RunnerScaleSetName,
+		j := job{ID: p.Name, Pool: p.Name, Form: string(p.JobForm), ScaleSet: p.RunnerScaleSetName,
 			Labels: strings.Join(p.RunnerLabels, ", "), RunsOn: p.RunnerScaleSetName}
 		if twin, ok := twins[p.Name]; ok {
 			j.TwinScaleSet, j.TwinLabels = twin.RunnerScaleSetName, strings.Join(twin.RunnerLabels, ", ")
