@@ -220,8 +220,8 @@ func validRunnerGroup(g string) bool {
 }
 
 var (
-	dnsLabelRE     = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
-	runnerLabelRE  = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]*$`)
+	dnsLabelRE    = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+	runnerLabelRE = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]*$`)
 	// An EBS snapshot ID: snap- and 8 (older) or 17 hexadecimal digits.
 	snapshotIDRE = regexp.MustCompile(`^snap-([0-9a-f]{8}|[0-9a-f]{17})$`)
 )

@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/luxfi/lux-gpu-ci/config"
-	"github.com/luxfi/lux-gpu-ci/internal/testsupport/karpentercrd"
+	"github.com/luxfi/lux-gpu-ci/k8s/karpentercrd"
 )
 
 func TestPoolVariantsPassKarpenterCRDs(t *testing.T) {

@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/luxfi/lux-gpu-ci/internal/testsupport/crdvalidation"
-	"github.com/luxfi/lux-gpu-ci/internal/testsupport/render"
+	"github.com/luxfi/lux-gpu-ci/stack/render"
 	"github.com/luxfi/lux-gpu-ci/internal/testsupport/testkit"
 )
 

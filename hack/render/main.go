@@ -1,6 +1,6 @@
 // Command render writes what a stack declares, offline and without credentials: the real
 // program (stack.Program) under the test mocks and the fake AWS, with the stack's real
-// configuration (see internal/testsupport/render). It is test tooling, not an operator
+// configuration (see stack/render). It is test tooling, not an operator
 // command, because it links the fakes; `make render` runs it.
 package main
 
@@ -10,7 +10,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/luxfi/lux-gpu-ci/internal/testsupport/render"
+	"github.com/luxfi/lux-gpu-ci/stack/render"
 )
 
 func main() {
