@@ -56,9 +56,10 @@ func TestNewcomersPath(t *testing.T) {
 		require.NoError(t, err, "%s: %s", cmd, out)
 		return string(out)
 	}
-	assert.Contains(t, dry(cmds[0]), "go run ./hack/render --stack dev --out out/dev")
-	assert.Contains(t, dry(cmds[1]), "STACK=starter hack/bootstrap.sh")
-	assert.Contains(t, dry(cmds[2]), "go test -count=1 -ldflags=-w ./stack ./...")
+	// What each runs, not how it is spelled: flags and order may change freely.
+	assert.Regexp(t, `go run \./hack/render\b.*--stack dev\b`, dry(cmds[0]), "the offline render of the stack the README names")
+	assert.Regexp(t, `STACK=starter\b.*hack/bootstrap\.sh`, dry(cmds[1]), "bootstrap of the starter stack")
+	assert.Regexp(t, `go test\b.*\./\.\.\.`, dry(cmds[2]), "every package's tests")
 	ci, err := os.ReadFile(filepath.Join(testkit.RepoRoot(t), ".ci", "run"))
 	require.NoError(t, err)
 	assert.Regexp(t, `(?m)^make test$`, string(ci), "CI runs the README's test command")

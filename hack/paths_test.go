@@ -1,0 +1,82 @@
+package hack_test
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// upstreamCitation marks a line that cites another project's file: beside its version
+// ("at v1.14.1", "gha-runner-scale-set-0.14.2", "containerd 2.1.4") or as upstream's.
+var upstreamCitation = regexp.MustCompile(`(?i)upstream|\bv?\d+\.\d+\.\d+|\bv\d+\.\d+\b`)
+
+// Every path of this repository that a comment or a doc names exists: comments carry the
+// design here, and a pointer to a moved or deleted file sends the reader nowhere. A path is
+// text that starts with one of the repository's top-level directories (stack/kubernetes_test.go,
+// internal/jobhooks; a Go file may be named without its .go). Not ours, so not checked: a
+// file cited within two lines of an upstream version or of the word upstream (Karpenter's
+// cmd/controller/main.go at v1.14.1), a template (Pulumi.<stack>.yaml), and the indented
+// entries of a tree listing in the docs, which are relative to their parent.
+func TestNamedPathsExist(t *testing.T) {
+	t.Parallel()
+	root := filepath.Join("..")
+	out, err := exec.Command("git", "-C", root, "ls-files").Output()
+	require.NoError(t, err, "git ls-files")
+	files := strings.Fields(string(out))
+	tops := map[string]bool{}
+	for _, f := range files {
+		if dir, _, ok := strings.Cut(f, "/"); ok {
+			tops[regexp.QuoteMeta(dir)] = true
+		}
+	}
+	require.Contains(t, tops, "stack", "the repository's directories")
+	var alts []string
+	for d := range tops {
+		alts = append(alts, d)
+	}
+	path := regexp.MustCompile(`(?:^|[^\w./@:-])((?:` + strings.Join(alts, "|") + `)/[\w./-]*\w)(\.?[<*{$]?)`)
+
+	checked := 0
+	for _, f := range files {
+		ext := filepath.Ext(f)
+		if (ext != ".go" && ext != ".md") || strings.HasPrefix(f, "k8s/arc/") || strings.Contains(f, "/testdata/") {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(root, f))
+		require.NoError(t, err)
+		lines := strings.Split(string(b), "\n")
+		for i, line := range lines {
+			text := line
+			if ext == ".go" {
+				at := strings.Index(line, "//")
+				if at < 0 {
+					continue
+				}
+				text = line[at:]
+			}
+			window := strings.Join(lines[max(0, i-2):i+1], " ")
+			for _, m := range path.FindAllStringSubmatch(text, -1) {
+				p := strings.TrimSuffix(m[1], ".")
+				if strings.TrimPrefix(m[2], ".") != "" || upstreamCitation.MatchString(window) {
+					continue // a template, or another project's file
+				}
+				if ext == ".md" && strings.HasPrefix(strings.TrimLeft(line, " "), p) && strings.HasPrefix(line, " ") {
+					continue // a tree listing's entry, relative to its parent
+				}
+				checked++
+				_, err := os.Stat(filepath.Join(root, p))
+				if err != nil {
+					_, err = os.Stat(filepath.Join(root, p+".go"))
+				}
+				assert.NoError(t, err, "%s:%d names %s, which is not in the repository: point it at where that moved", f, i+1, p)
+			}
+		}
+	}
+	assert.Greater(t, checked, 150, "the comments and docs name many of the repository's files")
+}
