@@ -13,6 +13,7 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
 	"github.com/luxfi/lux-gpu-ci/config"
+	"github.com/luxfi/lux-gpu-ci/internal/lifelines"
 	"github.com/luxfi/lux-gpu-ci/versions"
 )
 
@@ -39,16 +40,17 @@ type Outputs struct {
 	ImageCache map[string]string
 
 	// Lifelines are what everything in the cluster needs while it runs and while its
-	// finalizers run on destroy: the network (routes, NAT and internet gateway give the nodes
-	// egress to EC2, IAM and GitHub), the cluster component (the add-ons, CoreDNS among
-	// them, and the system node group) and the image cache nodes pull through. The Kubernetes provider depends on them, so every
-	// object in the cluster is created after and deleted before any of them — for a full
-	// destroy, a targeted one or a replacement alike.
-	Lifelines []pulumi.Resource
-	// KarpenterLifelines are Karpenter's AWS side: its IAM, Pod Identity association, node
+	// finalizers run on destroy (lifelines.Cluster): the network (routes, NAT and internet
+	// gateway give the nodes egress to EC2, IAM and GitHub), the cluster component (the
+	// add-ons, CoreDNS among them, and the system node group) and the image cache nodes pull
+	// through. The Kubernetes provider depends on them, so every object in the cluster is
+	// created after and deleted before any of them — for a full destroy, a targeted one or a
+	// replacement alike.
+	Lifelines lifelines.Set
+	// KarpenterLifelines are Karpenter's AWS side (lifelines.Karpenter): its IAM, Pod Identity association, node
 	// access entry and interruption queue. Karpenter's releases depend on them, so the
 	// controller starts with its credentials and drains GPU nodes on destroy with them.
-	KarpenterLifelines []pulumi.Resource
+	KarpenterLifelines lifelines.Set
 	// CompilerCacheBucket is the compiler cache's bucket ("" when no pool has a cache), and
 	// CompilerCacheLifelines its settings and the servers' roles: the servers depend on them.
 	CompilerCacheBucket    pulumi.StringOutput
@@ -142,7 +144,8 @@ func New(ctx *pulumi.Context, cfg *config.Config) (*Outputs, error) {
 	if err != nil {
 		return nil, err
 	}
-	lifelines := append(slices.Clone(network.Resources), cluster.Resources...)
+	clusterLifelines := lifelines.Of(lifelines.Cluster, network.Resources...)
+	clusterLifelines.Add(cluster.Resources...)
 	var imageCache map[string]string
 	if len(cfg.ImageCache.Upstreams) > 0 {
 		ic, err := NewImageCache(ctx, "image-cache", &ImageCacheArgs{
@@ -159,7 +162,7 @@ func New(ctx *pulumi.Context, cfg *config.Config) (*Outputs, error) {
 			return nil, err
 		}
 		imageCache = ic.Repositories
-		lifelines = append(lifelines, ic.Resources...)
+		clusterLifelines.Add(ic.Resources...)
 	}
 	// Every stack, cached or not: the nodes pull nothing else from the account.
 	pullable := slices.Clone(cfg.ImageCache.Repositories)
@@ -217,8 +220,8 @@ func New(ctx *pulumi.Context, cfg *config.Config) (*Outputs, error) {
 		NodeRoleName:       karpenter.NodeRoleName,
 		ControllerRoleArn:  karpenter.ControllerRoleArn,
 		ImageCache:         imageCache,
-		Lifelines:          lifelines,
-		KarpenterLifelines: karpenter.Resources,
+		Lifelines:          clusterLifelines,
+		KarpenterLifelines: lifelines.Of(lifelines.Karpenter, karpenter.Resources...),
 
 		CompilerCacheBucket:    bucket,
 		CompilerCacheLifelines: cacheLifelines,

@@ -68,7 +68,7 @@ var interruptionRules = []struct{ Name, Source, DetailType string }{
 // the controller role.
 func NewKarpenterAWS(ctx *pulumi.Context, name string, args *KarpenterAWSArgs, opts ...pulumi.ResourceOption) (*KarpenterAWS, error) {
 	k := &KarpenterAWS{}
-	if err := ctx.RegisterComponentResource("lux-gpu-ci:infra:KarpenterAWS", name, k, opts...); err != nil {
+	if err := ctx.RegisterComponentResource(wellknown.KarpenterAWSComponent, name, k, opts...); err != nil {
 		return nil, err
 	}
 	b := &karpenterBuilder{ctx: ctx, name: name, args: args, component: k, tags: tagMap(args.Tags, nil)}

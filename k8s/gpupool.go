@@ -183,7 +183,7 @@ const deleteTimeout = "30m"
 // NewGPUPool declares the pool's EC2NodeClass and NodePool.
 func NewGPUPool(ctx *pulumi.Context, name string, args *GPUPoolArgs, opts ...pulumi.ResourceOption) (*GPUPool, error) {
 	p := &GPUPool{}
-	if err := ctx.RegisterComponentResource("lux-gpu-ci:k8s:GPUPool", name, p, opts...); err != nil {
+	if err := ctx.RegisterComponentResource(wellknown.GPUPoolComponent, name, p, opts...); err != nil {
 		return nil, err
 	}
 	// Named cluster-scoped objects: a replacement must delete the old one first. Never

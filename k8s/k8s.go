@@ -16,6 +16,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/luxfi/lux-gpu-ci/config"
+	"github.com/luxfi/lux-gpu-ci/internal/lifelines"
+	"github.com/luxfi/lux-gpu-ci/internal/wellknown"
 	"github.com/luxfi/lux-gpu-ci/versions"
 )
 
@@ -24,10 +26,10 @@ type Args struct {
 	// Kubeconfig reaches the cluster (a secret).
 	Kubeconfig pulumi.StringInput
 	// Lifelines are what everything in the cluster needs while it runs and while its
-	// finalizers run on destroy (network, add-ons, system nodes): the provider depends on
-	// them, so every object in the cluster is deleted first. Each field named for one of
-	// infra.Outputs' is that output, under the same name.
-	Lifelines []pulumi.Resource
+	// finalizers run on destroy (lifelines.Cluster: network, add-ons, system nodes): the
+	// provider depends on them, so every object in the cluster is deleted first. Each field
+	// named for one of infra.Outputs' is that output, under the same name.
+	Lifelines lifelines.Set
 
 	ClusterName string
 	Region      string
@@ -37,7 +39,7 @@ type Args struct {
 	// KarpenterLifelines are Karpenter's AWS side (its IAM, Pod Identity association, node
 	// access entry, queue): needed before the controller starts and until it has drained
 	// the GPU nodes on destroy.
-	KarpenterLifelines []pulumi.Resource
+	KarpenterLifelines lifelines.Set
 	// NodesPublic gives GPU nodes public IPs (the lean network profile).
 	NodesPublic bool
 	// SystemNodes is the system node group's size: Karpenter runs a replica on each of two.
@@ -106,7 +108,7 @@ func New(ctx *pulumi.Context, name string, args *Args, opts ...pulumi.ResourceOp
 		charts = ChartsWith(nil)
 	}
 	g := &GPUCI{}
-	if err := ctx.RegisterComponentResource("lux-gpu-ci:k8s:GPUCI", name, g, opts...); err != nil {
+	if err := ctx.RegisterComponentResource(wellknown.KubernetesLayerComponent, name, g, opts...); err != nil {
 		return nil, err
 	}
 	kubeconfig := args.Kubeconfig
@@ -118,7 +120,7 @@ func New(ctx *pulumi.Context, name string, args *Args, opts ...pulumi.ResourceOp
 		EnableServerSideApply: pulumi.Bool(true),
 		// DeleteUnreachable stays off: dropping unreachable objects from state would orphan
 		// Karpenter's EC2 instances. PULUMI_K8S_DELETE_UNREACHABLE is the break-glass.
-	}, pulumi.Parent(g), pulumi.DependsOn(args.Lifelines))
+	}, pulumi.Parent(g), args.Lifelines.Keep())
 	if err != nil {
 		return nil, fmt.Errorf("creating Kubernetes provider: %w", err)
 	}
@@ -131,7 +133,7 @@ func New(ctx *pulumi.Context, name string, args *Args, opts ...pulumi.ResourceOp
 		Kubeconfig:            kubeconfig,
 		EnableServerSideApply: pulumi.Bool(true),
 		UpsertExistingObjects: pulumi.Bool(true),
-	}, pulumi.Parent(g), pulumi.DependsOn(args.Lifelines))
+	}, pulumi.Parent(g), args.Lifelines.Keep())
 	if err != nil {
 		return nil, fmt.Errorf("creating Kubernetes provider for CRDs: %w", err)
 	}
@@ -140,7 +142,7 @@ func New(ctx *pulumi.Context, name string, args *Args, opts ...pulumi.ResourceOp
 		ClusterName:       args.ClusterName,
 		Region:            args.Region,
 		InterruptionQueue: args.InterruptionQueue,
-		DependsOn:         args.KarpenterLifelines,
+		Lifelines:         args.KarpenterLifelines,
 		SkipAwait:         args.SkipAwait,
 		CRDChart:          charts.of(versions.KarpenterCRDChart),
 		Chart:             charts.of(versions.KarpenterChart),

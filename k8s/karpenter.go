@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/luxfi/lux-gpu-ci/internal/lifelines"
 	"github.com/luxfi/lux-gpu-ci/internal/wellknown"
 	"github.com/luxfi/lux-gpu-ci/versions"
 )
@@ -15,9 +16,9 @@ import (
 type KarpenterArgs struct {
 	ClusterName, Region string
 	InterruptionQueue   pulumi.StringInput
-	// DependsOn is the AWS side the controller needs from before its pods start until it
-	// has drained the GPU nodes on destroy; both releases depend on it.
-	DependsOn       []pulumi.Resource
+	// Lifelines are the AWS side the controller needs from before its pods start until it
+	// has drained the GPU nodes on destroy (lifelines.Karpenter); both releases keep them.
+	Lifelines       lifelines.Set
 	SkipAwait       bool
 	CRDChart, Chart versions.Chart
 	// SystemNodes is how many system nodes run the controller (KarpenterReplicas).
@@ -80,7 +81,7 @@ func KarpenterCRDValues() map[string]any {
 // and then the controller with SkipCrds.
 func NewKarpenter(ctx *pulumi.Context, name string, args *KarpenterArgs, opts ...pulumi.ResourceOption) (*Karpenter, error) {
 	k := &Karpenter{}
-	if err := ctx.RegisterComponentResource("lux-gpu-ci:k8s:Karpenter", name, k, opts...); err != nil {
+	if err := ctx.RegisterComponentResource(wellknown.KarpenterComponent, name, k, opts...); err != nil {
 		return nil, err
 	}
 	crds, err := newRelease(ctx, name+"-crd", release{
@@ -88,7 +89,7 @@ func NewKarpenter(ctx *pulumi.Context, name string, args *KarpenterArgs, opts ..
 		Values: KarpenterCRDValues(), SkipAwait: args.SkipAwait,
 		// A release of a pinned name can only be replaced by deleting it first (a new install
 		// under a name in use fails); the keep policy makes that delete leave the CRDs.
-	}, pulumi.Parent(k), pulumi.DependsOn(args.DependsOn), pulumi.DeleteBeforeReplace(true))
+	}, pulumi.Parent(k), args.Lifelines.Keep(), pulumi.DeleteBeforeReplace(true))
 	if err != nil {
 		return nil, err
 	}
@@ -96,7 +97,7 @@ func NewKarpenter(ctx *pulumi.Context, name string, args *KarpenterArgs, opts ..
 		Name: wellknown.KarpenterRelease, Namespace: wellknown.KarpenterNamespace, Chart: args.Chart,
 		Values:   KarpenterValues(args.ClusterName, args.Region, args.InterruptionQueue, args.SystemNodes),
 		SkipCrds: true, SkipAwait: args.SkipAwait,
-	}, pulumi.Parent(k), pulumi.DependsOn(append([]pulumi.Resource{crds}, args.DependsOn...)))
+	}, pulumi.Parent(k), args.Lifelines.Keep(), pulumi.DependsOn([]pulumi.Resource{crds}))
 	if err != nil {
 		return nil, fmt.Errorf("karpenter: %w", err)
 	}

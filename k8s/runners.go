@@ -18,6 +18,7 @@ import (
 
 	"github.com/luxfi/lux-gpu-ci/config"
 	"github.com/luxfi/lux-gpu-ci/instancetypes"
+	"github.com/luxfi/lux-gpu-ci/internal/lifelines"
 	"github.com/luxfi/lux-gpu-ci/internal/wellknown"
 	"github.com/luxfi/lux-gpu-ci/versions"
 )
@@ -240,7 +241,7 @@ func RunsOn(pool config.GPUPool) map[string]string {
 // NewRunners installs ARC, the credentials Secret and the scale sets.
 func NewRunners(ctx *pulumi.Context, name string, args *RunnersArgs, opts ...pulumi.ResourceOption) (*Runners, error) {
 	r := &Runners{}
-	if err := ctx.RegisterComponentResource("lux-gpu-ci:k8s:Runners", name, r, opts...); err != nil {
+	if err := ctx.RegisterComponentResource(wellknown.RunnersComponent, name, r, opts...); err != nil {
 		return nil, err
 	}
 	parent := pulumi.Parent(r)
@@ -276,12 +277,15 @@ func NewRunners(ctx *pulumi.Context, name string, args *RunnersArgs, opts ...pul
 	// has cleaned up, which waits for the runners' jobs) → delete the controller → install
 	// the new one → install the scale sets. A patch bump stays an in-place upgrade. The
 	// release's description names the minor, so a preview shows the change.
+	// ARC's releases keep its CRDs (lifelines.ARCCRDs): the controller directly, the scale
+	// sets through it.
+	crdLifelines := lifelines.Of(lifelines.ARCCRDs, crds...)
 	arcMinor := config.MajorMinor(args.ARCVersion)
 	controller, err := newRelease(ctx, name+"-controller", release{
 		Name: wellknown.ARCControllerRelease, Namespace: wellknown.ARCNamespace, Chart: args.ControllerChart,
 		Values: ControllerValues(), SkipCrds: true, SkipAwait: args.SkipAwait,
 		Description: "ARC " + arcMinor + ": a change of minor version reinstalls the controller and every scale set",
-	}, parent, pulumi.DependsOn(append([]pulumi.Resource{systemNS}, crds...)),
+	}, parent, pulumi.DependsOn([]pulumi.Resource{systemNS}), crdLifelines.Keep(),
 		pulumi.ReplacementTrigger(pulumi.String(arcMinor)), pulumi.DeleteBeforeReplace(true))
 	if err != nil {
 		return nil, err

@@ -76,3 +76,13 @@ func CompilerCacheName(pool string) string { return "ccache-" + pool }
 // ARCMetricsPort is where ARC's controller and each scale set's listener serve their metrics
 // (k8s.ControllerValues), at /metrics.
 const ARCMetricsPort = 8080
+
+// Component types the destroy-order contract names (internal/lifelines): the components
+// register under these, and the contract finds its dependents and lifelines by them.
+const (
+	KubernetesLayerComponent = "lux-gpu-ci:k8s:GPUCI"
+	KarpenterComponent       = "lux-gpu-ci:k8s:Karpenter"
+	GPUPoolComponent         = "lux-gpu-ci:k8s:GPUPool"
+	RunnersComponent         = "lux-gpu-ci:k8s:Runners"
+	KarpenterAWSComponent    = "lux-gpu-ci:infra:KarpenterAWS"
+)

@@ -1,7 +1,7 @@
-// Package destroyorder states the stack's destroy-order rules once, for the unit tests (on the
-// program's graph under mocks) and the e2e (on a real stack's state, pulumi-eks's children
-// included): what the Kubernetes layer needs while its finalizers run must be a real,
-// transitive dependency of it.
+// Package destroyorder checks the program's destroy-order contracts (internal/lifelines) on a
+// deployment's graph, for the unit tests (the program's graph under mocks) and the e2e (a
+// real stack's state, pulumi-eks's children included): what the Kubernetes layer needs while
+// its finalizers run must be a real, transitive dependency of it.
 package destroyorder
 
 import (
@@ -13,6 +13,7 @@ import (
 
 	"github.com/pulumi/pulumi/sdk/v3/go/common/apitype"
 
+	"github.com/luxfi/lux-gpu-ci/internal/lifelines"
 	"github.com/luxfi/lux-gpu-ci/internal/testsupport/mockstack"
 )
 
@@ -142,57 +143,30 @@ type Lifeline struct {
 	IsLifeline      func(g Graph, n *Node) bool
 }
 
-func ofType(types ...string) func(Graph, *Node) bool {
-	return func(_ Graph, n *Node) bool { return slices.Contains(types, n.Type) }
-}
-
-func under(ancestors ...string) func(Graph, *Node) bool {
-	return func(g Graph, n *Node) bool {
+// RuleOf is the program's contract as a rule on a graph.
+func RuleOf(c lifelines.Contract) Lifeline {
+	under := func(g Graph, n *Node, ancestors ...string) bool {
 		return slices.ContainsFunc(ancestors, func(a string) bool { return g.Under(n, a) })
+	}
+	return Lifeline{
+		Dependents: c.Dependents, Why: c.Why,
+		IsDependent: func(g Graph, n *Node) bool {
+			return under(g, n, c.DependentsUnder...) && (len(c.DependentTypes) == 0 || slices.Contains(c.DependentTypes, n.Type))
+		},
+		IsLifeline: func(g Graph, n *Node) bool {
+			return slices.Contains(c.LifelineTypes, n.Type) && (c.LifelinesUnder == "" || g.Under(n, c.LifelinesUnder))
+		},
 	}
 }
 
-// Rules are the lifelines of the Kubernetes layer. While its finalizers run on a
-// destroy, Karpenter calls EC2 and IAM (to terminate GPU instances and delete instance
-// profiles and launch templates) and ARC calls GitHub (to delete the scale sets): they need
-// the nodes they run on, egress (routes, NAT, internet gateway) and DNS (CoreDNS), and
-// Karpenter its own IAM, Pod Identity association, node access entry and queue.
-var Rules = []Lifeline{
-	{
-		Dependents:  "Kubernetes-layer resources",
-		Why:         "everything in the cluster runs on the system nodes, reaches AWS and GitHub through the routes, NAT and CoreDNS, and pulls its images through the image cache and the S3 endpoint",
-		IsDependent: under("lux-gpu-ci:k8s:GPUCI"),
-		IsLifeline: ofType(
-			"aws:ec2/routeTable:RouteTable", "aws:ec2/routeTableAssociation:RouteTableAssociation",
-			"aws:ec2/natGateway:NatGateway", "aws:ec2/eip:Eip", "aws:ec2/internetGateway:InternetGateway",
-			"aws:ec2/vpcEndpoint:VpcEndpoint",
-			"aws:eks/addon:Addon", "eks:index:ManagedNodeGroup", "aws:eks/nodeGroup:NodeGroup",
-			"aws:ecr/pullThroughCacheRule:PullThroughCacheRule", "aws:secretsmanager/secretVersion:SecretVersion",
-		),
-	},
-	{
-		Dependents:  "Karpenter's releases and GPU pools",
-		Why:         "Karpenter drains and terminates GPU instances with its own IAM, credentials, node access entry and interruption queue",
-		IsDependent: under("lux-gpu-ci:k8s:Karpenter", "lux-gpu-ci:k8s:GPUPool"),
-		IsLifeline: func(g Graph, n *Node) bool {
-			return g.Under(n, "lux-gpu-ci:infra:KarpenterAWS") && slices.Contains([]string{
-				"aws:iam/role:Role", "aws:iam/policy:Policy", "aws:iam/rolePolicyAttachment:RolePolicyAttachment",
-				"aws:eks/podIdentityAssociation:PodIdentityAssociation", "aws:eks/accessEntry:AccessEntry",
-				"aws:sqs/queue:Queue", "aws:sqs/queuePolicy:QueuePolicy",
-			}, n.Type)
-		},
-	},
-	{
-		Dependents: "ARC's releases",
-		Why:        "deleting a CRD deletes its objects at once: the scale sets and runners must be gone, by the controller, before ARC's CRDs",
-		IsDependent: func(g Graph, n *Node) bool {
-			return n.Type == "kubernetes:helm.sh/v3:Release" && g.Under(n, "lux-gpu-ci:k8s:Runners")
-		},
-		IsLifeline: func(g Graph, n *Node) bool {
-			return n.Type == "kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition" && g.Under(n, "lux-gpu-ci:k8s:Runners")
-		},
-	},
-}
+// Rules are the program's destroy-order contracts (lifelines.All), as rules.
+var Rules = func() []Lifeline {
+	var out []Lifeline
+	for _, c := range lifelines.All {
+		out = append(out, RuleOf(c))
+	}
+	return out
+}()
 
 // Violations checks the rules. For each rule some dependents break, it returns one report:
 // the rule, and each lifeline with how many dependents do not depend on it. A rule that
