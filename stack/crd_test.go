@@ -11,8 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/luxfi/lux-gpu-ci/config"
-	"github.com/luxfi/lux-gpu-ci/k8s/karpentercrd"
 	"github.com/luxfi/lux-gpu-ci/internal/testsupport/testkit"
+	"github.com/luxfi/lux-gpu-ci/k8s/karpentercrd"
 )
 
 // What the program declares for the dev stack passes the CRDs as registered.

@@ -16,8 +16,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/luxfi/lux-gpu-ci/internal/testsupport/crdvalidation"
-	"github.com/luxfi/lux-gpu-ci/stack/render"
 	"github.com/luxfi/lux-gpu-ci/internal/testsupport/testkit"
+	"github.com/luxfi/lux-gpu-ci/stack/render"
 )
 
 func renderDev(t *testing.T, charts ...string) string {
