@@ -31,6 +31,7 @@ import (
 	"k8s.io/client-go/rest"
 	sigsyaml "sigs.k8s.io/yaml"
 
+	"github.com/luxfi/lux-gpu-ci/internal/testsupport/destroyorder"
 	"github.com/luxfi/lux-gpu-ci/internal/testsupport/fakeaws"
 	"github.com/luxfi/lux-gpu-ci/internal/wellknown"
 )
@@ -347,4 +348,41 @@ func gpuciDoctor(t tb, ctx context.Context, gpuci, kubeconfig, symptom string, e
 	}
 	require.Fail(t, "gpuci doctor does not examine "+symptom, stdout.String())
 	return doctorFinding{}
+}
+
+// whatUpMade: the account, pulumi-eks's children, the fake AWS's calls, the destroy order on
+// the real state, the cluster, ARC's scale sets in GitHub and the image path, after the first up.
+func (r *run) whatUpMade(t *testing.T) {
+	deployment, resources := r.h.state(t, r.ctx)
+	t.Run("the account is as the stack found it", func(t *testing.T) { assertAccount(t, r.up.Outputs, resources) })
+	t.Run("pulumi-eks creates only what we expect", func(t *testing.T) { assertEKSChildren(t, resources) })
+	t.Run("the fake AWS was asked only what it knows", func(t *testing.T) { assertFakeCalls(t, r.h.calls(t)) })
+	t.Run("destroy order holds on the real state", func(t *testing.T) {
+		g, err := destroyorder.GraphFromDeployment(deployment)
+		require.NoError(t, err)
+		assert.Empty(t, g.Violations(destroyorder.Rules))
+	})
+	t.Run("the cluster holds the Kubernetes layer", func(t *testing.T) { assertCluster(t, r.ctx, r.restCfg, r.kube) })
+	t.Run("ARC registered every scale set in GitHub", func(t *testing.T) { assertScaleSetsServe(t, r.ctx, r.kube, r.github, "0.14.2") })
+	t.Run("images come through the cache, inside AWS", func(t *testing.T) { assertImagePath(t, r.ctx, r.up.Outputs, resources, r.kube) })
+}
+
+// destroyed: the destroy leaves nothing in the state, the cluster or the account but the
+// account-wide spot role, and ARC removed the scale sets from GitHub before its controller went.
+func (r *run) destroyed(t *testing.T) {
+	_, err := r.h.destroy(t, r.ctx)
+	require.NoError(t, err)
+	_, left := r.h.state(t, r.ctx)
+	assert.Empty(t, left, "destroy leaves nothing in the state")
+	assertClusterEmpty(t, r.ctx, r.kube)
+	assertAccountEmpty(t, r.karp)
+	assert.Empty(t, r.github.Registered(), "destroy removes the scale sets from GitHub (ARC's cleanup ran before its controller went)\n%s", r.github.Log())
+	deletes := 0
+	for _, c := range r.h.calls(t) {
+		if c.Method == "Delete" {
+			deletes++
+			assert.NotEqual(t, "aws:iam/serviceLinkedRole:ServiceLinkedRole", c.Type, "the account-wide spot role is kept on destroy")
+		}
+	}
+	assert.Positive(t, deletes, "the fake AWS saw the destroy")
 }

@@ -177,3 +177,15 @@ func assertSystemNodesFit(t *testing.T, ctx context.Context, core kubernetes.Int
 }
 
 func resourceSum() *resource.Quantity { return resource.NewQuantity(0, resource.DecimalSI) }
+
+// systemPodsPlaced: CoreDNS, a container-form runner and the retry runner are placed by the
+// scheduler on the system nodes, beside the controllers and listeners, and fit a t3.medium.
+// It returns the container-form runner (for the drain).
+func (r *run) systemPodsPlaced(t *testing.T) *corev1.Pod {
+	startCoreDNS(t, r.ctx, r.core)
+	runner := containerFormRunner(t, r.ctx, r.core, r.kube, r.systemNodes, drainedRunner)
+	retry := systemRunner(t, r.ctx, r.core, r.kube, r.systemNodes, retryScaleSet, retryScaleSet+"-e2e-runner-r")
+	assertSystemNodesFit(t, r.ctx, r.core, r.systemNodes)
+	require.NoError(t, r.core.CoreV1().Pods(retry.Namespace).Delete(r.ctx, retry.Name, metav1.DeleteOptions{}), "ARC ends the retry job")
+	return runner
+}

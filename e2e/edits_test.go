@@ -290,3 +290,56 @@ func deployIdentityAdded(t *testing.T, ctx context.Context, h *harness) {
 	assert.Equal(t, 4, changes["delete"], "the roles' access entries go with their keys")
 	assert.Zero(t, changes["create"]+changes["replace"])
 }
+
+// badConfigRefused: a pool edit the config refuses is refused before anything is sent — the
+// NodePool untouched, no AWS create, update or delete, no resource of any provider changed in
+// the state (a Kubernetes one would have).
+func (r *run) badConfigRefused(t *testing.T) {
+	np, err := r.kube.Resource(nodePools).Get(r.ctx, "gpu-spot", metav1.GetOptions{})
+	require.NoError(t, err)
+	// Its generation counts changes of its spec (Karpenter writes its status all along).
+	before := np.GetGeneration()
+	_, state := r.h.state(t, r.ctx)
+	sent := mutations(r.h.calls(t))
+	r.h.editStackFile(t, func(cfg map[string]any) { setPoolField(t, cfg, "capacityTypes", []any{"preemptible"}) })
+	_, err = r.h.up(t, r.ctx)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "lux-gpu-ci:gpuPools")
+	assert.Contains(t, err.Error(), `"preemptible" is not spot or on-demand`)
+	np, err = r.kube.Resource(nodePools).Get(r.ctx, "gpu-spot", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, before, np.GetGeneration(), "the NodePool was not touched")
+	// Nothing reached a provider: no AWS create, update or delete, and no resource of any
+	// provider changed in the state (a Kubernetes one would have).
+	assert.Equal(t, sent, mutations(r.h.calls(t)), "no create, update or delete reached the fake AWS")
+	_, after := r.h.state(t, r.ctx)
+	require.NotEmpty(t, state)
+	assert.Equal(t, withoutCiphertexts(state), withoutCiphertexts(after), "no resource of any provider changed")
+	r.h.editStackFile(t, func(cfg map[string]any) { setPoolField(t, cfg, "capacityTypes", []any{"spot", "on-demand"}) })
+}
+
+// zonesAndSystemNodesKept: what would move the zones of a running stack (a higher azCount),
+// or replace its system node group (another instance type), is refused, naming the key, and
+// the state is as it was.
+func (r *run) zonesAndSystemNodesKept(t *testing.T) {
+	_, before := r.h.state(t, r.ctx)
+	r.h.editStackFile(t, func(cfg map[string]any) { cfg[config.Project+":"+config.KeyAzCount] = 3 })
+	_, err := r.h.up(t, r.ctx)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "lux-gpu-ci:azCount: the stack's subnets are in 2 availability zones")
+	assert.Contains(t, err.Error(), "fix: pulumi config set azCount 2")
+	r.h.editStackFile(t, func(cfg map[string]any) { delete(cfg, config.Project+":"+config.KeyAzCount) })
+	// EKS would delete the old group's nodes, its drain cut off after 5 minutes.
+	r.h.editStackFile(t, func(cfg map[string]any) { cfg[config.Project+":"+config.KeySystemNodeInstanceType] = "t3.large" })
+	_, err = r.h.up(t, r.ctx)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "lux-gpu-ci:systemNodeInstanceType: the system node group ")
+	assert.Contains(t, err.Error(), "would be replaced (instance type t3.medium → t3.large)")
+	r.h.editStackFile(t, func(cfg map[string]any) { cfg[config.Project+":"+config.KeySystemNodeInstanceType] = "t3.medium" })
+	// The state is as it was, resource by resource (a preview would say the same, in 6 s).
+	// The failed up wrote the checkpoint again, each secret encrypted anew: secrets are
+	// compared as secrets, not by ciphertext.
+	_, after := r.h.state(t, r.ctx)
+	require.NotEmpty(t, before)
+	assert.Equal(t, withoutCiphertexts(before), withoutCiphertexts(after), "nothing was changed")
+}
