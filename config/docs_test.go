@@ -91,15 +91,22 @@ func TestOperationsPageGivesEachPoolFieldsDefault(t *testing.T) {
 		}
 		v := def.Field(i).Interface()
 		var shown string
-		switch x := v.(type) {
-		case []string:
-			shown = "[" + strings.Join(x, ", ") + "]"
-		case string:
-			if x == "" {
+		switch f := def.Field(i); {
+		case f.Kind() == reflect.Slice && f.Type().Elem().Kind() == reflect.String:
+			var items []string
+			for j := 0; j < f.Len(); j++ {
+				items = append(items, f.Index(j).String())
+			}
+			shown = "[" + strings.Join(items, ", ") + "]"
+		case f.Type() == reflect.TypeFor[string]() || f.Type() == reflect.TypeFor[config.JobForm]():
+			if f.String() == "" {
 				continue // "none": the page says what absence means
 			}
-			shown = x
+			shown = f.String()
+		case f.Type() == reflect.TypeFor[config.Duration]():
+			shown = v.(config.Duration).String()
 		default:
+			x := v
 			b, err := json.Marshal(x)
 			require.NoError(t, err)
 			shown = string(b)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"strings"
 	"time"
 )
 
@@ -35,15 +36,29 @@ func (d Duration) Std() time.Duration { return d.d }
 // IsNever reports whether the duration is Never.
 func (d Duration) IsNever() bool { return d.never }
 
-// String is the duration as Karpenter and the stack file write it.
+// String is the duration as the stack file writes it: whole hours, minutes and seconds, with
+// no zero part ("24h", "1m30s"), or Never.
 func (d Duration) String() string {
 	switch {
 	case d.bad != "":
 		return d.bad
 	case d.never:
 		return "Never"
+	case d.d == 0:
+		return "0s"
 	}
-	return d.d.String()
+	var b strings.Builder
+	left := d.d
+	for _, unit := range []struct {
+		d    time.Duration
+		name string
+	}{{time.Hour, "h"}, {time.Minute, "m"}, {time.Second, "s"}} {
+		if n := left / unit.d; n > 0 {
+			fmt.Fprintf(&b, "%d%s", n, unit.name)
+			left -= n * unit.d
+		}
+	}
+	return b.String()
 }
 
 // problem is what is wrong with the duration as read, "" if nothing; neverAllowed says whether

@@ -34,7 +34,9 @@ func TestPoolFieldsAreTypedAtTheBoundary(t *testing.T) {
 
 	def := config.DefaultPool()
 	assert.Equal(t, 30*time.Second, def.ConsolidateAfter.Std(), "the defaults are typed too")
-	assert.Equal(t, "24h0m0s", def.ExpireAfter.String(), "written as Karpenter reads it (its pattern takes 24h0m0s)")
+	assert.Equal(t, "24h", def.ExpireAfter.String(), "written as the stack file writes it")
+	assert.Equal(t, "1m30s", pool.ConsolidateAfter.String())
+	assert.Equal(t, "Never", pool.ExpireAfter.String())
 
 	// Written back, a pool reads the same (the stack file's form).
 	b, err := json.Marshal([]config.GPUPool{pool})

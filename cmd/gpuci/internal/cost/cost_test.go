@@ -188,7 +188,7 @@ func TestColdStart(t *testing.T) {
 	assert.Nil(t, runner.PrepareJobMarginSeconds, "the runner form has no hooks' wait")
 
 	pool := c.GPUPools[2]
-	require.Equal(t, "container", pool.JobForm)
+	require.Equal(t, config.JobFormContainer, pool.JobForm)
 	cached := cost.ColdStartOf(pool, cost.PulledImages(c, pool, 8))
 	require.NotNil(t, cached.PrepareJobMarginSeconds)
 	assert.Greater(t, *cached.PrepareJobMarginSeconds, 600.0, "through the cache the CUDA image leaves half the hooks' wait spare")
@@ -313,7 +313,7 @@ func TestCostCountsTheRetryTwinAtTheInterruptionRate(t *testing.T) {
 func TestImageSnapshotPool(t *testing.T) {
 	c := testkit.DevConfig(t)
 	pool := &c.GPUPools[2]
-	require.Equal(t, "container", pool.JobForm)
+	require.Equal(t, config.JobFormContainer, pool.JobForm)
 	pool.ImageSnapshotID = "snap-0123456789abcdef0"
 
 	cs := cost.ColdStartOf(*pool, cost.PulledImages(c, *pool, 8))
@@ -380,7 +380,7 @@ func TestWarmAndSpotShortStarts(t *testing.T) {
 	}, runner.Steps)
 	assert.LessOrEqual(t, runner.Seconds, 15.0)
 	container := cost.WarmStartOf(c.GPUPools[2])
-	require.Equal(t, "container", c.GPUPools[2].JobForm)
+	require.Equal(t, config.JobFormContainer, c.GPUPools[2].JobForm)
 	assert.Equal(t, []cost.Step{
 		{What: "the runner waiting on a system node takes the job, its hooks create the job pod", Seconds: cost.IdleRunnerTakesJobSeconds},
 		{What: "the scheduler preempts a placeholder on a warm node and binds the pod", Seconds: cost.PreemptSeconds},
