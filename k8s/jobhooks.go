@@ -3,20 +3,15 @@ package k8s
 import (
 	"fmt"
 	"path"
-	"slices"
 	"sort"
 	"strings"
 
-	corev1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/core/v1"
-	metav1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/meta/v1"
-	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	k8scorev1 "k8s.io/api/core/v1"
 
 	"github.com/luxfi/lux-gpu-ci/config"
 	"github.com/luxfi/lux-gpu-ci/instancetypes"
 
 	"github.com/luxfi/lux-gpu-ci/internal/jobhooks"
-	"github.com/luxfi/lux-gpu-ci/internal/wellknown"
 	"github.com/luxfi/lux-gpu-ci/pricing"
 )
 
@@ -75,19 +70,4 @@ func withJobHooks(t k8scorev1.PodTemplateSpec, pool config.GPUPool) k8scorev1.Po
 		ConfigMap: &k8scorev1.ConfigMapVolumeSource{LocalObjectReference: k8scorev1.LocalObjectReference{Name: JobHooksConfigMap}, DefaultMode: ptr(int32(0o555))},
 	}})
 	return t
-}
-
-// newJobHooks creates the hooks' ConfigMap when a pool runs its jobs in the runner; nil
-// otherwise. A runner-form scale set depends on it: its runners mount it.
-func newJobHooks(ctx *pulumi.Context, name string, pools []config.GPUPool, opts ...pulumi.ResourceOption) (pulumi.Resource, error) {
-	if !slices.ContainsFunc(pools, func(p config.GPUPool) bool { return p.JobForm == config.JobFormRunner }) {
-		return nil, nil
-	}
-	return corev1.NewConfigMap(ctx, name+"-job-hooks", &corev1.ConfigMapArgs{
-		Metadata: &metav1.ObjectMetaArgs{Name: pulumi.String(JobHooksConfigMap), Namespace: pulumi.String(wellknown.RunnersNamespace)},
-		Data: pulumi.StringMap{
-			jobhooks.JobStartedKey:   pulumi.String(jobhooks.JobStarted),
-			jobhooks.JobCompletedKey: pulumi.String(jobhooks.JobCompleted),
-		},
-	}, opts...)
 }

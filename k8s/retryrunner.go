@@ -10,9 +10,6 @@ package k8s
 // container.env) and write nothing gpuci retry would trust.
 
 import (
-	corev1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/core/v1"
-	metav1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/meta/v1"
-	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	k8scorev1 "k8s.io/api/core/v1"
 	k8srbacv1 "k8s.io/api/rbac/v1"
 	k8smeta "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -60,24 +57,4 @@ func RetryScaleSetValues(retry config.RetryRunner, gh config.GitHub, cache Image
 		},
 		"template": t,
 	}, nil
-}
-
-// newRetryReader creates the retry runner's account and, in each namespace it reads, a Role
-// and RoleBinding (RetryReaderRules).
-func newRetryReader(ctx *pulumi.Context, name string, opts ...pulumi.ResourceOption) ([]pulumi.Resource, error) {
-	sa, err := corev1.NewServiceAccount(ctx, name+"-retry", &corev1.ServiceAccountArgs{
-		Metadata: &metav1.ObjectMetaArgs{Name: pulumi.String(wellknown.RetryServiceAccount), Namespace: pulumi.String(wellknown.RunnersNamespace)},
-	}, opts...)
-	if err != nil {
-		return nil, err
-	}
-	out := []pulumi.Resource{sa}
-	for _, ns := range []string{k8smeta.NamespaceDefault, wellknown.RunnersNamespace} {
-		rbac, err := newAccountRole(ctx, name+"-retry-"+ns, wellknown.RetryServiceAccount, ns, RetryReaderRules()[ns], sa, opts...)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, rbac...)
-	}
-	return out, nil
 }

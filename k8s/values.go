@@ -113,3 +113,5 @@ func newObject(ctx *pulumi.Context, logical string, tm k8smeta.TypeMeta, meta k8
 	}
 	return &r, nil
 }
+
+func ptr[T any](v T) *T { return &v }

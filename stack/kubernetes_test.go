@@ -4,8 +4,6 @@ package stack_test
 
 import (
 	"fmt"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -13,17 +11,12 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/yaml"
 
-	"github.com/luxfi/lux-gpu-ci/config"
 	"github.com/luxfi/lux-gpu-ci/internal/gomodule"
 	"github.com/luxfi/lux-gpu-ci/internal/testsupport/testkit"
-	"github.com/luxfi/lux-gpu-ci/k8s"
 )
 
 func TestHelmReleasesArePinned(t *testing.T) {
@@ -472,70 +465,6 @@ func TestRunningJobsBudgets(t *testing.T) {
 			assert.Contains(t, releaseNamed(t, m, name).Deps(), "kubernetes:policy/v1:PodDisruptionBudget::gpu-ci-arc-"+b, "%s's runners start under the budgets, and they outlive them", name)
 		}
 	}
-
-	// Each pod a pool runs is under exactly one budget: its template's labels, matched by the
-	// API machinery's own selector.
-	selects := func(spec map[string]any, podLabels map[string]string) bool {
-		var sel metav1.LabelSelector
-		require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(spec["selector"].(map[string]any), &sel))
-		s, err := metav1.LabelSelectorAsSelector(&sel)
-		require.NoError(t, err)
-		return s.Matches(labels.Set(podLabels))
-	}
-	container := config.DefaultPool()
-	container.JobForm = config.JobFormContainer
-	for _, pool := range []config.GPUPool{config.DefaultPool(), container} {
-		tmpl, err := k8s.RunnerTemplate(pool, nil)
-		require.NoError(t, err)
-		pods := map[string]map[string]string{"runner": tmpl.Labels}
-		if pool.JobForm == config.JobFormContainer {
-			job, err := k8s.JobPodTemplate(pool)
-			require.NoError(t, err)
-			pods["job pod"] = job.Labels
-		}
-		for what, l := range pods {
-			var under []string
-			for name, b := range budgets {
-				if selects(b, l) {
-					under = append(under, name)
-				}
-			}
-			assert.Len(t, under, 1, "%s's %s is under one budget: %v", pool.Name, what, under)
-		}
-	}
-}
-
-// A container-form runner's readiness probe, run by sh over a process table as /proc shows
-// it (NUL-separated command lines): it fails while the runner waits (its listener, and the
-// probe itself, whose command line names the pattern), and succeeds once the runner runs a
-// job's worker, as actions/runner starts it.
-func TestRunnerBusyProbeSeesTheJobsWorker(t *testing.T) {
-	script := k8s.RunnerBusyProbe().Exec.Command
-	require.Equal(t, []string{"sh", "-c"}, script[:2])
-	proc := t.TempDir()
-	probe := strings.ReplaceAll(script[2], "/proc/", proc+"/")
-	require.NotEqual(t, script[2], probe, "the probe reads /proc")
-	process := func(pid string, argv ...string) {
-		require.NoError(t, os.MkdirAll(filepath.Join(proc, pid), 0o755))
-		require.NoError(t, os.WriteFile(filepath.Join(proc, pid, "cmdline"), []byte(strings.Join(argv, "\x00")+"\x00"), 0o644))
-	}
-	busy := func() bool {
-		err := exec.Command("sh", "-c", probe).Run()
-		if err == nil {
-			return true
-		}
-		var exit *exec.ExitError
-		require.ErrorAs(t, err, &exit)
-		require.Equal(t, 1, exit.ExitCode(), "grep found no match (2 would be an error)")
-		return false
-	}
-	process("1", "/bin/bash", "/home/runner/run.sh")
-	process("7", "/home/runner/bin/Runner.Listener", "run", "--startuptype", "service")
-	process("31", "sh", "-c", script[2])              // the probe itself
-	process("self", "/home/runner/bin/Runner.Worker") // not a process id: /proc/self is the reader
-	assert.False(t, busy(), "an idle runner: its listener, no worker")
-	process("58", "/home/runner/bin/Runner.Worker", "spawnclient", "118", "121")
-	assert.True(t, busy(), "a job's worker runs")
 }
 
 // An ARC upgrade across a minor version reinstalls ARC in ARC's own order (remove the scale
@@ -588,7 +517,7 @@ func TestARCUpgradeAcrossAMinorReinstallsTheScaleSets(t *testing.T) {
 
 // Every Helm release is registered as pulumi-kubernetes' SDK registers one: its type token,
 // compat "true" (live stacks hold it in their state) and only inputs the SDK names
-// (stack/helmrelease_test.go compares the two sources).
+// (k8s/helmrelease_test.go compares the two sources).
 func TestReleasesRegisterAsTheSDKDoes(t *testing.T) {
 	m := runDev(t)
 	releases := m.all("kubernetes:helm.sh/v3:Release")
@@ -608,23 +537,6 @@ func TestKarpenterCRDReleaseKeepsItsCRDs(t *testing.T) {
 	r := releaseNamed(t, m, "karpenter-crd")
 	assert.Equal(t, map[string]any{"additionalAnnotations": map[string]any{"helm.sh/resource-policy": "keep"}}, r.Inputs["values"])
 	assert.True(t, r.Raw.RegisterRPC.GetDeleteBeforeReplace(), "a new install under a name in use would fail")
-}
-
-// The CUDA runner's moving tag follows the runner releases as the stock :latest does: pulled
-// on every start. Its versioned tag is a pin: the node's copy is good.
-func TestCUDARunnerTagIsFollowed(t *testing.T) {
-	for image, want := range map[string]corev1.PullPolicy{
-		"ghcr.io/luxfi/lux-cuda-runner:cuda12.8":         corev1.PullAlways,
-		"ghcr.io/luxfi/lux-cuda-runner:2.334.0-cuda12.8": corev1.PullIfNotPresent,
-		"ghcr.io/actions/actions-runner:latest":          corev1.PullAlways,
-	} {
-		pool := config.DefaultPool()
-		pool.RunnerImage = image
-		tmpl, err := k8s.RunnerTemplate(pool, nil)
-		require.NoError(t, err)
-		require.NotEmpty(t, tmpl.Spec.Containers)
-		assert.Equal(t, want, tmpl.Spec.Containers[0].ImagePullPolicy, image)
-	}
 }
 
 // Day 2: a pool's instanceTypes edit (one more size of the same GPU) changes its NodePools and

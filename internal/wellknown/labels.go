@@ -61,7 +61,7 @@ const DoNotDisrupt = "karpenter.sh/do-not-disrupt"
 
 // HelmResourcePolicyAnnotation set to HelmKeep, on an object of a Helm release, makes Helm
 // leave the object when it uninstalls the release or an upgrade drops it (helm.sh/helm/v3
-// pkg/kube/resource_policy.go; stack/helmrelease_test.go TestHelmKeepPolicyIsHelms compares).
+// pkg/kube/resource_policy.go; k8s/helmrelease_test.go TestHelmKeepPolicyIsHelms compares).
 const (
 	HelmResourcePolicyAnnotation = "helm.sh/resource-policy"
 	HelmKeep                     = "keep"

@@ -1,4 +1,4 @@
-package stack_test
+package k8s_test
 
 // NodePools and EC2NodeClasses against Karpenter's own CRDs (structural schema and CEL), as
 // embedded in the karpenter-provider-aws module version go.mod pins.

@@ -1,4 +1,4 @@
-package stack_test
+package k8s_test
 
 import (
 	"testing"

@@ -1,4 +1,4 @@
-package stack_test
+package k8s_test
 
 // k8s.HelmRelease against the SDK it stands in for: both sources read with go/ast, the SDK's
 // from the module cache at the version go.mod pins. It links neither SDK (that is the point

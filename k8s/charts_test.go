@@ -1,4 +1,4 @@
-package stack_test
+package k8s_test
 
 // Our Helm values rendered through the real upstream charts (Helm SDK, charts from the Go
 // modules go.mod pins), and the pins that must agree.

@@ -1,4 +1,4 @@
-package stack_test
+package infra_test
 
 import (
 	"net/netip"
