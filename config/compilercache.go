@@ -58,7 +58,7 @@ func (p GPUPool) CompilerCacheService() string {
 func (c *Config) CompilerCaches() []CompilerCacheService {
 	var out []CompilerCacheService
 	for _, p := range c.GPUPools {
-		if p.RetryTwinOf != "" || p.CompilerCache == CacheNone {
+		if p.CompilerCache == CacheNone {
 			continue
 		}
 		prefix := p.Name
@@ -81,7 +81,7 @@ func compilerCacheProblems(pool GPUPool, pools []GPUPool) []fieldProblem {
 		}
 	case CacheReadOnly:
 		from := pool.CompilerCacheFrom
-		i := slices.IndexFunc(pools, func(o GPUPool) bool { return o.Name == from && o.RetryTwinOf == "" })
+		i := slices.IndexFunc(pools, func(o GPUPool) bool { return o.Name == from })
 		switch {
 		case from == "":
 			out = append(out, fieldProblem{"compilerCacheFrom", "is not set, and nothing ever writes a read-only pool's own cache: name the read-write pool whose builds this pool's should hit (its main-branch builds, say), or make compilerCache read-write"})

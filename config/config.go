@@ -55,8 +55,9 @@ type Config struct {
 	Budget                      *Budget
 	CreateSpotServiceLinkedRole bool
 
-	// GPUPools are the kinds of GPU runner; each is a NodePool, an EC2NodeClass and a runner
-	// scale set.
+	// GPUPools are the kinds of GPU runner as the stack file configures them; each is a
+	// NodePool, an EC2NodeClass and a runner scale set. A pool's retry twin is not among them:
+	// Pools derives it.
 	GPUPools []GPUPool
 	GitHub   GitHub
 	// HelmSkipAwait installs Helm releases without waiting for their workloads to become

@@ -4,12 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"regexp"
 	"slices"
 	"strings"
-	"time"
 
-	"github.com/luxfi/lux-gpu-ci/instancetypes"
 	"github.com/luxfi/lux-gpu-ci/versions"
 )
 
@@ -178,54 +175,6 @@ func (p GPUPool) FollowsRunnerReleases() bool {
 	return p.RunnerImage == versions.RunnerImage || strings.HasSuffix(p.RunnerImage, ":"+versions.CUDARunnerFollowTag)
 }
 
-// gp3's baseline, included in its price (EBS user guide, "General Purpose SSD volumes").
-const (
-	GP3BaselineThroughput = 125
-	GP3BaselineIOPS       = 3000
-)
-
-// DefaultRootVolumeThroughput is gp3's baseline, included in its price. An AL2023 pool's node
-// writes the images it pulls, and runs the kubelet, on the instance's local NVMe (its
-// EC2NodeClass's instanceStorePolicy RAID0: ImagesOnInstanceStore), not on the root volume;
-// a snapshot pool's data volume holds its images already and loads each block from S3 on
-// first read, at a pace the volume's throughput does not set. (It was 250 MiB/s while AL2023
-// pools unpacked images onto the root volume, where 125 MiB/s was the bound.)
-const DefaultRootVolumeThroughput = GP3BaselineThroughput
-
-// DefaultPool is the pool a stack gets when it configures none: one T4-class spot GPU.
-func DefaultPool() GPUPool {
-	return GPUPool{
-		Name:                   "gpu-spot",
-		InstanceTypes:          []string{"g4dn.xlarge"},
-		CapacityTypes:          []CapacityType{CapacitySpot},
-		GPULimit:               1,
-		ConsolidateAfter:       DurationOf(30 * time.Second),
-		ExpireAfter:            DurationOf(24 * time.Hour),
-		TerminationGracePeriod: DurationOf(6 * time.Hour),
-		RootVolumeGi:           100,
-		RootVolumeThroughput:   DefaultRootVolumeThroughput,
-		RootVolumeIOPS:         GP3BaselineIOPS,
-		RunnerScaleSetName:     "lux-gpu-t4",
-		RunnerLabels:           []string{"self-hosted", "linux", "amd64", "cuda", "gpu", "t4"},
-		MaxRunners:             1,
-		RunnerImage:            versions.RunnerImage,
-		JobForm:                JobFormRunner,
-		CompilerCache:          CacheReadWrite,
-	}
-}
-
-// validRunnerGroup: a runner group's name as GitHub shows it.
-func validRunnerGroup(g string) bool {
-	return g == strings.TrimSpace(g) && !strings.ContainsAny(g, "\n\t") && len(g) <= 100
-}
-
-var (
-	dnsLabelRE    = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
-	runnerLabelRE = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]*$`)
-	// An EBS snapshot ID: snap- and 8 (older) or 17 hexadecimal digits.
-	snapshotIDRE = regexp.MustCompile(`^snap-([0-9a-f]{8}|[0-9a-f]{17})$`)
-)
-
 // parsePools reads gpuPools: unset means [DefaultPool()]; each configured pool must name
 // itself and its instance types, and takes the default pool's values for the rest (its
 // scale set is named lux-<name> and labelled with its name).
@@ -261,189 +210,20 @@ func (p *parser) parsePools() []GPUPool {
 			})
 		}
 		pools = append(pools, pool)
-		if pool.OnDemandRetry {
-			// Validated with the others: its names must fit and be unique too.
-			pools = append(pools, pool.RetryTwin())
-		}
 	}
 	return pools
 }
 
-func (c *Config) validatePools(p *parser) {
-	names, scaleSets := map[string]bool{}, map[string]bool{}
-	i := -1 // the pool's index in gpuPools; a twin follows its pool
-	for n, pool := range c.GPUPools {
-		var problems []fieldProblem
-		at := ""
-		if pool.RetryTwinOf != "" {
-			// A twin's own fields come from its pool; only its derived names can be wrong.
-			at = fmt.Sprintf("[%d] (%s)", i, pool.RetryTwinOf)
-			if len(pool.Name) > 50 {
-				problems = append(problems, fieldProblem{"onDemandRetry", fmt.Sprintf("the twin's NodePool %q is longer than 50 characters; shorten name", pool.Name)})
-			}
-			if len(pool.RunnerScaleSetName) > 45 {
-				problems = append(problems, fieldProblem{"onDemandRetry", fmt.Sprintf("the twin's scale set %q is longer than 45 characters (ARC's limit); shorten runnerScaleSetName", pool.RunnerScaleSetName)})
-			}
-			if n := len(pool.RunnerLabels); n > 0 && len(pool.RunnerLabels[n-1]) > 255 {
-				problems = append(problems, fieldProblem{"onDemandRetry", fmt.Sprintf("the twin's label %q is 256 characters or more; shorten the last of runnerLabels", pool.RunnerLabels[n-1])})
-			}
-		} else {
-			i++
-			at = fmt.Sprintf("[%d]", i)
-			if pool.Name != "" {
-				at = fmt.Sprintf("[%d] (%s)", i, pool.Name)
-			}
-			problems = append(pool.problems(), compilerCacheProblems(pool, c.GPUPools)...)
-		}
-		// Within the stack, as across stacks (ScaleSetClashes): a labels-form runs-on of one
-		// scale set must not reach another.
-		for _, other := range c.GPUPools[:n] {
-			if len(pool.RunnerLabels) > 0 && len(other.RunnerLabels) > 0 && (subset(pool.RunnerLabels, other.RunnerLabels) || subset(other.RunnerLabels, pool.RunnerLabels)) {
-				problems = append(problems, fieldProblem{"runnerLabels", fmt.Sprintf("[%s] and pool %s's [%s]: one contains the other, so a labels-form runs-on may land on either; give each pool a label of its own", strings.Join(pool.RunnerLabels, ","), other.Name, strings.Join(other.RunnerLabels, ","))})
-			}
-		}
-		// Across pools: each names its own NodePool and scale set.
-		if pool.Name != "" && names[pool.Name] {
-			problems = append(problems, fieldProblem{"name", fmt.Sprintf("%q is used by two pools", pool.Name)})
-		}
-		names[pool.Name] = true
-		if scaleSets[pool.RunnerScaleSetName] {
-			problems = append(problems, fieldProblem{"runnerScaleSetName", fmt.Sprintf("%q is used by two pools", pool.RunnerScaleSetName)})
-		}
-		scaleSets[pool.RunnerScaleSetName] = true
-		for _, pr := range problems {
-			example := fmt.Sprintf(`[{"name": "gpu-spot", "instanceTypes": ["g4dn.xlarge"], "%s": …}]`, pr.field)
-			if strings.HasPrefix(pr.field, "warm") {
-				example = warmExample
-			}
-			p.fail(KeyGPUPools, fmt.Sprintf("%s.%s: %s", at, pr.field, pr.problem), example)
+// Pools are every pool the stack runs: each configured pool (GPUPools), followed by its
+// on-demand retry twin when it has one (RetryTwin), derived here rather than kept in the
+// configuration. What registers, prices or checks NodePools and scale sets reads these.
+func (c *Config) Pools() []GPUPool {
+	var out []GPUPool
+	for _, p := range c.GPUPools {
+		out = append(out, p)
+		if p.OnDemandRetry {
+			out = append(out, p.RetryTwin())
 		}
 	}
-}
-
-// warmExample is the fix shown for a bad warm schedule.
-const warmExample = `[{"name": "gpu-spot", "instanceTypes": ["g4dn.xlarge"], "warm": {"timeZone": "Europe/Berlin", "windows": [{"days": "mon-fri", "from": "08:00", "to": "19:00", "nodes": 1}]}}]`
-
-// fieldProblem is what is wrong with one field of a pool.
-type fieldProblem struct{ field, problem string }
-
-// problems checks one pool on its own.
-func (pool GPUPool) problems() []fieldProblem {
-	var out []fieldProblem
-	bad := func(field, problem string) { out = append(out, fieldProblem{field, problem}) }
-
-	switch {
-	case pool.Name == "":
-		bad("name", "is required")
-	case len(pool.Name) > 50 || !dnsLabelRE.MatchString(pool.Name):
-		bad("name", fmt.Sprintf("%q must be a DNS label (lower-case letters, digits, '-'), at most 50 characters", pool.Name))
-	}
-
-	if len(pool.InstanceTypes) == 0 {
-		bad("instanceTypes", "is empty; Karpenter could launch nothing")
-	}
-	for _, it := range pool.InstanceTypes {
-		if _, ok := instancetypes.Lookup(it); !ok {
-			bad("instanceTypes", fmt.Sprintf("%q is not a known NVIDIA GPU instance type (known: %s)", it, strings.Join(instancetypes.Names(), ", ")))
-		}
-	}
-	if d := firstDuplicate(pool.InstanceTypes); d != "" {
-		bad("instanceTypes", fmt.Sprintf("%q is listed twice", d))
-	}
-	if len(pool.CapacityTypes) == 0 {
-		bad("capacityTypes", `is empty; use ["spot"], ["on-demand"] or both`)
-	}
-	for _, ct := range pool.CapacityTypes {
-		if ct != CapacitySpot && ct != CapacityOnDemand {
-			bad("capacityTypes", fmt.Sprintf("%q is not spot or on-demand", ct))
-		}
-	}
-	if d := firstDuplicate(pool.CapacityTypes); d != "" {
-		bad("capacityTypes", fmt.Sprintf("%q is listed twice", d))
-	}
-	if pool.GPULimit < 1 || pool.GPULimit > 64 {
-		bad("gpuLimit", fmt.Sprintf("must be 1–64, got %d", pool.GPULimit))
-	}
-	for _, d := range []struct {
-		field        string
-		value        Duration
-		neverAllowed bool
-	}{
-		{"consolidateAfter", pool.ConsolidateAfter, false}, {"expireAfter", pool.ExpireAfter, true}, {"terminationGracePeriod", pool.TerminationGracePeriod, false},
-	} {
-		if problem := d.value.problem(d.neverAllowed); problem != "" {
-			bad(d.field, problem)
-		}
-	}
-	if pool.RootVolumeGi < 20 || pool.RootVolumeGi > 16384 {
-		bad("rootVolumeGi", fmt.Sprintf("must be 20–16384 GiB, got %d", pool.RootVolumeGi))
-	}
-
-	switch t := pool.RootVolumeThroughput; {
-	case t < GP3BaselineThroughput || t > 1000:
-		bad("rootVolumeThroughput", fmt.Sprintf("must be %d–1000 MiB/s (gp3's range), got %d", GP3BaselineThroughput, t))
-	case pool.RootVolumeIOPS > 0 && t*4 > pool.RootVolumeIOPS:
-		bad("rootVolumeThroughput", fmt.Sprintf("%d MiB/s needs at least %d IOPS (gp3 gives at most 0.25 MiB/s per IOPS); raise rootVolumeIOPS to %d or lower rootVolumeThroughput", t, t*4, t*4))
-	}
-	switch n := pool.RootVolumeIOPS; {
-	case n < GP3BaselineIOPS || n > 16000:
-		bad("rootVolumeIOPS", fmt.Sprintf("must be %d–16000 (gp3's range), got %d", GP3BaselineIOPS, n))
-	case n > 500*pool.RootVolumeGi:
-		bad("rootVolumeIOPS", fmt.Sprintf("%d IOPS needs a volume of at least %d GiB (gp3 gives at most 500 IOPS per GiB); raise rootVolumeGi", n, (n+499)/500))
-	}
-
-	if sn := pool.RunnerScaleSetName; len(sn) > 45 || !dnsLabelRE.MatchString(sn) {
-		bad("runnerScaleSetName", fmt.Sprintf("%q must be lower-case letters, digits and '-', at most 45 characters (ARC's limit)", sn))
-	}
-	if g := pool.RunnerGroup; g != "" && !validRunnerGroup(g) {
-		bad("runnerGroup", fmt.Sprintf("%q must be a runner group's name as GitHub shows it (no surrounding spaces, at most 100 characters)", g))
-	}
-	if len(pool.RunnerLabels) == 0 {
-		bad("runnerLabels", "is empty; give at least one label for runs-on")
-	}
-	for _, l := range pool.RunnerLabels {
-		if len(l) > 255 || !runnerLabelRE.MatchString(l) {
-			bad("runnerLabels", fmt.Sprintf("%q must be lower-case letters, digits, '.', '_' or '-', under 256 characters", l))
-		}
-	}
-	if d := firstDuplicate(pool.RunnerLabels); d != "" {
-		bad("runnerLabels", fmt.Sprintf("%q is listed twice", d))
-	}
-	// A label that names a GPU model as a word of its own (t4, prod-t4, t4-container) promises
-	// that GPU to the jobs that ask for it: every instance type must have it.
-	for _, l := range pool.RunnerLabels {
-		for _, word := range strings.FieldsFunc(l, func(r rune) bool { return r == '-' || r == '_' || r == '.' }) {
-			if !instancetypes.IsGPUModel(word) {
-				continue
-			}
-			for _, it := range pool.InstanceTypes {
-				if g, ok := instancetypes.Lookup(it); ok && g.GPUModel != word {
-					bad("runnerLabels", fmt.Sprintf("%q promises an NVIDIA %s, but %s has an %s: take %s out of instanceTypes, or use a label that names no GPU", l, strings.ToUpper(word), it, strings.ToUpper(g.GPUModel), it))
-				}
-			}
-		}
-	}
-	if pool.MaxRunners < 1 || pool.MaxRunners > pool.GPULimit {
-		bad("maxRunners", fmt.Sprintf("must be 1–gpuLimit (%d): each runner takes one GPU, got %d", pool.GPULimit, pool.MaxRunners))
-	}
-	if img := pool.RunnerImage; img != versions.RunnerImage && (img == "" || strings.HasSuffix(img, ":latest") || !strings.ContainsAny(img, ":@")) {
-		bad("runnerImage", fmt.Sprintf("%q must be pinned to a tag or digest (or leave runnerImage out to follow the current runner, %s)", img, versions.RunnerImage))
-	}
-	if id := pool.ImageSnapshotID; id != "" && !snapshotIDRE.MatchString(id) {
-		bad("imageSnapshotID", fmt.Sprintf("%q is not an EBS snapshot ID (snap- and 17 hexadecimal digits, as aws ec2 describe-snapshots shows it); leave it out to pull images", id))
-	}
-	if pool.OnDemandRetry && !pool.Allows(CapacitySpot) {
-		bad("onDemandRetry", "the pool uses no spot capacity, so nothing interrupts it: its twin would be the same pool; leave onDemandRetry out")
-	}
-	if pool.JobForm != JobFormRunner && pool.JobForm != JobFormContainer {
-		bad("jobForm", fmt.Sprintf("%q is not %q (steps run in the runner, which holds the GPU) or %q (every job declares container:, and its pod gets the GPU)", pool.JobForm, JobFormRunner, JobFormContainer))
-	}
-	if pool.Warm != nil {
-		// A window's CronJob is <name>-warm-<i>, and a CronJob's name is at most 52 characters
-		// (its Jobs' names add 11).
-		if n := len(fmt.Sprintf("%s-warm-%d", pool.Name, len(pool.Warm.Windows)-1)); n > 52 {
-			bad("warm", fmt.Sprintf("the window CronJobs' names, %s-warm-<i>, are %d characters, past Kubernetes' 52 for a CronJob: shorten name", pool.Name, n))
-		}
-	}
-	return append(out, pool.warmProblems...)
+	return out
 }

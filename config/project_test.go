@@ -98,7 +98,7 @@ func TestActionlintKnowsOurRunnerLabels(t *testing.T) {
 	for _, f := range stackFiles(t) {
 		c, err := config.ParseStackFileOffline(f)
 		require.NoError(t, err, f)
-		for _, p := range c.GPUPools {
+		for _, p := range c.Pools() {
 			for _, l := range append(slices.Clone(p.RunnerLabels), p.RunnerScaleSetName) {
 				assert.True(t, slices.Contains(cfg.SelfHostedRunner.Labels, l) || slices.Contains(builtin, l), "%s: add %q to .github/actionlint.yaml", f, l)
 			}

@@ -24,7 +24,7 @@ func ScaleSetClashes(stacks []*Config) []string {
 	seen := map[string][]entry{} // by organization and runner group
 	var out []string
 	for _, c := range stacks {
-		pools := c.GPUPools
+		pools := c.Pools()
 		if r := c.RetryRunner; r.ScaleSetName != "" {
 			// The retry runner's scale set, in its own group; reached by its name only.
 			pools = append(slices.Clone(pools), GPUPool{Name: "(" + KeyRetryScaleSetName + ")", RunnerScaleSetName: r.ScaleSetName, RunnerGroup: r.RunnerGroup})

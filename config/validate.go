@@ -232,7 +232,7 @@ func (c *Config) validateRetryRunner(p *parser) {
 		p.fail(KeyRetryScaleSetName, fmt.Sprintf("%q must be lower-case letters, digits and '-', at most 45 characters (ARC's limit)", r.ScaleSetName), "lux-gpu-retry")
 		return
 	}
-	for _, pool := range c.GPUPools {
+	for _, pool := range c.Pools() {
 		if pool.RunnerScaleSetName == r.ScaleSetName {
 			p.fail(KeyRetryScaleSetName, fmt.Sprintf("%q is pool %s's scale set: a retry job would take a GPU runner, and a GPU job the retry runner", r.ScaleSetName, pool.Name), "a name of its own, e.g. lux-gpu-retry")
 		}

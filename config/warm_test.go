@@ -34,7 +34,7 @@ func TestWarmScheduleIsTypedAtTheBoundary(t *testing.T) {
 		},
 	}, nil)
 	require.NoError(t, err)
-	require.Len(t, c.GPUPools, 2, "the pool and its twin")
+	require.Len(t, c.Pools(), 2, "the pool and its twin")
 	w := c.GPUPools[0].Warm
 	require.NotNil(t, w)
 	assert.Equal(t, "Europe/Berlin", w.TimeZone)
@@ -47,7 +47,7 @@ func TestWarmScheduleIsTypedAtTheBoundary(t *testing.T) {
 	assert.Equal(t, "0 10 * * 0,6", w.Windows[1].Schedule())
 	assert.Equal(t, 14*time.Hour, w.Windows[1].Length(), "to 24:00 is to midnight")
 	assert.InDelta(t, 5*11.5*2+2*14*1, w.NodeHoursPerWeek(), 1e-9, "node-hours a week, which gpuci cost prices")
-	assert.Nil(t, c.GPUPools[1].Warm, "a retry twin keeps nothing warm")
+	assert.Nil(t, c.Pools()[1].Warm, "a retry twin keeps nothing warm")
 
 	c, err = withWarm(t, map[string]any{"windows": []any{map[string]any{"days": "daily", "from": "00:00", "to": "06:15", "nodes": 1}}}, nil)
 	require.NoError(t, err)

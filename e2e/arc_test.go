@@ -35,7 +35,7 @@ func configuredScaleSets(t *testing.T) []string {
 	cfg, err := config.ParseStackFileOffline(filepath.Join(repoRoot(t), "Pulumi."+stackName+".yaml"))
 	require.NoError(t, err)
 	var names []string
-	for _, p := range cfg.GPUPools {
+	for _, p := range cfg.Pools() {
 		names = append(names, p.RunnerScaleSetName)
 	}
 	if r := cfg.RetryRunner.ScaleSetName; r != "" {

@@ -60,7 +60,7 @@ type Outputs struct {
 // New builds the AWS layer from validated configuration.
 func New(ctx *pulumi.Context, cfg *config.Config) (*Outputs, error) {
 	// Look-ups first: if the account cannot hold the stack, fail before creating anything.
-	zones, err := chooseZones(ctx, cfg.ClusterName, cfg.Network.AZCount, cfg.GPUPools)
+	zones, err := chooseZones(ctx, cfg.ClusterName, cfg.Network.AZCount, cfg.Pools())
 	if err != nil {
 		return nil, err
 	}
@@ -75,7 +75,7 @@ func New(ctx *pulumi.Context, cfg *config.Config) (*Outputs, error) {
 	// The nodes' roles may pull from the account's own ECR only what imageRepositories and the
 	// cache cover (NodeImagePull): an image of the stack's own set elsewhere would fail at job
 	// time, so it fails here, where the account is known.
-	if denied := cfg.ImageCache.DeniedOwnImages(caller.AccountId, cfg.Region, cfg.GPUPools); len(denied) > 0 {
+	if denied := cfg.ImageCache.DeniedOwnImages(caller.AccountId, cfg.Region, cfg.Pools()); len(denied) > 0 {
 		return nil, fmt.Errorf("%s: the nodes may not pull %s from account %s's own ECR (the stack denies them every repository of the account but the cache's and imageRepositories'); fix: add the repositories (or a prefix ending in *) to imageRepositories in Pulumi.<stack>.yaml, in region %s",
 			config.KeyImageRepositories, strings.Join(denied, ", "), caller.AccountId, cfg.Region)
 	}

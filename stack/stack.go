@@ -34,7 +34,7 @@ func Program(ctx *pulumi.Context) error {
 		NodesPublic:        aws.NodesPublic,
 		SystemNodes:        cfg.SystemNodes.Count,
 		Tags:               cfg.Tags,
-		Pools:              cfg.GPUPools,
+		Pools:              cfg.Pools(),
 		GitHub:             cfg.GitHub,
 		ImageCache:         aws.ImageCache,
 		SkipAwait:          cfg.HelmSkipAwait,

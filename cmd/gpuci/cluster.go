@@ -136,7 +136,7 @@ func runDoctor(args []string) error {
 	}
 	if *fix {
 		var names []string
-		for _, p := range cfg.GPUPools {
+		for _, p := range cfg.Pools() {
 			names = append(names, p.Name)
 		}
 		fmt.Printf("\nDelete NodePools %v so Karpenter drains and terminates their GPU nodes? Type yes: ", names)

@@ -49,7 +49,7 @@ func runCost(args []string) error {
 		}
 		onDemand := []string{cfg.SystemNodes.InstanceType}
 		var spot []string
-		for _, pool := range cfg.GPUPools {
+		for _, pool := range cfg.Pools() {
 			onDemand = append(onDemand, pool.InstanceTypes...)
 			spot = append(spot, pool.InstanceTypes...)
 		}

@@ -29,10 +29,11 @@ func runImages(args []string) error {
 	}
 	var p *config.GPUPool
 	var names []string
-	for i := range cfg.GPUPools {
-		names = append(names, cfg.GPUPools[i].Name)
-		if cfg.GPUPools[i].Name == *pool {
-			p = &cfg.GPUPools[i]
+	pools := cfg.Pools()
+	for i := range pools {
+		names = append(names, pools[i].Name)
+		if pools[i].Name == *pool {
+			p = &pools[i]
 		}
 	}
 	if p == nil {

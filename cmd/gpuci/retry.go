@@ -49,7 +49,7 @@ func runRetry(args []string) error {
 		if stack, cfg, err = st.load(); err != nil {
 			return err
 		}
-		for _, p := range cfg.GPUPools {
+		for _, p := range cfg.Pools() {
 			names = append(names, p.RunnerScaleSetName)
 		}
 	}

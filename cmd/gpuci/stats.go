@@ -49,7 +49,7 @@ func runStats(args []string) error {
 			c.Repos = append(c.Repos, r)
 		}
 	}
-	for _, p := range cfg.GPUPools {
+	for _, p := range cfg.Pools() {
 		it, capacity, perHour, err := pricing.HourlyPrice(p, prices)
 		if err != nil {
 			return err

@@ -139,7 +139,7 @@ func Estimate(cfg *config.Config, p pricing.Prices, u Usage) (Report, error) {
 
 	if nat {
 		seen := map[string]bool{}
-		for _, pool := range cfg.GPUPools {
+		for _, pool := range cfg.Pools() {
 			for _, img := range PulledImages(cfg, pool, u.JobImageGB) {
 				if img.Cached && !seen[img.Image] {
 					seen[img.Image] = true
@@ -149,7 +149,7 @@ func Estimate(cfg *config.Config, p pricing.Prices, u Usage) (Report, error) {
 		}
 	}
 	r.HostedUSD = u.MinutesPerBuild * p.HostedT4PerMinute
-	for _, pool := range cfg.GPUPools {
+	for _, pool := range cfg.Pools() {
 		e, err := estimatePool(cfg, pool, p, u, nat)
 		if err != nil {
 			return r, err
@@ -210,7 +210,7 @@ func compilerCache(cfg *config.Config, u Usage, p pricing.Prices) []Item {
 // (ECR keeps a few versions of a changing tag; a new version shares most layers).
 func cachedGB(cfg *config.Config, u Usage) float64 {
 	seen, gb := map[string]bool{}, 0.0
-	for _, pool := range cfg.GPUPools {
+	for _, pool := range cfg.Pools() {
 		for _, img := range PulledImages(cfg, pool, u.JobImageGB) {
 			if img.Cached && !seen[img.Image] {
 				seen[img.Image] = true
@@ -225,7 +225,7 @@ func cachedGB(cfg *config.Config, u Usage) float64 {
 func snapshots(cfg *config.Config, u Usage, p pricing.Prices) []Item {
 	var items []Item
 	seen := map[string]bool{}
-	for _, pool := range cfg.GPUPools {
+	for _, pool := range cfg.Pools() {
 		if pool.ImageSnapshotID == "" || seen[pool.ImageSnapshotID] {
 			continue
 		}

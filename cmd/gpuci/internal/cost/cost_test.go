@@ -187,7 +187,7 @@ func TestColdStart(t *testing.T) {
 	}, steps)
 	assert.Nil(t, runner.PrepareJobMarginSeconds, "the runner form has no hooks' wait")
 
-	pool := c.GPUPools[2]
+	pool := c.GPUPools[1]
 	require.Equal(t, config.JobFormContainer, pool.JobForm)
 	cached := cost.ColdStartOf(pool, cost.PulledImages(c, pool, 8))
 	require.NotNil(t, cached.PrepareJobMarginSeconds)
@@ -312,7 +312,7 @@ func TestCostCountsTheRetryTwinAtTheInterruptionRate(t *testing.T) {
 // unpacked) = 25.5 GB × $0.05 = $1.275 a month.
 func TestImageSnapshotPool(t *testing.T) {
 	c := testkit.DevConfig(t)
-	pool := &c.GPUPools[2]
+	pool := &c.GPUPools[1]
 	require.Equal(t, config.JobFormContainer, pool.JobForm)
 	pool.ImageSnapshotID = "snap-0123456789abcdef0"
 
@@ -379,8 +379,8 @@ func TestWarmAndSpotShortStarts(t *testing.T) {
 		{What: "container start (its image already on the node)", Seconds: cost.StartSeconds},
 	}, runner.Steps)
 	assert.LessOrEqual(t, runner.Seconds, 15.0)
-	container := cost.WarmStartOf(c.GPUPools[2])
-	require.Equal(t, config.JobFormContainer, c.GPUPools[2].JobForm)
+	container := cost.WarmStartOf(c.GPUPools[1])
+	require.Equal(t, config.JobFormContainer, c.GPUPools[1].JobForm)
 	assert.Equal(t, []cost.Step{
 		{What: "the runner waiting on a system node takes the job, its hooks create the job pod", Seconds: cost.IdleRunnerTakesJobSeconds},
 		{What: "the scheduler preempts a placeholder on a warm node and binds the pod", Seconds: cost.PreemptSeconds},
@@ -390,7 +390,7 @@ func TestWarmAndSpotShortStarts(t *testing.T) {
 	assert.LessOrEqual(t, container.Seconds, 15.0)
 	assert.Greater(t, container.Seconds, runner.Seconds)
 	// A twin keeps no runner waiting: ARC makes and starts one per re-run.
-	twin := c.GPUPools[2].RetryTwin()
+	twin := c.GPUPools[1].RetryTwin()
 	assert.Len(t, cost.WarmStartOf(twin).Steps, 5, "ARC's runner pod and its start too")
 
 	spotOnly := c.GPUPools[0]

@@ -69,7 +69,7 @@ func (d Doctor) Examine(ctx context.Context) []Finding {
 	if claims == nil {
 		claims = &unstructured.UnstructuredList{}
 	}
-	gpuNodes, _ := live.GPUNodes(ctx, d.Kube, d.Cfg.GPUPools)
+	gpuNodes, _ := live.GPUNodes(ctx, d.Kube, d.Cfg.Pools())
 	return []Finding{
 		d.jobQueued(ctx),
 		d.stuckListener(ctx),
@@ -116,7 +116,7 @@ func Problems(findings []Finding) int {
 
 func (d Doctor) jobQueued(ctx context.Context) Finding {
 	f := Finding{Symptom: "Job stuck in Queued", Fix: "use a runs-on that matches the scale set (stack output runsOn); labels are fixed when a scale set is created, so recreate it (rename runnerScaleSetName) after changing them; check the credentials Secret. The listener runs in " + wellknown.ARCNamespace + " with ARC 0.14, not in " + wellknown.RunnersNamespace + ": kubectl -n " + wellknown.ARCNamespace + " logs -l " + wellknown.ScaleSetLabel + "=<scale set>"}
-	for _, pool := range d.Cfg.GPUPools {
+	for _, pool := range d.Cfg.Pools() {
 		rs, err := live.GetScaleSet(ctx, d.Dyn, pool.RunnerScaleSetName)
 		if err != nil {
 			f.Problem = true
@@ -185,7 +185,7 @@ func (d Doctor) StuckListeners(ctx context.Context, queued []stats.QueuedJob, wa
 		d.Now = time.Now
 	}
 	var out []StuckScaleSet
-	for _, pool := range d.Cfg.GPUPools {
+	for _, pool := range d.Cfg.Pools() {
 		serves := append([]string{pool.RunnerScaleSetName}, pool.RunnerLabels...)
 		var waiting []stats.QueuedJob
 		for _, j := range queued {
@@ -255,7 +255,7 @@ const deprecatedRunner = "is deprecated and cannot receive messages"
 // disabled, so a pinned image stops getting jobs some 30 days after a newer runner release.
 func (d Doctor) staleRunner(ctx context.Context) Finding {
 	f := Finding{Symptom: "Job stuck in Queued: runner too old for GitHub", Fix: "a pool that pins runnerImage: remove it (the current runner, pulled on each start) or bump the pin to the current actions/runner release, then pulumi up; a pool that follows the current release: GitHub answered 403, which the runner reports as deprecation (a GitHub incident, or broker.actions.githubusercontent.com blocked by a proxy)"}
-	for _, pool := range d.Cfg.GPUPools {
+	for _, pool := range d.Cfg.Pools() {
 		if !pool.FollowsRunnerReleases() {
 			f.Evidence = append(f.Evidence, fmt.Sprintf("pool %s pins runnerImage %s: it will stop getting jobs once GitHub deprecates that runner version", pool.Name, pool.RunnerImage))
 		}
@@ -559,7 +559,7 @@ func (d Doctor) systemNodeUpdateHeld(ctx context.Context) Finding {
 // nodes. Callers confirm with the operator first.
 func (d Doctor) Fix(ctx context.Context) ([]string, error) {
 	var deleted []string
-	for _, pool := range d.Cfg.GPUPools {
+	for _, pool := range d.Cfg.Pools() {
 		err := d.Dyn.Resource(wellknown.NodePools).Delete(ctx, pool.Name, metav1.DeleteOptions{})
 		if err != nil {
 			return deleted, fmt.Errorf("deleting NodePool %s: %w", pool.Name, err)

@@ -36,7 +36,7 @@ func (n Need) RequestCommand(region string) string {
 // (the pool may run its whole GPU limit on its hungriest type).
 func Needs(cfg *config.Config) []Need {
 	byType := map[string]*Need{}
-	for _, pool := range cfg.GPUPools {
+	for _, pool := range cfg.Pools() {
 		perGPU := 0
 		for _, it := range pool.InstanceTypes {
 			if g, ok := instancetypes.Lookup(it); ok {

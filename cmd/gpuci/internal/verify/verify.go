@@ -30,12 +30,12 @@ type Check struct {
 func Run(ctx context.Context, kube kubernetes.Interface, dyn dynamic.Interface, cfg *config.Config) []Check {
 	checks := []Check{systemNodes(ctx, kube, cfg.SystemNodes)}
 	checks = append(checks, runningPod(ctx, kube, "Karpenter controller running", wellknown.KarpenterNamespace, wellknown.KarpenterPods))
-	for _, pool := range cfg.GPUPools {
+	for _, pool := range cfg.Pools() {
 		checks = append(checks, nodePoolReady(ctx, dyn, pool.Name))
 	}
-	checks = append(checks, gpuNodes(ctx, kube, cfg.GPUPools))
+	checks = append(checks, gpuNodes(ctx, kube, cfg.Pools()))
 	checks = append(checks, runningPod(ctx, kube, "ARC controller running", wellknown.ARCNamespace, wellknown.ARCControllerPods))
-	for _, pool := range cfg.GPUPools {
+	for _, pool := range cfg.Pools() {
 		checks = append(checks, runnerSet(ctx, dyn, pool))
 	}
 	if r := cfg.RetryRunner.ScaleSetName; r != "" {

@@ -61,14 +61,14 @@ const ImageCacheVariable = "LUX_GPU_CI_DOCKER_HUB_CACHE"
 // when the stack has a retry runner.
 func For(stack string, cfg *config.Config, rel Release) ([]File, error) {
 	twins := map[string]config.GPUPool{}
-	for _, p := range cfg.GPUPools {
+	for _, p := range cfg.Pools() {
 		if p.RetryTwinOf != "" {
 			twins[p.RetryTwinOf] = p
 		}
 	}
 	var jobs []job
 	var scaleSets []string
-	for _, p := range cfg.GPUPools {
+	for _, p := range cfg.Pools() {
 		scaleSets = append(scaleSets, p.RunnerScaleSetName)
 		if p.RetryTwinOf != "" {
 			continue

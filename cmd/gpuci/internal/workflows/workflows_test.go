@@ -82,7 +82,7 @@ func TestEveryPoolGetsAJobOnItsScaleSet(t *testing.T) {
 	require.Contains(t, wfs, "cuda.yml")
 	smoke := wfs["cuda.yml"]
 	var pools, all []string
-	for _, p := range cfg.GPUPools {
+	for _, p := range cfg.Pools() {
 		all = append(all, p.RunnerScaleSetName)
 		if p.RetryTwinOf == "" {
 			pools = append(pools, p.Name)
