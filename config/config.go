@@ -105,7 +105,7 @@ type AWSAuth struct {
 type Network struct {
 	CIDR    string
 	AZCount int
-	NatMode string
+	NatMode NATMode
 }
 
 // SystemNodes is the always-on managed node group that runs Karpenter, CoreDNS and ARC.
@@ -143,7 +143,7 @@ func Parse(stack string, get Getter, isSecret func(key string) bool) (*Config, e
 		Network: Network{
 			CIDR:    p.str(KeyVpcCidr),
 			AZCount: p.integer(KeyAzCount),
-			NatMode: p.str(KeyNatMode),
+			NatMode: NATMode(p.str(KeyNatMode)),
 		},
 		SystemNodes: SystemNodes{
 			InstanceType: p.str(KeySystemNodeInstanceType),

@@ -45,14 +45,16 @@ const (
 	KeyAssumeRole = "aws:assumeRole"
 )
 
-// NAT modes.
+// NATMode is how the stack's nodes reach the internet (natMode).
+type NATMode string
+
 const (
 	// NatSingle puts nodes in private subnets behind one NAT gateway (one AZ's NAT: the
 	// cheap choice; a NAT outage cuts egress for every AZ).
-	NatSingle = "single"
+	NatSingle NATMode = "single"
 	// NatNone is the lean profile: no NAT gateway and no private subnets; nodes sit in public
 	// subnets with a public IP and a security group that admits nothing from outside.
-	NatNone = "none"
+	NatNone NATMode = "none"
 )
 
 // MaxAZs is the most availability zones the network spreads across.

@@ -162,7 +162,7 @@ func (c *Config) validateNetwork(p *parser) {
 		p.fail(KeyAzCount, fmt.Sprintf("must be 2 or 3, got %d: EKS needs subnets in at least two AZs", n.AZCount), "2")
 	}
 	if n.NatMode != NatSingle && n.NatMode != NatNone {
-		p.fail(KeyNatMode, fmt.Sprintf("%q is not %q or %q", n.NatMode, NatSingle, NatNone), NatSingle)
+		p.fail(KeyNatMode, fmt.Sprintf("%q is not %q or %q", n.NatMode, NatSingle, NatNone), string(NatSingle))
 	}
 }
 

@@ -152,7 +152,7 @@ func deployStatements(s identityScope) []statement {
 }
 
 // previewStatements are what `pulumi preview` (no refresh: preview.yml) reads in AWS: the
-// program's own lookups (infra/account.go: zones, instance offerings, subnets, the region's
+// program's own lookups (infra/preflight.go: zones, instance offerings, subnets, the region's
 // clusters and the live node group, the spot role) and the state. A preview diffs the rest
 // against the state, not against AWS; nothing here writes.
 func previewStatements(s identityScope, regions []string) []statement {

@@ -12,8 +12,8 @@ import (
 	"github.com/luxfi/lux-gpu-ci/internal/wellknown"
 )
 
-// GPUPoolArgs describes one GPU pool's Karpenter objects.
-type GPUPoolArgs struct {
+// PoolNodesArgs describes one GPU pool's Karpenter objects.
+type PoolNodesArgs struct {
 	Pool         config.GPUPool
 	ClusterName  string
 	NodeRoleName pulumi.StringInput
@@ -24,8 +24,9 @@ type GPUPoolArgs struct {
 	Karpenter pulumi.Resource
 }
 
-// GPUPool is a pool's EC2NodeClass and NodePool.
-type GPUPool struct {
+// PoolNodes is a pool's EC2NodeClass and NodePool. It registers as lux-gpu-ci:k8s:GPUPool,
+// the name its URNs carry.
+type PoolNodes struct {
 	pulumi.ResourceState
 
 	NodePool     *apiextensions.CustomResource
@@ -35,9 +36,9 @@ type GPUPool struct {
 // deleteTimeout covers draining a GPU node and terminating its instance.
 const deleteTimeout = "30m"
 
-// NewGPUPool declares the pool's EC2NodeClass and NodePool.
-func NewGPUPool(ctx *pulumi.Context, name string, args *GPUPoolArgs, opts ...pulumi.ResourceOption) (*GPUPool, error) {
-	p := &GPUPool{}
+// NewPoolNodes declares the pool's EC2NodeClass and NodePool.
+func NewPoolNodes(ctx *pulumi.Context, name string, args *PoolNodesArgs, opts ...pulumi.ResourceOption) (*PoolNodes, error) {
+	p := &PoolNodes{}
 	if err := ctx.RegisterComponentResource(wellknown.GPUPoolComponent, name, p, opts...); err != nil {
 		return nil, err
 	}

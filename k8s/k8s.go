@@ -93,8 +93,9 @@ func ChartsWith(overrides map[string]versions.Chart) Charts {
 // of is where the pinned chart comes from.
 func (c Charts) of(pinned versions.Chart) versions.Chart { return c[pinned.Name()] }
 
-// GPUCI is the Kubernetes layer.
-type GPUCI struct {
+// Layer is the Kubernetes layer. It registers as lux-gpu-ci:k8s:GPUCI, its first name, which
+// every resource's URN carries: renaming the type token would replace the whole layer.
+type Layer struct {
 	pulumi.ResourceState
 
 	// RunsOn maps each pool's scale set name to the `runs-on:` values that reach it.
@@ -102,12 +103,12 @@ type GPUCI struct {
 }
 
 // New deploys the Kubernetes layer.
-func New(ctx *pulumi.Context, name string, args *Args, opts ...pulumi.ResourceOption) (*GPUCI, error) {
+func New(ctx *pulumi.Context, name string, args *Args, opts ...pulumi.ResourceOption) (*Layer, error) {
 	charts := args.Charts
 	if charts == nil {
 		charts = ChartsWith(nil)
 	}
-	g := &GPUCI{}
+	g := &Layer{}
 	if err := ctx.RegisterComponentResource(wellknown.KubernetesLayerComponent, name, g, opts...); err != nil {
 		return nil, err
 	}
@@ -159,7 +160,7 @@ func New(ctx *pulumi.Context, name string, args *Args, opts ...pulumi.ResourceOp
 	}
 	nodePools := map[string]pulumi.Resource{}
 	for _, pool := range args.Pools {
-		p, err := NewGPUPool(ctx, name+"-"+pool.Name, &GPUPoolArgs{
+		p, err := NewPoolNodes(ctx, name+"-"+pool.Name, &PoolNodesArgs{
 			Pool:         pool,
 			ClusterName:  args.ClusterName,
 			NodeRoleName: args.NodeRoleName,

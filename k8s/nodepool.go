@@ -1,7 +1,7 @@
 package k8s
 
 // A GPU pool's Karpenter objects, built from Karpenter's own Go types: pure builders, which
-// the GPUPool component (gpupool.go) registers and nodepool_test.go checks against
+// the PoolNodes component (gpupool.go) registers and nodepool_test.go checks against
 // Karpenter's CRDs.
 
 import (

@@ -144,7 +144,7 @@ func TestTheRolesPermissionsAreWrittenDownAndScoped(t *testing.T) {
 		}
 	}
 	assert.Contains(t, actions, "s3:GetObject", "the state")
-	assert.Contains(t, actions, "eks:ListClusters", "the program's lookups (infra/account.go)")
+	assert.Contains(t, actions, "eks:ListClusters", "the program's lookups (infra/preflight.go)")
 }
 
 // A bad identity configuration registers nothing and names the key and its fix.
