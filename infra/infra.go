@@ -47,9 +47,10 @@ type Outputs struct {
 	// created after and deleted before any of them — for a full destroy, a targeted one or a
 	// replacement alike.
 	Lifelines lifelines.Set
-	// KarpenterLifelines are Karpenter's AWS side (lifelines.Karpenter): its IAM, Pod Identity association, node
-	// access entry and interruption queue. Karpenter's releases depend on them, so the
-	// controller starts with its credentials and drains GPU nodes on destroy with them.
+	// KarpenterLifelines are Karpenter's AWS side (lifelines.Karpenter): its IAM, Pod Identity
+	// association, node access entry and interruption queue. Karpenter's releases depend on
+	// them, so the controller starts with its credentials and drains GPU nodes on destroy
+	// with them.
 	KarpenterLifelines lifelines.Set
 	// CompilerCacheBucket is the compiler cache's bucket ("" when no pool has a cache), and
 	// CompilerCacheLifelines its settings and the servers' roles: the servers depend on them.

@@ -16,7 +16,8 @@ import (
 // The wire format is the SDK's at the pinned version (v4.32.0, go/kubernetes/helm/v3/release.go):
 // the same type token and input names, and compat "true", which the SDK's NewRelease always
 // sends and which live stacks hold in their state (without it every release would show a
-// diff). k8s/helmrelease_test.go compares the inputs with the SDK's; make e2e runs them through the real provider.
+// diff). k8s/helmrelease_test.go compares the inputs with the SDK's; make e2e runs them
+// through the real provider.
 type HelmRelease struct {
 	pulumi.CustomResourceState
 }
