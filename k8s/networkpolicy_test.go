@@ -1,6 +1,6 @@
-package stack_test
+package k8s_test
 
-// The runners' namespace's NetworkPolicies, as the program declares them, judged by what they
+// The runners' namespace's NetworkPolicies, as the builders make them, judged by what they
 // let each kind of pod reach. make e2e proves which policies select which real pod (hostile
 // jobs); nothing in it enforces a policy, so what a policy allows is judged here, by
 // NetworkPolicy's own rules (k8s.io/api networking/v1 types.go at the pinned version: a pod
@@ -18,7 +18,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/luxfi/lux-gpu-ci/config"
 	"github.com/luxfi/lux-gpu-ci/internal/wellknown"
+	"github.com/luxfi/lux-gpu-ci/k8s"
 )
 
 // destination is where a pod connects: an address and port, and the pod there if it is one.
@@ -44,16 +46,11 @@ var (
 )
 
 func TestTheRunnersNamespaceIsABoundary(t *testing.T) {
-	m := runDev(t)
-	var policies []networkingv1.NetworkPolicy
-	for _, r := range m.all("kubernetes:networking.k8s.io/v1:NetworkPolicy") {
-		var np networkingv1.NetworkPolicy
-		decodeInputs(t, r, &np)
-		if np.Namespace == wellknown.RunnersNamespace {
-			policies = append(policies, np)
-		}
-	}
+	policies := k8s.RunnersNetworkPolicies()
 	require.NotEmpty(t, policies)
+	for _, np := range policies {
+		require.Equal(t, wellknown.RunnersNamespace, np.Namespace, np.Name)
+	}
 
 	pod := func(role string) map[string]string {
 		l := map[string]string{"app": "runner"}
@@ -190,4 +187,86 @@ func portsMatch(ports []networkingv1.NetworkPolicyPort, d destination) bool {
 		}
 	}
 	return false
+}
+
+// Who reaches a server, by NetworkPolicy's rules on both ends: a pool's job pods its own
+// server, not another pool's; nothing else in the runners' namespace; the servers S3 and the
+// Pod Identity agent, not IMDS nor the cluster.
+func TestOnlyAPoolsJobsReachItsCacheServer(t *testing.T) {
+	// gpu-spot's cache is read-write; gpu-spot-container's reads gpu-spot's prefix.
+	policies := append(k8s.RunnersNetworkPolicies(), k8s.CompilerCacheNetworkPolicies([]config.CompilerCacheService{
+		{Name: "gpu-spot", Prefix: "gpu-spot", Access: config.CacheReadWrite},
+		{Name: "gpu-spot-container", Prefix: "gpu-spot", Access: config.CacheReadOnly},
+	})...)
+	cacheNS := map[string]string{"kubernetes.io/metadata.name": "gpuci-cache"}
+	runnersNS := map[string]string{"kubernetes.io/metadata.name": "arc-runners"}
+	server := func(pool string) endpoint {
+		return endpoint{ns: cacheNS, pod: map[string]string{"app.kubernetes.io/name": "compiler-cache", wellknown.CompilerCacheLabel: pool}, ip: "10.0.1.50", port: 8080}
+	}
+	jobOf := func(pool string) endpoint {
+		return endpoint{ns: runnersNS, pod: map[string]string{wellknown.RunnerRoleLabel: wellknown.RunnerRoleJob, wellknown.CompilerCacheLabel: pool}}
+	}
+	relay := endpoint{ns: runnersNS, pod: map[string]string{wellknown.RunnerRoleLabel: wellknown.RunnerRoleRelay}}
+
+	assert.True(t, connects(t, policies, jobOf("gpu-spot"), server("gpu-spot")), "a read-write pool's job reaches its server")
+	assert.True(t, connects(t, policies, jobOf("gpu-spot-container"), server("gpu-spot-container")), "a read-only pool's job reaches its own")
+	assert.False(t, connects(t, policies, jobOf("gpu-spot-container"), server("gpu-spot")), "and not the server that writes the bucket")
+	assert.False(t, connects(t, policies, relay, server("gpu-spot")), "a relay builds nothing")
+	assert.False(t, connects(t, policies, endpoint{ns: runnersNS, pod: map[string]string{wellknown.RunnerRoleLabel: wellknown.RunnerRoleJob}}, server("gpu-spot")), "a job pod of no pool's cache")
+
+	srv := server("gpu-spot")
+	srv.port = 0
+	s3 := endpoint{ip: "52.218.128.10", port: 443}
+	agent := endpoint{ip: "169.254.170.23", port: 80}
+	imds := endpoint{ip: "169.254.169.254", port: 80}
+	kubelet := endpoint{ip: "10.0.1.20", port: 10250}
+	assert.True(t, connects(t, policies, srv, s3), "S3, through the gateway endpoint")
+	assert.True(t, connects(t, policies, srv, agent), "its credentials")
+	assert.False(t, connects(t, policies, srv, imds), "never the node's role")
+	assert.False(t, connects(t, policies, srv, kubelet))
+}
+
+// endpoint is a pod (its namespace's and its own labels) or an address, and a TCP port.
+type endpoint struct {
+	ns, pod map[string]string
+	ip      string
+	port    int32
+}
+
+// connects applies NetworkPolicy's rules at both ends (k8s.io/api networking/v1 types.go):
+// the source's egress, then, for a pod, the destination's ingress.
+func connects(t *testing.T, policies []networkingv1.NetworkPolicy, from, to endpoint) bool {
+	in := func(ns map[string]string, np networkingv1.NetworkPolicy) bool {
+		return ns["kubernetes.io/metadata.name"] == np.Namespace
+	}
+	dest := destination{what: "", ip: to.ip, port: to.port, proto: corev1.ProtocolTCP, namespace: to.ns, pod: to.pod}
+	if dest.ip == "" {
+		dest.ip = "10.0.1.50"
+	}
+	var fromNS []networkingv1.NetworkPolicy
+	for _, np := range policies {
+		if in(from.ns, np) {
+			fromNS = append(fromNS, np)
+		}
+	}
+	if !egressAllowed(t, fromNS, from.pod, dest) {
+		return false
+	}
+	if to.pod == nil {
+		return true
+	}
+	isolated := false
+	for _, np := range policies {
+		if !in(to.ns, np) || !selects(t, np.Spec.PodSelector, to.pod) || !hasType(np, networkingv1.PolicyTypeIngress) {
+			continue
+		}
+		isolated = true
+		for _, rule := range np.Spec.Ingress {
+			src := destination{namespace: from.ns, pod: from.pod, ip: "10.0.2.9", port: to.port, proto: corev1.ProtocolTCP}
+			if peersMatch(t, rule.From, src, np.Namespace) && portsMatch(rule.Ports, dest) {
+				return true
+			}
+		}
+	}
+	return !isolated
 }
