@@ -138,3 +138,14 @@ func DevConfig(t testing.TB, kv ...string) *config.Config {
 	t.Helper()
 	return Parse(t, "dev", With(StackConfig(t, "dev"), kv...))
 }
+
+// WarmPools is a gpuPools value: the test dev stack's two pools with warm windows: the runner-form pool on
+// weekdays in Berlin, the container-form pool with its CUDA image on weekends in UTC.
+const WarmPools = `[
+	{"name": "gpu-spot", "instanceTypes": ["g4dn.xlarge"], "gpuLimit": 2, "maxRunners": 1, "runnerScaleSetName": "lux-gpu-t4",
+	 "runnerLabels": ["self-hosted", "linux", "amd64", "cuda", "gpu", "t4"], "onDemandRetry": true,
+	 "warm": {"timeZone": "Europe/Berlin", "windows": [{"days": "mon-fri", "from": "08:00", "to": "19:00", "nodes": 2}]}},
+	{"name": "gpu-spot-container", "instanceTypes": ["g4dn.xlarge"], "gpuLimit": 1, "maxRunners": 1, "runnerScaleSetName": "lux-gpu-t4-container",
+	 "runnerLabels": ["self-hosted", "linux", "amd64", "cuda", "gpu", "t4-container"], "jobForm": "container",
+	 "warm": {"windows": [{"days": "sat,sun", "from": "10:00", "to": "12:30", "nodes": 1}], "images": ["nvidia/cuda:12.8.1-devel-ubuntu24.04"]}}
+]`

@@ -1,0 +1,93 @@
+package k8s_test
+
+// A pool's warm windows as the builders make them: each window's CronJob and its placeholder
+// pods (stack/warm_test.go checks what the program registers).
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	psaapi "k8s.io/pod-security-admission/api"
+	"k8s.io/pod-security-admission/policy"
+
+	"github.com/luxfi/lux-gpu-ci/config"
+	"github.com/luxfi/lux-gpu-ci/internal/testsupport/testkit"
+	"github.com/luxfi/lux-gpu-ci/internal/wellknown"
+	"github.com/luxfi/lux-gpu-ci/k8s"
+)
+
+// testCache is an image cache with a Docker Hub and a GHCR rule, as the AWS layer hands it over.
+var testCache = k8s.ImageCache{
+	"docker.io": "123456789012.dkr.ecr.us-west-2.amazonaws.com/lux-gpu-ci/docker-hub",
+	"ghcr.io":   "123456789012.dkr.ecr.us-west-2.amazonaws.com/lux-gpu-ci/ghcr",
+}
+
+func TestWarmWindowCronJobs(t *testing.T) {
+	cfg := testkit.DevConfig(t, "gpuPools", testkit.WarmPools)
+	pools := map[string]config.GPUPool{}
+	for _, p := range cfg.GPUPools {
+		pools[p.Name] = p
+	}
+	cronJob := func(pool string) batchv1.CronJob {
+		cj, err := k8s.WarmCronJob(pools[pool], 0, testCache)
+		require.NoError(t, err)
+		return cj
+	}
+
+	week := cronJob("gpu-spot")
+	assert.Equal(t, "gpu-spot-warm-0", week.Name)
+	assert.Equal(t, "0 8 * * 1,2,3,4,5", week.Spec.Schedule)
+	require.NotNil(t, week.Spec.TimeZone)
+	assert.Equal(t, "Europe/Berlin", *week.Spec.TimeZone, "the controller reads the schedule in the window's zone")
+	job := week.Spec.JobTemplate.Spec
+	assert.Equal(t, int32(2), *job.Parallelism, "a placeholder per warm node")
+	assert.Equal(t, int64(11*3600), *job.ActiveDeadlineSeconds, "its deadline is the window's end")
+	assert.Greater(t, *job.Completions, int32(1000), "ended by its deadline, not by the preemptions it counts")
+	require.NotNil(t, job.PodFailurePolicy)
+	assert.Equal(t, batchv1.PodFailurePolicyActionIgnore, job.PodFailurePolicy.Rules[0].Action)
+	assert.Equal(t, corev1.DisruptionTarget, job.PodFailurePolicy.Rules[0].OnPodConditions[0].Type)
+	assert.Equal(t, batchv1.ReplaceConcurrent, week.Spec.ConcurrencyPolicy)
+
+	// The placeholder asks what the pool's runner (the pod that holds the GPU) asks, on the
+	// same nodes, and pulls its image through the cache.
+	p := job.Template.Spec
+	runner, err := k8s.RunnerTemplate(pools["gpu-spot"], testCache)
+	require.NoError(t, err)
+	assert.Equal(t, runner.Spec.NodeSelector, p.NodeSelector)
+	assert.Equal(t, runner.Spec.Tolerations, p.Tolerations)
+	assert.Equal(t, runner.Spec.Containers[0].Resources, p.Containers[0].Resources, "one placeholder frees exactly one job's share")
+	assert.Equal(t, runner.Spec.Containers[0].Image, p.Containers[0].Image, "the runner image, from the same cache")
+	assert.Equal(t, wellknown.WarmPriorityClass, p.PriorityClassName)
+	assert.NotContains(t, job.Template.Annotations, wellknown.DoNotDisrupt, "a warm node may be drifted or expired")
+	assert.Empty(t, p.InitContainers, "a runner-form pool pulls only its runner image")
+
+	cont := cronJob("gpu-spot-container")
+	assert.Equal(t, "0 10 * * 0,6", cont.Spec.Schedule)
+	assert.Equal(t, "UTC", *cont.Spec.TimeZone)
+	pulls := cont.Spec.JobTemplate.Spec.Template.Spec.InitContainers
+	require.Len(t, pulls, 1)
+	assert.Equal(t, testCache["docker.io"]+"/nvidia/cuda:12.8.1-devel-ubuntu24.04", pulls[0].Image, "the job's CUDA image, through the cache, onto the warm node")
+
+	// The restricted level, by upstream's evaluator.
+	eval, err := policy.NewEvaluator(policy.DefaultChecks(), nil)
+	require.NoError(t, err)
+	for _, cj := range []batchv1.CronJob{week, cont} {
+		tmpl := cj.Spec.JobTemplate.Spec.Template
+		for _, r := range eval.EvaluatePod(psaapi.LevelVersion{Level: psaapi.LevelRestricted, Version: psaapi.LatestVersion()}, &tmpl.ObjectMeta, &tmpl.Spec) {
+			assert.True(t, r.Allowed, "%s's placeholder: %s: %s", cj.Name, r.ForbiddenReason, r.ForbiddenDetail)
+		}
+	}
+}
+
+// Below every job, and never preempting; above the value at which Karpenter would take the
+// placeholder's node for empty (an eviction cost of 1 + priority/2^25 must stay positive).
+func TestWarmPriorityClass(t *testing.T) {
+	pc := k8s.WarmPriorityClass()
+	assert.Less(t, pc.Value, int32(0))
+	assert.Greater(t, 1+float64(pc.Value)/(1<<25), 0.0)
+	require.NotNil(t, pc.PreemptionPolicy)
+	assert.Equal(t, corev1.PreemptNever, *pc.PreemptionPolicy)
+}
