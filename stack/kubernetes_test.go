@@ -10,13 +10,11 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	corev1 "k8s.io/api/core/v1"
-	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
-	"k8s.io/klog/v2"
-	"sigs.k8s.io/yaml"
 
+	"github.com/luxfi/lux-gpu-ci/config"
 	"github.com/luxfi/lux-gpu-ci/internal/gomodule"
 	"github.com/luxfi/lux-gpu-ci/internal/testsupport/testkit"
+	"github.com/luxfi/lux-gpu-ci/k8s"
 )
 
 func TestHelmReleasesArePinned(t *testing.T) {
@@ -286,23 +284,16 @@ func TestContainerJobForm(t *testing.T) {
 	cm := m.get(t, "kubernetes:core/v1:ConfigMap", "gpu-ci-arc-lux-gpu-t4-container-job-pod")
 	assert.Equal(t, "lux-gpu-t4-container-job-pod", path(cm.Inputs, "metadata", "name"))
 	assert.Equal(t, "arc-runners", path(cm.Inputs, "metadata", "namespace"))
-	var job corev1.PodTemplateSpec
-	require.NoError(t, yaml.UnmarshalStrict([]byte(path(cm.Inputs, "data", "job-pod.yaml").(string)), &job))
-	assert.Equal(t, map[string]string{"karpenter.sh/do-not-disrupt": "true"}, job.Annotations)
-	assert.Equal(t, map[string]string{"lux-gpu-ci.luxfi.com/pool": "gpu-spot-container", "lux-gpu-ci.luxfi.com/runner-role": "job", "lux-gpu-ci.luxfi.com/compiler-cache": "gpu-spot-container"}, job.Labels,
-		"its pool, its role for the NetworkPolicies (a job's code runs here) and the compiler cache server it may reach")
-	require.NotNil(t, job.Spec.AutomountServiceAccountToken)
-	assert.False(t, *job.Spec.AutomountServiceAccountToken, "no token in the pod where the job's code runs (the hooks keep this key of the template)")
-	assert.Equal(t, map[string]string{"karpenter.sh/nodepool": "gpu-spot-container"}, job.Spec.NodeSelector)
-	taint := corev1.Taint{Key: "nvidia.com/gpu", Value: "present", Effect: corev1.TaintEffectNoSchedule}
-	assert.True(t, corev1helpers.TolerationsTolerateTaint(klog.Background(), job.Spec.Tolerations, &taint, false), "the job pod tolerates the GPU taint")
-	require.Len(t, job.Spec.Containers, 1)
-	assert.Equal(t, "$job", job.Spec.Containers[0].Name, "merged into the job container, not added as a sidecar")
-	assert.Empty(t, job.Spec.Containers[0].Image, "the workflow's container: names the image")
-	res := job.Spec.Containers[0].Resources
-	assert.Equal(t, "1", res.Limits.Name("nvidia.com/gpu", "").String())
-	assert.Equal(t, "3", res.Requests.Cpu().String())
-	assert.Equal(t, "12Gi", res.Requests.Memory().String())
+	// What the hooks read is the builder's template (k8s/containerjobs_test.go reads it back).
+	var container config.GPUPool
+	for _, p := range testkit.DevConfig(t).Pools() {
+		if p.RunnerScaleSetName == "lux-gpu-t4-container" {
+			container = p
+		}
+	}
+	want, err := k8s.JobPodTemplateYAML(container)
+	require.NoError(t, err)
+	assert.Equal(t, want, path(cm.Inputs, "data", "job-pod.yaml"))
 
 	// The hooks' permissions (the hooks' own requiredPermissions), bound to its account only.
 	sa := m.get(t, "kubernetes:core/v1:ServiceAccount", "gpu-ci-arc-container-hooks")
