@@ -104,3 +104,21 @@ func TestEachRunnerPodIsUnderOneBudget(t *testing.T) {
 		}
 	}
 }
+
+// The retry runner is a relay on the system nodes under its own account: no GPU, no GPU
+// toleration, the current runner pulled on each start through the cache.
+func TestRetryRunnerTemplate(t *testing.T) {
+	cache := k8s.ImageCache{"ghcr.io": "123456789012.dkr.ecr.us-west-2.amazonaws.com/lux-gpu-ci/ghcr"}
+	tmpl := k8s.RetryRunnerTemplate(cache)
+	assert.Equal(t, "relay", tmpl.Labels["lux-gpu-ci.luxfi.com/runner-role"], "it reaches the API server (NetworkPolicies)")
+	assert.NotContains(t, tmpl.Labels, "lux-gpu-ci.luxfi.com/pool", "under neither runners' budget: it holds no job of a pool")
+	assert.Equal(t, "gpuci-retry", tmpl.Spec.ServiceAccountName, "the account the retry RBAC binds")
+	assert.Equal(t, map[string]string{"lux-gpu-ci.luxfi.com/node-role": "system"}, tmpl.Spec.NodeSelector)
+	assert.Empty(t, tmpl.Spec.Tolerations)
+	require.Len(t, tmpl.Spec.Containers, 1)
+	c := tmpl.Spec.Containers[0]
+	assert.Equal(t, "runner", c.Name, "ARC's name for the runner container")
+	assert.Equal(t, cache["ghcr.io"]+"/actions/actions-runner:latest", c.Image)
+	assert.Equal(t, corev1.PullAlways, c.ImagePullPolicy, ":latest is the current runner only if pulled")
+	assert.NotContains(t, c.Resources.Limits, corev1.ResourceName("nvidia.com/gpu"))
+}
