@@ -16,8 +16,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
-	psaapi "k8s.io/pod-security-admission/api"
-	"k8s.io/pod-security-admission/policy"
 	"sigs.k8s.io/yaml"
 
 	"github.com/luxfi/lux-gpu-ci/internal/wellknown"
@@ -125,30 +123,9 @@ func TestCompilerCacheServers(t *testing.T) {
 		servers[d.Name] = d
 		assert.Equal(t, "gpuci-cache", d.Namespace)
 	}
-	require.Len(t, servers, 2, "one per pool; the twin shares its pool's")
-
-	eval, err := policy.NewEvaluator(policy.DefaultChecks(), nil)
-	require.NoError(t, err)
-	for name, d := range servers {
-		spec := d.Spec.Template.Spec
-		assert.Equal(t, map[string]string{wellknown.SystemNodeLabel: wellknown.SystemNodeValue}, spec.NodeSelector, name)
-		assert.Equal(t, name, spec.ServiceAccountName, "the account its role is associated with")
-		require.NotNil(t, spec.EnableServiceLinks)
-		assert.False(t, *spec.EnableServiceLinks, "no BAZEL_REMOTE_* from a Service's variables")
-		c := spec.Containers[0]
-		assert.Equal(t, "123456789012.dkr.ecr.us-west-2.amazonaws.com/lux-gpu-ci/docker-hub/buchgr/bazel-remote-cache:v2.6.2", c.Image, "through the image cache")
-		assert.Equal(t, []string{"/bazel-remote-linux-amd64"}, c.Command, "not the image's entrypoint, which opens a profiler on :6060")
-		assert.Equal(t, "compiler-cache", c.Env[0].ValueFrom.ConfigMapKeyRef.Name)
-		assert.Equal(t, "BAZEL_REMOTE_S3_BUCKET", c.Env[0].Name)
-		for _, r := range eval.EvaluatePod(psaapi.LevelVersion{Level: psaapi.LevelRestricted, Version: psaapi.LatestVersion()}, &d.Spec.Template.ObjectMeta, &spec) {
-			assert.True(t, r.Allowed, "%s: %s: %s", name, r.ForbiddenReason, r.ForbiddenDetail)
-		}
-	}
-	common := []string{"--dir=/data", "--max_size=2", "--http_address=:8080", "--grpc_address=none", "--disable_http_ac_validation",
-		"--s3.auth_method=iam_role", "--s3.endpoint=s3.us-west-2.amazonaws.com", "--s3.region=us-west-2"}
-	assert.Equal(t, append(common, "--s3.prefix=gpu-spot", "--s3.update_timestamps"), servers["ccache-gpu-spot"].Spec.Template.Spec.Containers[0].Args)
-	assert.Equal(t, append(common, "--s3.prefix=gpu-spot", "--htpasswd_file=/etc/gpuci-cache/htpasswd", "--allow_unauthenticated_reads"),
-		servers["ccache-gpu-spot-container"].Spec.Template.Spec.Containers[0].Args, "the writer's prefix, and no write from anyone")
+	require.Len(t, servers, 2, "one per pool; the twin shares its pool's (each server: k8s/compilercache_test.go)")
+	assert.Contains(t, servers, "ccache-gpu-spot")
+	assert.Contains(t, servers, "ccache-gpu-spot-container")
 	noWriter := m.get(t, "kubernetes:core/v1:ConfigMap", "gpu-ci-compiler-cache-ccache-gpu-spot-container-no-writer")
 	assert.Equal(t, "nobody:!\n", path(noWriter.Inputs, "data", "htpasswd"), "an entry no password matches")
 
