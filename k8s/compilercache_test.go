@@ -20,7 +20,7 @@ import (
 // image through the cache; a read-write pool's server writes its prefix, a read-only pool's
 // serves the writer's prefix and takes no write from anyone.
 func TestCompilerCacheServer(t *testing.T) {
-	cache := k8s.ImageCache{"docker.io": "123456789012.dkr.ecr.us-west-2.amazonaws.com/lux-gpu-ci/docker-hub"}
+	cache := testCache
 	servers := map[string]appsv1.Deployment{}
 	for _, svc := range []config.CompilerCacheService{
 		{Name: "gpu-spot", Prefix: "gpu-spot", Access: config.CacheReadWrite},

@@ -8,16 +8,20 @@ import (
 	"github.com/luxfi/lux-gpu-ci/k8s"
 )
 
+// testCache is an image cache with a Docker Hub and a GHCR rule, as the AWS layer hands it
+// over; the package's tests pull through it.
+var testCache = k8s.ImageCache{
+	"docker.io": "123456789012.dkr.ecr.us-west-2.amazonaws.com/lux-gpu-ci/docker-hub",
+	"ghcr.io":   "123456789012.dkr.ecr.us-west-2.amazonaws.com/lux-gpu-ci/ghcr",
+}
+
 // Images are named through the cache as ECR's pull-through cache expects: Docker's own
 // normalization (library/ for official images), tags kept, other registries untouched. An
 // image pinned by digest bypasses the cache: ECR fills a cached repository only on a pull by
 // tag, so its first pull by digest would fail (aws/containers-roadmap#2837), and a tag beside
 // the digest is dropped by containerd.
 func TestImageCachePull(t *testing.T) {
-	c := k8s.ImageCache{
-		"docker.io": "123456789012.dkr.ecr.us-west-2.amazonaws.com/lux-gpu-ci/docker-hub",
-		"ghcr.io":   "123456789012.dkr.ecr.us-west-2.amazonaws.com/lux-gpu-ci/ghcr",
-	}
+	c := testCache
 	for image, want := range map[string]string{
 		"ghcr.io/actions/actions-runner:latest":          "123456789012.dkr.ecr.us-west-2.amazonaws.com/lux-gpu-ci/ghcr/actions/actions-runner:latest",
 		"nvidia/cuda:12.8.1-devel-ubuntu24.04":           "123456789012.dkr.ecr.us-west-2.amazonaws.com/lux-gpu-ci/docker-hub/nvidia/cuda:12.8.1-devel-ubuntu24.04",

@@ -108,7 +108,7 @@ func TestEachRunnerPodIsUnderOneBudget(t *testing.T) {
 // The retry runner is a relay on the system nodes under its own account: no GPU, no GPU
 // toleration, the current runner pulled on each start through the cache.
 func TestRetryRunnerTemplate(t *testing.T) {
-	cache := k8s.ImageCache{"ghcr.io": "123456789012.dkr.ecr.us-west-2.amazonaws.com/lux-gpu-ci/ghcr"}
+	cache := testCache
 	tmpl := k8s.RetryRunnerTemplate(cache)
 	assert.Equal(t, "relay", tmpl.Labels["lux-gpu-ci.luxfi.com/runner-role"], "it reaches the API server (NetworkPolicies)")
 	assert.NotContains(t, tmpl.Labels, "lux-gpu-ci.luxfi.com/pool", "under neither runners' budget: it holds no job of a pool")

@@ -19,12 +19,6 @@ import (
 	"github.com/luxfi/lux-gpu-ci/k8s"
 )
 
-// testCache is an image cache with a Docker Hub and a GHCR rule, as the AWS layer hands it over.
-var testCache = k8s.ImageCache{
-	"docker.io": "123456789012.dkr.ecr.us-west-2.amazonaws.com/lux-gpu-ci/docker-hub",
-	"ghcr.io":   "123456789012.dkr.ecr.us-west-2.amazonaws.com/lux-gpu-ci/ghcr",
-}
-
 func TestWarmWindowCronJobs(t *testing.T) {
 	cfg := testkit.DevConfig(t, "gpuPools", testkit.WarmPools)
 	pools := map[string]config.GPUPool{}
