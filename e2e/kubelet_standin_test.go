@@ -203,8 +203,9 @@ func (k *kubeletStandIn) devicePluginRunsOn(ctx context.Context, node string) bo
 
 // probesAJob: a container-form runner's readiness probe asks whether it runs a job
 // (k8s.RunnerBusyProbe); the stand-in runs no process, so such a pod starts not Ready, as a
-// kubelet reports a container before its probe first succeeds (and this probe fails while
-// the runner waits), and runnerTakesJob reports the probe's success once a job starts.
+// kubelet reports a container before its readiness probe first succeeds (its initial result
+// is Failure: pkg/kubelet/prober/worker.go:113-116 at v1.36.3; and this probe fails while the
+// runner waits), and runnerTakesJob reports the probe's success once a job starts.
 // Every other pod is Ready once it runs.
 func probesAJob(p *corev1.Pod) bool {
 	for _, c := range p.Spec.Containers {
