@@ -177,12 +177,17 @@ func assertContainerForm(t *testing.T, ctx context.Context, restCfg *rest.Config
 	raw, _, _ := unstructured.NestedMap(set.Object, "spec", "template")
 	require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(raw, &tmpl))
 	assert.Equal(t, wellknown.ContainerHooksServiceAccount, tmpl.Spec.ServiceAccountName)
-	require.Len(t, tmpl.Spec.Volumes, 1)
-	cmName := tmpl.Spec.Volumes[0].ConfigMap.Name
-
-	cm, err := kube.Resource(configMaps).Namespace("arc-runners").Get(ctx, cmName, metav1.GetOptions{})
-	require.NoError(t, err, "the runner mounts ConfigMap %s: it must exist", cmName)
-	data, _, _ := unstructured.NestedStringMap(cm.Object, "data")
+	// The job pod template, and the job hooks that write the job's summary.
+	require.Len(t, tmpl.Spec.Volumes, 2)
+	mounted := map[string]map[string]string{}
+	for _, v := range tmpl.Spec.Volumes {
+		require.NotNil(t, v.ConfigMap, "volume %s", v.Name)
+		cm, err := kube.Resource(configMaps).Namespace("arc-runners").Get(ctx, v.ConfigMap.Name, metav1.GetOptions{})
+		require.NoError(t, err, "the runner mounts ConfigMap %s: it must exist", v.ConfigMap.Name)
+		mounted[v.ConfigMap.Name], _, _ = unstructured.NestedStringMap(cm.Object, "data")
+	}
+	assert.Contains(t, mounted["gpuci-job-hooks"], "gpu-sampler.sh", "the job pod's GPU sampler, beside the runner's hooks")
+	data := mounted["lux-gpu-t4-container-job-pod"]
 	var job corev1.PodTemplateSpec
 	require.NoError(t, sigsyaml.UnmarshalStrict([]byte(data["job-pod.yaml"]), &job))
 	require.Len(t, job.Spec.Containers, 1)
@@ -206,7 +211,10 @@ func assertContainerForm(t *testing.T, ctx context.Context, restCfg *rest.Config
 		{"arc-runners", "create", "rolebindings", "", "rbac.authorization.k8s.io", false},
 		{"kube-system", "create", "pods", "", "", false},
 		{"kube-system", "get", "secrets", "", "", false},
+		// A job pod's node by its name, for the job summary's spot or on-demand; no listing.
+		{"", "get", "nodes", "", "", true},
 		{"", "list", "nodes", "", "", false},
+		{"", "patch", "nodes", "", "", false},
 	} {
 		review, err := core.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
 			User: runner, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:arc-runners", "system:authenticated"},

@@ -208,7 +208,7 @@ func tokenVolumes(p *corev1.Pod) []string {
 
 // asPod is a client with the token the kubelet would mount into p: its ServiceAccount's,
 // bound to the pod (TokenRequest), so every request goes through the real RBAC as that account.
-func asPod(t *testing.T, ctx context.Context, restCfg *rest.Config, core kubernetes.Interface, p *corev1.Pod) kubernetes.Interface {
+func asPod(t tb, ctx context.Context, restCfg *rest.Config, core kubernetes.Interface, p *corev1.Pod) kubernetes.Interface {
 	t.Helper()
 	account := p.Spec.ServiceAccountName
 	if account == "" {

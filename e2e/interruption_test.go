@@ -4,6 +4,8 @@ package e2e
 
 import (
 	"context"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/rest"
 	"strings"
 	"time"
 
@@ -55,7 +57,7 @@ func containerJobPod(t tb, ctx context.Context, core kubernetes.Interface, scale
 // gpuci retry --cluster under the retry account re-runs exactly that job (retryFromTheCluster);
 // the re-run's on-demand node is rerunOnTheTwin's.
 // (It runs on the container pool while gpu-spot's empty node is being consolidated.)
-func spotInterruption(t tb, ctx context.Context, core kubernetes.Interface, kube dynamic.Interface, k *karpenter, gpuci, kubeconfig string, systemNodes []string) {
+func spotInterruption(t tb, ctx context.Context, restCfg *rest.Config, core kubernetes.Interface, kube dynamic.Interface, k *karpenter, gpuci, kubeconfig string, systemNodes []string) {
 	const pool, scaleSet = "gpu-spot-container", "lux-gpu-t4-container"
 	pods := core.CoreV1().Pods(wellknown.RunnersNamespace)
 	defer func() {
@@ -69,6 +71,7 @@ func spotInterruption(t tb, ctx context.Context, core kubernetes.Interface, kube
 	name, node := placed.Name, placed.Spec.NodeName
 	assert.Equal(t, karpv1.CapacityTypeSpot, claim.Labels[karpv1.CapacityTypeLabelKey])
 	instance := instanceID(&claim)
+	summaryReadsTheJobsNode(t, ctx, restCfg, core, runner, placed)
 
 	k.interrupt(t, instance)
 	require.Eventually(t, func() bool {
@@ -102,6 +105,19 @@ func spotInterruption(t tb, ctx context.Context, core kubernetes.Interface, kube
 
 	// The job failed; the retry workflow runs on the stack's retry runner, its pods gone.
 	retryFromTheCluster(t, ctx, core, gpuci, kubeconfig, runner.Name, drainedRunner, node, started)
+}
+
+// summaryReadsTheJobsNode: the container-form runner's job summary (job-completed.sh) says
+// whether its job pod's node is spot or on-demand. With the runner's own token, the real API
+// server gives it the Node by the name the job pod's sampler reports (GPUCI_NODE, the job
+// pod's spec.nodeName), carrying the capacity type Karpenter launched; it lists no Node.
+func summaryReadsTheJobsNode(t tb, ctx context.Context, restCfg *rest.Config, core kubernetes.Interface, runner, job *corev1.Pod) {
+	hooks := asPod(t, ctx, restCfg, core, runner)
+	node, err := hooks.CoreV1().Nodes().Get(ctx, job.Spec.NodeName, metav1.GetOptions{})
+	require.NoError(t, err, "the runner's account reads its job pod's node")
+	assert.Equal(t, karpv1.CapacityTypeSpot, node.Labels[karpv1.CapacityTypeLabelKey], "the capacity type Karpenter launched")
+	_, err = hooks.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	assert.True(t, apierrors.IsForbidden(err), "and lists none: %v", err)
 }
 
 // rerunOnTheTwin is the re-run's second attempt: cuda.yml's runs-on sends it to the pool's

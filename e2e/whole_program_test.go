@@ -62,7 +62,9 @@ func TestWholeProgram(t *testing.T) {
 
 	// What waits on Karpenter's timers runs while the next phases (which touch no node) run.
 	ending := runInBackground(journeyEnd)
-	interrupted := runInBackground(func(t tb) { spotInterruption(t, ctx, core, kube, r.karp, r.gpuci, r.kubeconfig(), r.systemNodes) })
+	interrupted := runInBackground(func(t tb) {
+		spotInterruption(t, ctx, r.restCfg, core, kube, r.karp, r.gpuci, r.kubeconfig(), r.systemNodes)
+	})
 	rerun := runInBackground(func(t tb) { rerunOnTheTwin(t, ctx, core, kube, r.karp, r.systemNodes) })
 	step(t, "preview after up: no changes", func(t *testing.T) {
 		_, err := r.h.preview(t, ctx, optpreview.ExpectNoChanges())

@@ -14,19 +14,7 @@ import (
 // binding after the account and the Role exist. logical names the two resources.
 func newAccountRole(ctx *pulumi.Context, logical, account, namespace string, rules []k8srbacv1.PolicyRule, sa pulumi.Resource, opts ...pulumi.ResourceOption) ([]pulumi.Resource, error) {
 	meta := &metav1.ObjectMetaArgs{Name: pulumi.String(account), Namespace: pulumi.String(namespace)}
-	var args rbacv1.PolicyRuleArray
-	for _, r := range rules {
-		rule := rbacv1.PolicyRuleArgs{
-			ApiGroups: pulumi.ToStringArray(r.APIGroups),
-			Resources: pulumi.ToStringArray(r.Resources),
-			Verbs:     pulumi.ToStringArray(r.Verbs),
-		}
-		if len(r.ResourceNames) > 0 {
-			rule.ResourceNames = pulumi.ToStringArray(r.ResourceNames)
-		}
-		args = append(args, rule)
-	}
-	role, err := rbacv1.NewRole(ctx, logical, &rbacv1.RoleArgs{Metadata: meta, Rules: args}, opts...)
+	role, err := rbacv1.NewRole(ctx, logical, &rbacv1.RoleArgs{Metadata: meta, Rules: policyRules(rules)}, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -43,4 +31,43 @@ func newAccountRole(ctx *pulumi.Context, logical, account, namespace string, rul
 		return nil, err
 	}
 	return []pulumi.Resource{role, binding}, nil
+}
+
+// newAccountClusterRole gives a runners' namespace account cluster-scoped rules: a
+// ClusterRole named name and its ClusterRoleBinding.
+func newAccountClusterRole(ctx *pulumi.Context, logical, name, account string, rules []k8srbacv1.PolicyRule, sa pulumi.Resource, opts ...pulumi.ResourceOption) ([]pulumi.Resource, error) {
+	meta := &metav1.ObjectMetaArgs{Name: pulumi.String(name)}
+	role, err := rbacv1.NewClusterRole(ctx, logical, &rbacv1.ClusterRoleArgs{Metadata: meta, Rules: policyRules(rules)}, opts...)
+	if err != nil {
+		return nil, err
+	}
+	binding, err := rbacv1.NewClusterRoleBinding(ctx, logical, &rbacv1.ClusterRoleBindingArgs{
+		Metadata: meta,
+		RoleRef: rbacv1.RoleRefArgs{
+			ApiGroup: pulumi.String("rbac.authorization.k8s.io"), Kind: pulumi.String("ClusterRole"), Name: pulumi.String(name),
+		},
+		Subjects: rbacv1.SubjectArray{rbacv1.SubjectArgs{
+			Kind: pulumi.String("ServiceAccount"), Name: pulumi.String(account), Namespace: pulumi.String(wellknown.RunnersNamespace),
+		}},
+	}, append(opts, pulumi.DependsOn([]pulumi.Resource{sa, role}))...)
+	if err != nil {
+		return nil, err
+	}
+	return []pulumi.Resource{role, binding}, nil
+}
+
+func policyRules(rules []k8srbacv1.PolicyRule) rbacv1.PolicyRuleArray {
+	var args rbacv1.PolicyRuleArray
+	for _, r := range rules {
+		rule := rbacv1.PolicyRuleArgs{
+			ApiGroups: pulumi.ToStringArray(r.APIGroups),
+			Resources: pulumi.ToStringArray(r.Resources),
+			Verbs:     pulumi.ToStringArray(r.Verbs),
+		}
+		if len(r.ResourceNames) > 0 {
+			rule.ResourceNames = pulumi.ToStringArray(r.ResourceNames)
+		}
+		args = append(args, rule)
+	}
+	return args
 }

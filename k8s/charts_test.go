@@ -334,11 +334,20 @@ func TestScaleSetChartRendersBothJobForms(t *testing.T) {
 	assert.Equal(t, "1200", e["ACTIONS_RUNNER_PREPARE_JOB_TIMEOUT_SECONDS"], "our job pod wait survives the chart's merge")
 	assert.Equal(t, "/home/runner/k8s-novolume/index.js", e["ACTIONS_RUNNER_CONTAINER_HOOKS"], "the chart sets the hooks")
 	assert.Equal(t, "true", e["ACTIONS_RUNNER_REQUIRE_JOB_CONTAINER"])
-	require.Len(t, runner.VolumeMounts, 1)
-	require.Len(t, pod.Volumes, 1)
-	assert.Equal(t, runner.VolumeMounts[0].Name, pod.Volumes[0].Name)
-	assert.Equal(t, "lux-gpu-t4-job-pod", pod.Volumes[0].ConfigMap.Name)
-	assert.Equal(t, "/home/runner/job-pod-template", runner.VolumeMounts[0].MountPath)
+	// Its job hooks follow the job container's log and write the summary; the zone is the job
+	// pod's, which the sampler there reports, not this system node's.
+	assert.Equal(t, "/opt/gpuci/hooks/job-completed.sh", e["ACTIONS_RUNNER_HOOK_JOB_COMPLETED"], "through the chart's merge")
+	assert.Equal(t, "container", e["GPUCI_JOB_FORM"], "through the chart's merge")
+	assert.NotContains(t, e, "GPUCI_ZONE")
+	require.Len(t, runner.VolumeMounts, 2)
+	require.Len(t, pod.Volumes, 2)
+	mounts := map[string]string{}
+	for i, v := range pod.Volumes {
+		require.NotNil(t, v.ConfigMap)
+		assert.Equal(t, runner.VolumeMounts[i].Name, v.Name)
+		mounts[runner.VolumeMounts[i].MountPath] = v.ConfigMap.Name
+	}
+	assert.Equal(t, map[string]string{"/home/runner/job-pod-template": "lux-gpu-t4-job-pod", "/opt/gpuci/hooks": k8s.JobHooksConfigMap}, mounts)
 
 	// The retry runner: its own read-only account, no chart-made one; no labels beyond its name.
 	values, err = k8s.RetryScaleSetValues(config.RetryRunner{ScaleSetName: "lux-gpu-retry", RunnerGroup: "gpu-retry"}, config.GitHub{ConfigURL: "https://github.com/luxfi"}, nil)

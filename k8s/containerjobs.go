@@ -48,7 +48,12 @@ func HookTemplateConfigMapName(pool config.GPUPool) string {
 // holds the pool's GPU (gpuPodTemplate), its container named for the hooks' job container.
 // The hooks ignore an image here: the workflow's container: names it.
 func JobPodTemplate(pool config.GPUPool) (k8scorev1.PodTemplateSpec, error) {
-	return gpuPodTemplate(pool, k8scorev1.Container{Name: jobContainerExtension})
+	t, err := gpuPodTemplate(pool, k8scorev1.Container{Name: jobContainerExtension})
+	if err != nil {
+		return t, err
+	}
+	// The job container checks and samples its GPU (jobhooks.go).
+	return withGPUSampler(t), nil
 }
 
 // JobPodTemplateYAML is JobPodTemplate as the file the hooks read.
@@ -92,7 +97,8 @@ func containerFormRunnerTemplate(pool config.GPUPool, cache ImageCache) k8scorev
 	t.Spec.Volumes = []k8scorev1.Volume{{Name: volume, VolumeSource: k8scorev1.VolumeSource{
 		ConfigMap: &k8scorev1.ConfigMapVolumeSource{LocalObjectReference: k8scorev1.LocalObjectReference{Name: HookTemplateConfigMapName(pool)}},
 	}}}
-	return t
+	// Its job hooks follow the job container's log and write the job's summary (jobhooks.go).
+	return withJobHooks(t, pool)
 }
 
 // RunnerBusyProbe is a container-form runner's readiness probe: it succeeds while the runner
@@ -130,4 +136,16 @@ func ContainerHooksRules() []k8srbacv1.PolicyRule {
 		{APIGroups: []string{""}, Resources: []string{"pods/log"}, Verbs: []string{"get", "list", "watch"}},
 		{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "list", "create", "delete"}},
 	}
+}
+
+// ContainerHooksNodeReader names the ClusterRole of ContainerHooksNodeRules.
+const ContainerHooksNodeReader = "arc-container-hooks-nodes"
+
+// ContainerHooksNodeRules let a container-form runner's job summary say whether Karpenter
+// launched its job pod's node as spot or on-demand (the Node's karpenter.sh/capacity-type),
+// which a pool that allows both leaves open: get, by the name the job pod's sampler reports,
+// not list. The runner runs no job code (the steps run in the job pod, which mounts no token),
+// and a Node holds no credential.
+func ContainerHooksNodeRules() []k8srbacv1.PolicyRule {
+	return []k8srbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get"}}}
 }

@@ -42,4 +42,22 @@ func TestJobPodTemplateAsTheHooksReadIt(t *testing.T) {
 	assert.Equal(t, "3", res.Requests.Cpu().String())
 	assert.Equal(t, "12Gi", res.Requests.Memory().String())
 
+	// The job container checks and samples its GPU as it starts: the sampler from the hooks'
+	// ConfigMap as its postStart hook (the hooks keep lifecycle, env and volumeMounts of the
+	// "$job" container and the pod's volumes: runner-container-hooks v0.8.1 utils.ts
+	// mergeContainerWithOptions, mergePodSpecWithOptions), the zone from the pod's label.
+	job0 := job.Spec.Containers[0]
+	require.NotNil(t, job0.Lifecycle)
+	require.NotNil(t, job0.Lifecycle.PostStart)
+	require.NotNil(t, job0.Lifecycle.PostStart.Exec)
+	assert.Equal(t, []string{"sh", "/opt/gpuci/hooks/gpu-sampler.sh"}, job0.Lifecycle.PostStart.Exec.Command)
+	assert.Equal(t, []corev1.VolumeMount{{Name: "gpuci-job-hooks", MountPath: "/opt/gpuci/hooks", ReadOnly: true}}, job0.VolumeMounts)
+	require.Len(t, job.Spec.Volumes, 1)
+	require.NotNil(t, job.Spec.Volumes[0].ConfigMap)
+	assert.Equal(t, k8s.JobHooksConfigMap, job.Spec.Volumes[0].ConfigMap.Name)
+	env := envOf(job0.Env)
+	require.NotNil(t, env["GPUCI_ZONE"].ValueFrom)
+	assert.Equal(t, "metadata.labels['topology.kubernetes.io/zone']", env["GPUCI_ZONE"].ValueFrom.FieldRef.FieldPath)
+	require.NotNil(t, env["GPUCI_NODE"].ValueFrom, "the node whose capacity type the runner reads")
+	assert.Equal(t, "spec.nodeName", env["GPUCI_NODE"].ValueFrom.FieldRef.FieldPath)
 }

@@ -15,10 +15,11 @@ import (
 	"github.com/luxfi/lux-gpu-ci/pricing"
 )
 
-// A runner-form pool's runner runs the job hooks (internal/jobhooks) at the start and the end
-// of every job: the runner reads ACTIONS_RUNNER_HOOK_JOB_STARTED and _COMPLETED and runs the
-// scripts they name, failing the job when the started one fails. The scripts come from one
-// ConfigMap in the runners' namespace.
+// Every pool's runner runs the job hooks (internal/jobhooks) at the start and the end of every
+// job: the runner reads ACTIONS_RUNNER_HOOK_JOB_STARTED and _COMPLETED and runs the scripts
+// they name, failing the job when the started one fails. A container-form job pod runs the GPU
+// sampler as its job container's postStart hook. The scripts come from one ConfigMap in the
+// runners' namespace.
 const (
 	JobHooksConfigMap = "gpuci-job-hooks"
 	jobHooksVolume    = "gpuci-job-hooks"
@@ -26,7 +27,7 @@ const (
 	jobCompletedEnv   = "ACTIONS_RUNNER_HOOK_JOB_COMPLETED"
 )
 
-// JobHookEnv is what a runner-form pool's runner gives its hooks: where they are, and what
+// JobHookEnv is what a pool's runner gives its hooks: where they are, the job's form, and what
 // the summary says of the pool (its capacity types, the price of every catalogued GPU type at
 // its capacity type, GitHub's price for the same minutes). Every catalogued type, not only the
 // pool's: an edit of the pool's instanceTypes then leaves its runners' template alone, so it
@@ -50,10 +51,7 @@ func JobHookEnv(pool config.GPUPool, p pricing.Prices) []k8scorev1.EnvVar {
 		{Name: jobStartedEnv, Value: path.Join(jobhooks.Dir, jobhooks.JobStartedKey)},
 		{Name: jobCompletedEnv, Value: path.Join(jobhooks.Dir, jobhooks.JobCompletedKey)},
 		{Name: "GPUCI_POOL", Value: pool.Name},
-		// The node's zone, which the API server copies onto the pod when it is bound (the
-		// PodTopologyLabels admission plugin: beta and on by default since Kubernetes 1.35,
-		// pkg/features/kube_features.go at v1.36.3); the pod reads no Node itself (#36).
-		{Name: "GPUCI_ZONE", ValueFrom: &k8scorev1.EnvVarSource{FieldRef: &k8scorev1.ObjectFieldSelector{FieldPath: "metadata.labels['" + k8scorev1.LabelTopologyZone + "']"}}},
+		{Name: "GPUCI_JOB_FORM", Value: string(pool.JobForm)},
 		{Name: "GPUCI_CAPACITY", Value: capacity},
 		{Name: "GPUCI_PRICES", Value: strings.Join(prices, " ")},
 		{Name: "GPUCI_GITHUB_PER_MINUTE", Value: fmt.Sprintf("%g", p.HostedT4PerMinute)},
@@ -61,10 +59,45 @@ func JobHookEnv(pool config.GPUPool, p pricing.Prices) []k8scorev1.EnvVar {
 	}
 }
 
-// withJobHooks mounts the hooks into a runner-form runner pod and gives them their env.
+// zoneEnv is the node's zone for gpu-sampler.sh, which the API server copies onto a pod when it
+// is bound (the PodTopologyLabels admission plugin: beta and on by default since Kubernetes
+// 1.35, pkg/features/kube_features.go at v1.36.3); the pod reads no Node itself (#36). Set on
+// the container that holds the GPU: a container-form runner's own zone is a system node's.
+var zoneEnv = k8scorev1.EnvVar{Name: "GPUCI_ZONE", ValueFrom: &k8scorev1.EnvVarSource{FieldRef: &k8scorev1.ObjectFieldSelector{
+	FieldPath: "metadata.labels['" + k8scorev1.LabelTopologyZone + "']",
+}}}
+
+// withJobHooks mounts the hooks into a runner pod and gives them their env.
 func withJobHooks(t k8scorev1.PodTemplateSpec, pool config.GPUPool) k8scorev1.PodTemplateSpec {
+	t = withHooksVolume(t)
 	c := &t.Spec.Containers[0]
 	c.Env = append(c.Env, JobHookEnv(pool, pricing.Default())...)
+	if pool.JobForm == config.JobFormRunner {
+		c.Env = append(c.Env, zoneEnv)
+	}
+	return t
+}
+
+// withGPUSampler makes a container-form job pod's job container check and sample its GPU as
+// it starts (gpu-sampler.sh as its postStart hook, writing to the container's log). The hooks
+// keep a template container's lifecycle, env and volumeMounts (runner-container-hooks v0.8.1
+// packages/k8s/src/k8s/utils.ts mergeContainerWithOptions) and the pod's volumes
+// (mergePodSpecWithOptions).
+func withGPUSampler(t k8scorev1.PodTemplateSpec) k8scorev1.PodTemplateSpec {
+	t = withHooksVolume(t)
+	c := &t.Spec.Containers[0]
+	c.Env = append(c.Env, zoneEnv, k8scorev1.EnvVar{Name: "GPUCI_NODE", ValueFrom: &k8scorev1.EnvVarSource{
+		FieldRef: &k8scorev1.ObjectFieldSelector{FieldPath: "spec.nodeName"},
+	}})
+	c.Lifecycle = &k8scorev1.Lifecycle{PostStart: &k8scorev1.LifecycleHandler{Exec: &k8scorev1.ExecAction{
+		Command: []string{"sh", path.Join(jobhooks.Dir, jobhooks.GPUSamplerKey)},
+	}}}
+	return t
+}
+
+// withHooksVolume mounts the hooks' ConfigMap into a pod's first container.
+func withHooksVolume(t k8scorev1.PodTemplateSpec) k8scorev1.PodTemplateSpec {
+	c := &t.Spec.Containers[0]
 	c.VolumeMounts = append(c.VolumeMounts, k8scorev1.VolumeMount{Name: jobHooksVolume, MountPath: jobhooks.Dir, ReadOnly: true})
 	t.Spec.Volumes = append(t.Spec.Volumes, k8scorev1.Volume{Name: jobHooksVolume, VolumeSource: k8scorev1.VolumeSource{
 		ConfigMap: &k8scorev1.ConfigMapVolumeSource{LocalObjectReference: k8scorev1.LocalObjectReference{Name: JobHooksConfigMap}, DefaultMode: ptr(int32(0o555))},

@@ -146,7 +146,7 @@ func NewRunners(ctx *pulumi.Context, name string, args *RunnersArgs, opts ...pul
 	if err != nil {
 		return nil, err
 	}
-	jobHooks, err := newJobHooks(ctx, name, args.Pools, parent, pulumi.DependsOn([]pulumi.Resource{runnersNS}))
+	jobHooks, err := newJobHooks(ctx, name, parent, pulumi.DependsOn([]pulumi.Resource{runnersNS}))
 	if err != nil {
 		return nil, err
 	}
@@ -164,10 +164,8 @@ func NewRunners(ctx *pulumi.Context, name string, args *RunnersArgs, opts ...pul
 		// A container-form scale set's runners need their account and job pod template
 		// until the last of them is gone.
 		deps = append(deps, hooks[pool.Name]...)
-		// A runner-form scale set's runners mount the job hooks.
-		if pool.JobForm == config.JobFormRunner && jobHooks != nil {
-			deps = append(deps, jobHooks)
-		}
+		// Its runners mount the job hooks (and a container-form job pod the GPU sampler).
+		deps = append(deps, jobHooks)
 		// A scale set's release always waits (its chart has no workload to wait for on
 		// install): its uninstall must block until ARC has cleaned the scale set up — its
 		// runners' jobs finished, GitHub's scale set deleted — before the controller, the
@@ -284,7 +282,11 @@ func newContainerHooksRBAC(ctx *pulumi.Context, name string, opts ...pulumi.Reso
 	if err != nil {
 		return nil, err
 	}
-	return append([]pulumi.Resource{sa}, rbac...), nil
+	nodes, err := newAccountClusterRole(ctx, name+"-container-hooks-nodes", ContainerHooksNodeReader, account, ContainerHooksNodeRules(), sa, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return append(append([]pulumi.Resource{sa}, rbac...), nodes...), nil
 }
 
 // newNetworkPolicies declares the runners' namespace's NetworkPolicies (RunnersNetworkPolicies).
@@ -306,17 +308,15 @@ func secretInput(s config.Secret) pulumi.StringOutput {
 	return pulumi.ToSecret(pulumi.String(s.Reveal())).(pulumi.StringOutput)
 }
 
-// newJobHooks creates the hooks' ConfigMap when a pool runs its jobs in the runner; nil
-// otherwise. A runner-form scale set depends on it: its runners mount it.
-func newJobHooks(ctx *pulumi.Context, name string, pools []config.GPUPool, opts ...pulumi.ResourceOption) (pulumi.Resource, error) {
-	if !slices.ContainsFunc(pools, func(p config.GPUPool) bool { return p.JobForm == config.JobFormRunner }) {
-		return nil, nil
-	}
+// newJobHooks creates the job hooks' ConfigMap (internal/jobhooks). Every scale set depends on
+// it: runners of both forms mount the hooks, a container-form job pod the GPU sampler.
+func newJobHooks(ctx *pulumi.Context, name string, opts ...pulumi.ResourceOption) (pulumi.Resource, error) {
 	return corev1.NewConfigMap(ctx, name+"-job-hooks", &corev1.ConfigMapArgs{
 		Metadata: &metav1.ObjectMetaArgs{Name: pulumi.String(JobHooksConfigMap), Namespace: pulumi.String(wellknown.RunnersNamespace)},
 		Data: pulumi.StringMap{
 			jobhooks.JobStartedKey:   pulumi.String(jobhooks.JobStarted),
 			jobhooks.JobCompletedKey: pulumi.String(jobhooks.JobCompleted),
+			jobhooks.GPUSamplerKey:   pulumi.String(jobhooks.GPUSampler),
 		},
 	}, opts...)
 }

@@ -249,8 +249,9 @@ func TestSeveralPools(t *testing.T) {
 func TestContainerJobForm(t *testing.T) {
 	runnerOnly := runDev(t, "gpuPools", `[{"name": "gpu-spot", "instanceTypes": ["g4dn.xlarge"], "runnerScaleSetName": "lux-gpu-t4", "compilerCache": "none"}]`)
 	assert.Empty(t, runnerOnly.all("kubernetes:core/v1:ServiceAccount"), "no container-form pool: no hooks account")
-	assert.Equal(t, []string{"gpu-ci-arc-job-hooks"}, names(runnerOnly.all("kubernetes:core/v1:ConfigMap")), "only the runner form's job hooks")
+	assert.Equal(t, []string{"gpu-ci-arc-job-hooks"}, names(runnerOnly.all("kubernetes:core/v1:ConfigMap")), "only the job hooks")
 	assert.Empty(t, runnerOnly.all("kubernetes:rbac.authorization.k8s.io/v1:Role"))
+	assert.Empty(t, runnerOnly.all("kubernetes:rbac.authorization.k8s.io/v1:ClusterRole"))
 
 	// The dev stack has one pool of each form.
 	m := runDev(t)
@@ -273,12 +274,21 @@ func TestContainerJobForm(t *testing.T) {
 		"Ready only while it runs a job, so that a roll moves it only while it waits")
 	assert.Equal(t, map[string]any{"cpu": "100m", "memory": "384Mi"}, path(runner, "resources", "requests"), "no GPU")
 	assert.Equal(t, map[string]any{"memory": "1Gi"}, path(runner, "resources", "limits"))
+	env := path(runner, "env").([]any)
+	require.Greater(t, len(env), 2)
 	assert.Equal(t, []any{
 		map[string]any{"name": "ACTIONS_RUNNER_CONTAINER_HOOK_TEMPLATE", "value": "/home/runner/job-pod-template/job-pod.yaml"},
 		map[string]any{"name": "ACTIONS_RUNNER_PREPARE_JOB_TIMEOUT_SECONDS", "value": "1200"},
-	}, path(runner, "env"), "the hook template, and a wait for the job pod that covers a cold GPU node")
-	assert.Equal(t, []any{map[string]any{"name": "job-pod-template", "mountPath": "/home/runner/job-pod-template", "readOnly": true}}, path(runner, "volumeMounts"))
-	assert.Equal(t, []any{map[string]any{"name": "job-pod-template", "configMap": map[string]any{"name": "lux-gpu-t4-container-job-pod"}}}, path(tmpl, "spec", "volumes"))
+	}, env[:2], "the hook template, and a wait for the job pod that covers a cold GPU node")
+	assert.Contains(t, env, map[string]any{"name": "GPUCI_JOB_FORM", "value": "container"}, "then its job hooks' env (k8s/charts_test.go)")
+	assert.Equal(t, []any{
+		map[string]any{"name": "job-pod-template", "mountPath": "/home/runner/job-pod-template", "readOnly": true},
+		map[string]any{"name": "gpuci-job-hooks", "mountPath": "/opt/gpuci/hooks", "readOnly": true},
+	}, path(runner, "volumeMounts"))
+	assert.Equal(t, []any{
+		map[string]any{"name": "job-pod-template", "configMap": map[string]any{"name": "lux-gpu-t4-container-job-pod"}},
+		map[string]any{"name": "gpuci-job-hooks", "configMap": map[string]any{"name": "gpuci-job-hooks", "defaultMode": 365.0}},
+	}, path(tmpl, "spec", "volumes"))
 
 	// The job pod template, read back as the hooks read it.
 	cm := m.get(t, "kubernetes:core/v1:ConfigMap", "gpu-ci-arc-lux-gpu-t4-container-job-pod")
@@ -309,11 +319,16 @@ func TestContainerJobForm(t *testing.T) {
 	binding := m.one(t, "kubernetes:rbac.authorization.k8s.io/v1:RoleBinding")
 	assert.Equal(t, map[string]any{"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "arc-container-hooks"}, path(binding.Inputs, "roleRef"))
 	assert.Equal(t, []any{map[string]any{"kind": "ServiceAccount", "name": "arc-container-hooks", "namespace": "arc-runners"}}, path(binding.Inputs, "subjects"))
-	assert.Len(t, m.all("kubernetes:rbac.authorization.k8s.io/v1:ClusterRole"), 0)
+	// Cluster-wide, one read: a job pod's Node by name, for the summary's spot or on-demand.
+	nodes := m.one(t, "kubernetes:rbac.authorization.k8s.io/v1:ClusterRole")
+	assert.Equal(t, []any{map[string]any{"apiGroups": []any{""}, "resources": []any{"nodes"}, "verbs": []any{"get"}}}, path(nodes.Inputs, "rules"))
+	nodesBinding := m.one(t, "kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding")
+	assert.Equal(t, map[string]any{"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "arc-container-hooks-nodes"}, path(nodesBinding.Inputs, "roleRef"))
+	assert.Equal(t, []any{map[string]any{"kind": "ServiceAccount", "name": "arc-container-hooks", "namespace": "arc-runners"}}, path(nodesBinding.Inputs, "subjects"))
 
 	// Destroy: the scale set (and so its runners) goes before what its runners use.
 	deps := releaseNamed(t, m, "lux-gpu-t4-container").Deps()
-	for _, r := range []registered{cm, sa, role, binding} {
+	for _, r := range []registered{cm, sa, role, binding, nodes, nodesBinding} {
 		assert.Contains(t, deps, r.Key())
 	}
 	assert.NotContains(t, releaseNamed(t, m, "lux-gpu-t4").Deps(), cm.Key(), "the runner-form scale set does not wait for it")

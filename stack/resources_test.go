@@ -74,11 +74,14 @@ func TestDevStackResourceCounts(t *testing.T) {
 		// ARC's four CRDs, from the controller chart of the pinned version.
 		"kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition": 4,
 		// The container-form pool's job pod template and the container hooks' account; the
-		// cache servers' bucket name and accounts; the runner-form runners' job hooks.
+		// cache servers' bucket name and accounts; the runners' job hooks.
 		"kubernetes:core/v1:ConfigMap":                        1 + 1 + 1,
 		"kubernetes:core/v1:ServiceAccount":                   1 + 2,
 		"kubernetes:rbac.authorization.k8s.io/v1:Role":        1,
 		"kubernetes:rbac.authorization.k8s.io/v1:RoleBinding": 1,
+		// The container hooks' account reads a job pod's Node (its capacity type).
+		"kubernetes:rbac.authorization.k8s.io/v1:ClusterRole":        1,
+		"kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding": 1,
 		// No drain evicts a pod that holds a job: the job pods', the container-form runners'.
 		"kubernetes:policy/v1:PodDisruptionBudget": 2,
 		// The runners' namespace's boundary: deny all, then each role's egress; the cache

@@ -1,32 +1,82 @@
 #!/usr/bin/env bash
-# The runner's job-completed hook (ACTIONS_RUNNER_HOOK_JOB_COMPLETED), in a runner-form
-# pool's runner: it stops job-started.sh's sampler and writes the job's summary where GitHub
-# shows it ($GITHUB_STEP_SUMMARY): where the job ran, its GPU, how busy the GPU was, and what
-# its minutes cost here and at GitHub's price. It never fails the job.
+# The runner's job-completed hook (ACTIONS_RUNNER_HOOK_JOB_COMPLETED), in the runner of either
+# form: it stops what job-started.sh started and writes the job's summary where GitHub shows
+# it ($GITHUB_STEP_SUMMARY): where the job ran, how long it waited for what, its GPU, how busy
+# the GPU was, and what its minutes cost here and at GitHub's price. It never fails the job.
 #
-# From the stack (k8s.JobHookEnv): GPUCI_POOL, GPUCI_CAPACITY (the pool's capacity types),
-# GPUCI_PRICES ("<instance type>=<USD per hour> …", the pool's types at its capacity type),
-# GPUCI_GITHUB_PER_MINUTE, GPUCI_PRICES_SOURCE, and GPUCI_ZONE, the node's zone. GPUCI_DMI_DIR is where the instance type is
-# read (EC2 writes it as the DMI product name; a test points it elsewhere).
+# It reads gpu-sampler.sh's "gpuci: <key> <value>" lines: the runner form's from RUNNER_TEMP,
+# the container form's as job-started.sh's follower copied them from the job container's log.
+# From the stack (k8s.JobHookEnv): GPUCI_POOL, GPUCI_JOB_FORM, GPUCI_CAPACITY (the pool's
+# capacity types), GPUCI_PRICES ("<instance type>=<USD per hour> …" at its capacity type),
+# GPUCI_GITHUB_PER_MINUTE and GPUCI_PRICES_SOURCE.
 # The runner runs it with `bash -e` (actions/runner ScriptHandler.cs), and a failed completed
 # hook fails the job: nothing here may.
 set +e -o pipefail
 state=${RUNNER_TEMP:-/tmp}/gpuci
 summary=${GITHUB_STEP_SUMMARY:-/dev/stdout}
-[[ -f $state/sampler ]] && kill "$(cat "$state/sampler")" 2>/dev/null
+# Only pids this runner's own job-started.sh wrote: a pid in the sampler's lines is the job
+# container's.
+for p in sampler follower; do
+	[[ -f $state/$p ]] && kill "$(cat "$state/$p")" 2>/dev/null
+done
+log=$state/log
+capacity=${GPUCI_CAPACITY:-?}
+fact() { sed -n "s/^gpuci: $1 //p" "$log" 2>/dev/null | head -1; }
+if [[ ${GPUCI_JOB_FORM:-runner} == container ]]; then
+	# The follower's longest read is the whole log.
+	log=$(ls -S "$state"/log.* 2>/dev/null | head -1)
+	# Spot or on-demand, as Karpenter launched the job pod's node (k8s.ContainerHooksNodeRules).
+	# The label's line, whether the API server indents its JSON (it does for curl's user agent:
+	# k8s.io/apiserver v0.36.3 pkg/endpoints/handlers/negotiation/negotiate.go:116) or not.
+	sa=${GPUCI_SERVICEACCOUNT_DIR:-/var/run/secrets/kubernetes.io/serviceaccount}
+	node=$(fact node)
+	if [[ -n $node ]]; then
+		launched=$(curl -fsS --max-time 10 --cacert "$sa/ca.crt" -H "Authorization: Bearer $(cat "$sa/token")" \
+			"https://${KUBERNETES_SERVICE_HOST}:${KUBERNETES_SERVICE_PORT}/api/v1/nodes/$node" 2>/dev/null |
+			sed -n 's/.*"karpenter\.sh\/capacity-type": *"\([a-z-]*\)".*/\1/p' | head -1)
+		if [[ -n $launched && $launched != "${GPUCI_CAPACITY:-}" ]]; then
+			capacity="$launched (the pool: ${GPUCI_CAPACITY:-?})"
+		fi
+	fi
+fi
+
 now=${GPUCI_NOW:-$(date +%s)} # the clock (a test fixes it)
 started=$(cat "$state/started" 2>/dev/null || echo "$now")
 seconds=$((now - started))
 minutes=$(awk -v s="$seconds" 'BEGIN { printf "%.1f", s / 60 }')
 
-instance=$(cat "${GPUCI_DMI_DIR:-/sys/devices/virtual/dmi/id}/product_name" 2>/dev/null || true)
+instance=$(fact instance)
 instance=${instance:-unknown}
-IFS=, read -r gpu_name driver memory <"$state/gpu" 2>/dev/null || true
-cuda=$(cat "$state/cuda" 2>/dev/null || true)
+zone=$(fact zone)
+IFS=, read -r gpu_name driver memory <<<"$(fact gpu)"
+cuda=$(fact cuda)
+error=$(fact error)
+note=$(fact note)
+[[ -n $error ]] && echo "::error title=The job's GPU::$error"
 
 # Utilization: mean and peak of the samples, and the memory peak.
-read -r n mean peak mem < <(awk -F', *' '$1 ~ /^[0-9]+$/ { n++; s += $1; if ($1 > p) p = $1; if ($2 > m) m = $2 }
-	END { printf "%d %.0f %d %d\n", n, n ? s / n : 0, p, m }' "$state/samples" 2>/dev/null || echo "0 0 0 0")
+read -r n mean peak mem < <(sed -n 's/^gpuci: sample //p' "$log" 2>/dev/null | awk -F', *' '$1 ~ /^[0-9]+$/ { n++; s += $1; if ($1 > p) p = $1; if ($2 > m) m = $2 }
+	END { printf "%d %.0f %d %d\n", n, n ? s / n : 0, p, m }')
+
+# The wait, as far as the cluster knows it (gpu-sampler.sh: the node's boot, the GPU
+# container's start; here: the job's start in the runner). A node booted within five minutes
+# of the pod's start was launched for it (cold); an older one was up already (warm).
+node_up=$(fact node-up)
+pod_up=$(fact pod-up)
+wait=""
+if [[ -n $node_up && -n $pod_up ]]; then
+	age=$((pod_up - node_up))
+	if ((age < 300)); then kind="a new node (cold)"; else kind="a node up $((age / 60)) min already (warm)"; fi
+	if [[ ${GPUCI_JOB_FORM:-runner} == container ]]; then
+		if ((node_up > started)); then
+			wait="$kind: job start → node booted $((node_up - started)) s → job container up $((pod_up - node_up)) s"
+		else
+			wait="$kind: job start → job container up $((pod_up - started)) s"
+		fi
+	else
+		wait="$kind: node booted → runner up $((pod_up - node_up)) s → job start $((started - pod_up)) s"
+	fi
+fi
 
 price=""
 for kv in ${GPUCI_PRICES:-}; do
@@ -37,10 +87,13 @@ done
 	echo
 	echo "| | |"
 	echo "|---|---|"
-	echo "| Instance | ${instance}${GPUCI_ZONE:+ in ${GPUCI_ZONE}}, ${GPUCI_CAPACITY:-?} |"
-	echo "| GPU | ${gpu_name:-none seen}${driver:+, driver ${driver# }}${cuda:+, CUDA ${cuda}}${memory:+, ${memory# }} |"
+	echo "| Instance | ${instance}${zone:+ in ${zone}}, ${capacity} |"
+	echo "| Wait | ${wait:-not measured (no facts from the GPU node)}; queued before it: \`gpuci stats\` |"
+	echo "| GPU | ${gpu_name:-${error:-none seen}}${driver:+, driver ${driver# }}${cuda:+, CUDA ${cuda}}${memory:+, ${memory# }} |"
 	if ((n > 0)); then
 		echo "| GPU use | ${mean}% mean, ${peak}% peak; memory peak ${mem} MiB ($n samples) |"
+	elif [[ -n $note ]]; then
+		echo "| GPU use | ${note} |"
 	else
 		echo "| GPU use | no sample (a job shorter than one interval) |"
 	fi
@@ -54,6 +107,6 @@ done
 		echo "| Cost | no price for ${instance} |"
 	fi
 	echo
-	echo "Prices are list prices (a model, not a bill: spot varies): ${GPUCI_PRICES_SOURCE:-pricing/}. Queue time: \`gpuci stats\`."
+	echo "Prices are list prices (a model, not a bill: spot varies): ${GPUCI_PRICES_SOURCE:-pricing/}."
 } >>"$summary"
 exit 0

@@ -1,30 +1,44 @@
 #!/usr/bin/env bash
-# The runner's job-started hook (ACTIONS_RUNNER_HOOK_JOB_STARTED), in a runner-form pool's
-# runner, which holds the job's GPU. It runs before the job's first step, and a failure fails
-# the job: a job whose GPU is broken stops here, in seconds, saying why, rather than minutes
-# later in a CUDA error. Then it samples the GPU through the job for job-completed.sh. The
-# runner runs it with `bash -e {0}` (actions/runner v2.336.0 ScriptHandler.cs), in the runner
-# container even in the container form (JobHookProvider.cs), with GITHUB_STEP_SUMMARY set.
+# The runner's job-started hook (ACTIONS_RUNNER_HOOK_JOB_STARTED). The runner runs it with
+# `bash -e {0}` (actions/runner v2.336.0 ScriptHandler.cs) in the runner container, even in
+# the container form (JobHookProvider.cs: the runner's own step host), before the job's first
+# step and before its containers start; a failure fails the job.
+# - Runner form: the runner holds the job's GPU. gpu-sampler.sh checks it — a job whose GPU is
+#   broken stops here, in seconds, saying why — and samples it through the job.
+# - Container form (GPUCI_JOB_FORM=container): the runner is on a system node; the job's pod
+#   does not exist yet. Its GPU is checked and sampled by the same script, as the job
+#   container's postStart hook, which writes to the container's log. A follower started here
+#   copies that log into RUNNER_TEMP through the API server while the job runs: the runner
+#   deletes the job pod ("Stop containers") before job-completed.sh runs: post-job steps are
+#   popped last-registered first (StepsRunner.cs:71), and the stop step is registered when the
+#   containers start (ContainerOperationProvider.cs:57-63), after this hook's pair (JobExtension.cs:570-579).
 set -uo pipefail
 state=${RUNNER_TEMP:-/tmp}/gpuci
+hooks=${BASH_SOURCE[0]%/*}
 mkdir -p "$state"
 date +%s >"$state/started"
 
-fail() {
-	echo "::error title=$1::$2"
-	exit 1
-}
-command -v nvidia-smi >/dev/null ||
-	fail "No GPU" "nvidia-smi is not in this runner: the NVIDIA driver was not mounted into it (the pod is not on a GPU node, or the node's container runtime is not NVIDIA's). The job needs a GPU; it was stopped before its first step."
-if ! gpu=$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1); then
-	fail "GPU not usable" "nvidia-smi failed: $(tr '\n' ' ' <<<"$gpu")— the driver is not loaded or the device is gone. The job was stopped before its first step."
+if [[ ${GPUCI_JOB_FORM:-runner} != container ]]; then
+	GPUCI_LOG=$state/log GPUCI_PIDFILE=$state/sampler sh "$hooks/gpu-sampler.sh"
+	exit
 fi
-[[ -n $gpu ]] || fail "No GPU" "nvidia-smi lists no GPU device. The job was stopped before its first step."
-printf '%s\n' "$gpu" >"$state/gpu"
-nvidia-smi 2>/dev/null | sed -n 's/.*CUDA Version: *\([0-9.]*\).*/\1/p' | head -1 >"$state/cuda"
 
-# Utilization and memory, every GPUCI_SAMPLE_SECONDS (5 s), until job-completed.sh stops it.
-nohup nvidia-smi --query-gpu=utilization.gpu,memory.used --format=csv,noheader,nounits \
-	-l "${GPUCI_SAMPLE_SECONDS:-5}" >"$state/samples" 2>/dev/null &
-echo $! >"$state/sampler"
-echo "GPU: $(head -1 "$state/gpu"), CUDA $(cat "$state/cuda"); sampling its use every ${GPUCI_SAMPLE_SECONDS:-5} s for the job summary"
+# The job pod's name and container (runner-container-hooks v0.8.1
+# packages/k8s/src/hooks/constants.ts getJobPodName, JOB_CONTAINER_NAME), read with the
+# runner's own account, which the hooks use for the same pod (pods/log: k8s.ContainerHooksRules).
+sa=${GPUCI_SERVICEACCOUNT_DIR:-/var/run/secrets/kubernetes.io/serviceaccount}
+pod=${ACTIONS_RUNNER_POD_NAME:0:54}-workflow
+url="https://${KUBERNETES_SERVICE_HOST}:${KUBERNETES_SERVICE_PORT}/api/v1/namespaces/$(cat "$sa/namespace")/pods/$pod/log?container=job&follow=true"
+# Each attempt reads the log from its start, into a file of its own: until the container runs
+# the API answers 400 or 404; a stream cut short is read again. It stops once a stream ends
+# (the container ended or its pod went) or job-completed.sh stops it.
+(
+	for ((n = 0; ; n++)); do
+		if curl -fsS --cacert "$sa/ca.crt" -H "Authorization: Bearer $(cat "$sa/token")" -o "$state/log.$n" "$url" 2>/dev/null; then
+			break
+		fi
+		sleep "${GPUCI_FOLLOW_RETRY_SECONDS:-1}"
+	done
+) </dev/null >/dev/null 2>&1 &
+echo $! >"$state/follower"
+echo "The job's GPU is checked when its pod starts on a GPU node (its container's postStart hook); its use is summed up at the end of the job."

@@ -1,8 +1,10 @@
-// Package jobhooks holds the runner's job hooks a runner-form pool's runners run
-// (ACTIONS_RUNNER_HOOK_JOB_STARTED and _COMPLETED): job-started.sh stops a job whose GPU is
-// broken before its first step and samples the GPU; job-completed.sh writes the job's
-// summary. k8s mounts them from a ConfigMap; jobhooks_test.go runs them as the runner does,
-// with a stand-in nvidia-smi.
+// Package jobhooks holds the scripts that check a GPU job's GPU and write its summary:
+// job-started.sh and job-completed.sh are the runner's job hooks
+// (ACTIONS_RUNNER_HOOK_JOB_STARTED and _COMPLETED) in both job forms; gpu-sampler.sh checks
+// and samples the GPU where it is, from job-started.sh in a runner-form runner, as the job
+// container's postStart hook in the container form. k8s mounts them from one ConfigMap;
+// jobhooks_test.go runs them as the runner and the kubelet do, with a stand-in nvidia-smi and
+// a stand-in of the API server's pod log.
 package jobhooks
 
 import _ "embed"
@@ -12,11 +14,14 @@ var (
 	JobStarted string
 	//go:embed job-completed.sh
 	JobCompleted string
+	//go:embed gpu-sampler.sh
+	GPUSampler string
 )
 
-// Where the runner finds them: the ConfigMap's keys, mounted at Dir.
+// Where the runner and the job container find them: the ConfigMap's keys, mounted at Dir.
 const (
 	Dir             = "/opt/gpuci/hooks"
 	JobStartedKey   = "job-started.sh"
 	JobCompletedKey = "job-completed.sh"
+	GPUSamplerKey   = "gpu-sampler.sh"
 )

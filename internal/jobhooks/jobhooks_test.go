@@ -1,12 +1,18 @@
 package jobhooks_test
 
 import (
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,86 +22,142 @@ import (
 	"github.com/luxfi/lux-gpu-ci/internal/jobhooks"
 )
 
-// fakeNvidiaSMI stands in for nvidia-smi as the NVIDIA runtime mounts it into the runner: the
-// GPU's facts, the CUDA version in its banner, and, looping (-l), the samples in samples one
-// per line, then nothing (as a GPU at rest between intervals).
+// fakeNvidiaSMI stands in for nvidia-smi as the NVIDIA runtime mounts it: the GPU's facts,
+// the CUDA version in its banner, and for each utilization query the next line of the
+// samples file, then nothing (a GPU at rest).
 const fakeNvidiaSMI = `#!/usr/bin/env bash
 [[ -n ${FAKE_SMI_FAIL:-} ]] && { echo "$FAKE_SMI_FAIL"; exit 9; }
 case "$*" in
 *"--query-gpu=name,driver_version,memory.total"*) echo "Tesla T4, 570.133.20, 15360 MiB" ;;
-*"-l "*) cat "$FAKE_SMI_SAMPLES"; exec sleep 600 ;;
+*"--query-gpu=utilization.gpu,memory.used"*)
+	n=$(( $(cat "$FAKE_SMI_SAMPLES.n" 2>/dev/null || echo 0) + 1 ))
+	echo "$n" >"$FAKE_SMI_SAMPLES.n"
+	sed -n "${n}p" "$FAKE_SMI_SAMPLES" ;;
 "") echo "| NVIDIA-SMI 570.133.20    Driver Version: 570.133.20    CUDA Version: 12.8     |" ;;
 *) echo "stand-in nvidia-smi: $* is not faked" >&2; exit 2 ;;
 esac
 `
 
-// runner is a job's environment as the runner gives a hook: RUNNER_TEMP, GITHUB_STEP_SUMMARY,
-// PATH, and what the stack sets on a runner-form pod.
-type runner struct {
-	dir, temp, summary, bin string
-	env                     []string
+// host is where a hook or the sampler runs: the hooks as the ConfigMap mounts them, PATH,
+// and the machine's facts the sampler reads (its /dev, /proc and DMI), in a directory.
+type host struct {
+	dir, hooks, temp, summary, bin string
+	env                            []string
 }
 
-func newRunner(t *testing.T, withSMI bool, samples string) *runner {
+// machine is a GPU node as the sampler sees it: booted at boot, the container's PID 1
+// started pid1After later, a T4 device unless noDevice.
+type machine struct {
+	boot      int64
+	pid1After time.Duration
+	noDevice  bool
+	withSMI   bool
+	samples   string
+}
+
+func newHost(t *testing.T, m machine) *host {
 	t.Helper()
-	r := &runner{dir: t.TempDir()}
-	r.temp, r.bin = filepath.Join(r.dir, "temp"), filepath.Join(r.dir, "bin")
-	r.summary = filepath.Join(r.dir, "step_summary")
-	for _, d := range []string{r.temp, r.bin, filepath.Join(r.dir, "dmi")} {
+	h := &host{dir: t.TempDir()}
+	h.hooks, h.temp, h.bin = filepath.Join(h.dir, "hooks"), filepath.Join(h.dir, "temp"), filepath.Join(h.dir, "bin")
+	h.summary = filepath.Join(h.dir, "step_summary")
+	for _, d := range []string{h.hooks, h.temp, h.bin, filepath.Join(h.dir, "dmi"), filepath.Join(h.dir, "dev"), filepath.Join(h.dir, "proc", "1")} {
 		require.NoError(t, os.MkdirAll(d, 0o755))
 	}
-	if withSMI {
-		require.NoError(t, os.WriteFile(filepath.Join(r.bin, "nvidia-smi"), []byte(fakeNvidiaSMI), 0o755))
+	for key, script := range map[string]string{jobhooks.JobStartedKey: jobhooks.JobStarted, jobhooks.JobCompletedKey: jobhooks.JobCompleted, jobhooks.GPUSamplerKey: jobhooks.GPUSampler} {
+		require.NoError(t, os.WriteFile(filepath.Join(h.hooks, key), []byte(script), 0o555))
 	}
-	require.NoError(t, os.WriteFile(filepath.Join(r.dir, "samples"), []byte(samples), 0o644))
-	require.NoError(t, os.WriteFile(filepath.Join(r.dir, "dmi", "product_name"), []byte("g4dn.xlarge\n"), 0o444))
-	r.env = append(os.Environ(), "PATH="+r.bin+":/usr/bin:/bin", "RUNNER_TEMP="+r.temp, "GITHUB_STEP_SUMMARY="+r.summary,
-		"FAKE_SMI_SAMPLES="+filepath.Join(r.dir, "samples"), "GPUCI_SAMPLE_SECONDS=1", "GPUCI_DMI_DIR="+filepath.Join(r.dir, "dmi"),
+	if m.withSMI {
+		require.NoError(t, os.WriteFile(filepath.Join(h.bin, "nvidia-smi"), []byte(fakeNvidiaSMI), 0o755))
+	}
+	if !m.noDevice {
+		require.NoError(t, os.WriteFile(filepath.Join(h.dir, "dev", "nvidia0"), nil, 0o644))
+	}
+	// proc(5): the host's boot time in /proc/stat; the start of PID 1, field 22 of its stat,
+	// in clock ticks after boot (USER_HZ, 100 on Linux).
+	require.NoError(t, os.WriteFile(filepath.Join(h.dir, "proc", "stat"), []byte(fmt.Sprintf("cpu  1 2 3 4\nbtime %d\nprocesses 99\n", m.boot)), 0o644))
+	stat := "1 (tail -f) S 0 1 1 0 -1 4194560 100 0 0 0 0 0 0 0 20 0 1 0 " + strconv.FormatInt(int64(m.pid1After.Seconds()*100), 10) + " 2400000 200 18446744073709551615\n"
+	require.NoError(t, os.WriteFile(filepath.Join(h.dir, "proc", "1", "stat"), []byte(stat), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(h.dir, "samples"), []byte(m.samples), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(h.dir, "dmi", "product_name"), []byte("g4dn.xlarge\n"), 0o444))
+	h.env = append(os.Environ(), "PATH="+h.bin+":/usr/bin:/bin", "RUNNER_TEMP="+h.temp, "GITHUB_STEP_SUMMARY="+h.summary,
+		"FAKE_SMI_SAMPLES="+filepath.Join(h.dir, "samples"), "GPUCI_SAMPLE_SECONDS=0.05",
+		"GPUCI_DMI_DIR="+filepath.Join(h.dir, "dmi"), "GPUCI_DEV_DIR="+filepath.Join(h.dir, "dev"), "GPUCI_PROC_DIR="+filepath.Join(h.dir, "proc"),
 		"GPUCI_POOL=gpu-spot", "GPUCI_CAPACITY=spot, on-demand when spot is short", "GPUCI_PRICES=g4dn.xlarge=0.2497 g5.xlarge=0.5328",
-		"GPUCI_GITHUB_PER_MINUTE=0.052", "GPUCI_PRICES_SOURCE=test prices", "GPUCI_ZONE=us-west-2b")
-	return r
+		"GPUCI_GITHUB_PER_MINUTE=0.052", "GPUCI_PRICES_SOURCE=test prices")
+	return h
 }
 
-// hook runs a hook script as the runner does: `bash -e <file>` (actions/runner v2.336.0
+// hook runs a job hook as the runner does: `bash -e <file>` (actions/runner v2.336.0
 // ScriptHandler.cs, a .sh hook's shell), in the job's environment.
-func (r *runner) hook(t *testing.T, script string, env ...string) (string, error) {
+func (h *host) hook(t *testing.T, key string, env ...string) (string, error) {
 	t.Helper()
-	path := filepath.Join(r.dir, "hook.sh")
-	require.NoError(t, os.WriteFile(path, []byte(script), 0o755))
-	cmd := exec.Command("bash", "-e", path)
-	cmd.Env = append(r.env, env...)
+	cmd := exec.Command("bash", "-e", filepath.Join(h.hooks, key))
+	cmd.Env = append(h.env, env...)
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }
 
-func TestTheSummaryHoldsEveryFieldFromTheSamples(t *testing.T) {
+// postStart runs the sampler as the kubelet runs the job container's postStart hook (the
+// command k8s.JobPodTemplate gives it), its log and termination message in files.
+func (h *host) postStart(t *testing.T, env ...string) (string, error) {
+	t.Helper()
+	cmd := exec.Command("sh", filepath.Join(h.hooks, jobhooks.GPUSamplerKey))
+	cmd.Env = append(h.env, append([]string{"GPUCI_LOG=" + filepath.Join(h.dir, "container.log"), "GPUCI_TERMINATION_LOG=" + filepath.Join(h.dir, "termination-log")}, env...)...)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+func (h *host) read(t *testing.T, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(h.dir, name))
+	require.NoError(t, err)
+	return string(b)
+}
+
+func (h *host) summaryText(t *testing.T) string {
+	t.Helper()
+	s := h.read(t, "step_summary")
+	t.Logf("summary:\n%s", s)
+	return s
+}
+
+func stopPid(t *testing.T, file string) {
+	b, err := os.ReadFile(file)
+	require.NoError(t, err)
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	require.NoError(t, err)
+	_ = exec.Command("kill", strconv.Itoa(pid)).Run()
+}
+
+// Four samples (utilization %, memory MiB): mean (10+90+100+0)/4 = 50%, peak 100%, memory
+// peak 7000 MiB.
+const fourSamples = "10, 1200\n90, 7000\n100, 6500\n0, 300\n"
+
+func TestARunnerFormSummaryHoldsEveryFieldFromTheSamples(t *testing.T) {
 	t.Parallel()
-	// Four samples (utilization %, memory MiB): mean (10+90+100+0)/4 = 50%, peak 100%,
-	// memory peak 7000 MiB.
-	r := newRunner(t, true, "10, 1200\n90, 7000\n100, 6500\n0, 300\n")
-	out, err := r.hook(t, jobhooks.JobStarted)
-	require.NoError(t, err, out)
-	assert.Contains(t, out, "GPU: Tesla T4, 570.133.20, 15360 MiB, CUDA 12.8")
-	// The job ran ten minutes by the hooks' clock (its start moved back, the completed hook's
-	// now fixed), and long enough by the wall clock for the sampler to write.
+	// The job started ten minutes ago by the hooks' clock (its start moved back, the completed
+	// hook's now fixed); its node booted 100 s before and the runner came up 48 s after that.
 	started := time.Now().Add(-10 * time.Minute).Unix()
-	require.NoError(t, os.WriteFile(filepath.Join(r.temp, "gpuci", "started"), []byte(strconv.FormatInt(started, 10)), 0o644))
+	h := newHost(t, machine{boot: started - 100, pid1After: 48 * time.Second, withSMI: true, samples: fourSamples})
+	out, err := h.hook(t, jobhooks.JobStartedKey, "GPUCI_JOB_FORM=runner", "GPUCI_ZONE=us-west-2b")
+	require.NoError(t, err, out)
+	assert.Contains(t, out, "GPU: Tesla T4, 570.133.20, 15360 MiB, sampling")
+	require.NoError(t, os.WriteFile(filepath.Join(h.temp, "gpuci", "started"), []byte(strconv.FormatInt(started, 10)), 0o644))
 	require.Eventually(t, func() bool {
-		b, _ := os.ReadFile(filepath.Join(r.temp, "gpuci", "samples"))
-		return strings.Count(string(b), "\n") == 4
+		b, _ := os.ReadFile(filepath.Join(h.temp, "gpuci", "log"))
+		return strings.Count(string(b), "gpuci: sample ") == 4
 	}, 10*time.Second, 50*time.Millisecond, "the sampler runs through the job")
-	sampler, err := os.ReadFile(filepath.Join(r.temp, "gpuci", "sampler"))
+	sampler, err := os.ReadFile(filepath.Join(h.temp, "gpuci", "sampler"))
 	require.NoError(t, err)
 
-	out, err = r.hook(t, jobhooks.JobCompleted, "GPUCI_NOW="+strconv.FormatInt(started+600, 10))
+	out, err = h.hook(t, jobhooks.JobCompletedKey, "GPUCI_JOB_FORM=runner", "GPUCI_NOW="+strconv.FormatInt(started+600, 10))
 	require.NoError(t, err, out)
-	b, err := os.ReadFile(r.summary)
-	require.NoError(t, err)
-	summary := string(b)
-	t.Logf("summary:\n%s", summary)
+	summary := h.summaryText(t)
 	for _, want := range []string{
 		"### GPU job on gpu-spot: 10.0 min on g4dn.xlarge",
 		"| Instance | g4dn.xlarge in us-west-2b, spot, on-demand when spot is short |",
+		// booted at started-100, runner up 48 s later, the job 52 s after that.
+		"| Wait | a new node (cold): node booted → runner up 48 s → job start 52 s; queued before it: `gpuci stats` |",
 		"| GPU | Tesla T4, driver 570.133.20, CUDA 12.8, 15360 MiB |",
 		"| GPU use | 50% mean, 100% peak; memory peak 7000 MiB (4 samples) |",
 		// 10 min at $0.2497/h = $0.0416; at $0.052/min = $0.5200; idle half of it: $0.0208.
@@ -118,48 +180,203 @@ func TestTheSummaryHoldsEveryFieldFromTheSamples(t *testing.T) {
 	assert.Eventually(t, func() bool { return exec.Command("kill", "-0", strconv.Itoa(pid)).Run() != nil }, 5*time.Second, 50*time.Millisecond, "the sampler is stopped with the job")
 }
 
+// apiServer stands in for the API server as a container-form runner's hooks read it, with
+// the runner's token:
+//   - the job container's log (GET .../pods/<job pod>/log?container=job&follow=true), as the
+//     follower reads it: "waiting to start" (400) for the first requests, as while the job pod
+//     is scheduled and pulled, then the container's log, read from a file when asked;
+//   - a Node (GET /api/v1/nodes/<name>), Karpenter's capacity-type label on it, its JSON
+//     indented for curl's user agent as the API server does (k8s.io/apiserver v0.36.3
+//     pkg/endpoints/handlers/negotiation/negotiate.go:116), compact otherwise.
+type apiServer struct {
+	*httptest.Server
+	served atomic.Int32
+}
+
+func newAPIServer(t *testing.T, logFile, wantPath string, waiting int32, nodes map[string]string) *apiServer {
+	s := &apiServer{}
+	var asked atomic.Int32
+	s.Server = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer runner-token" {
+			http.Error(w, `{"kind":"Status","code":401}`, http.StatusUnauthorized)
+			return
+		}
+		if name, ok := strings.CutPrefix(r.URL.Path, "/api/v1/nodes/"); ok && nodes[name] != "" {
+			node := map[string]any{"kind": "Node", "apiVersion": "v1", "metadata": map[string]any{"name": name, "labels": map[string]string{
+				"karpenter.sh/nodepool": "gpu-spot-container", "karpenter.sh/capacity-type": nodes[name], "node.kubernetes.io/instance-type": "g4dn.xlarge",
+			}}}
+			var b []byte
+			if strings.HasPrefix(r.UserAgent(), "curl") {
+				b, _ = json.MarshalIndent(node, "", "  ")
+			} else {
+				b, _ = json.Marshal(node)
+			}
+			_, _ = w.Write(b)
+			return
+		}
+		if r.URL.Path != wantPath || r.URL.Query().Get("container") != "job" || r.URL.Query().Get("follow") != "true" {
+			http.Error(w, `{"kind":"Status","code":404}`, http.StatusNotFound)
+			return
+		}
+		if asked.Add(1) <= waiting {
+			http.Error(w, `{"kind":"Status","message":"container \"job\" in pod is waiting to start: ContainerCreating","code":400}`, http.StatusBadRequest)
+			return
+		}
+		b, err := os.ReadFile(logFile)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		_, _ = w.Write(b)
+		s.served.Add(1)
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+// containerRunner is a container-form runner's environment: on a system node (no GPU, no
+// nvidia-smi), with its account's token and the API server's address, as the kubelet gives
+// every pod (the serviceaccount volume, KUBERNETES_SERVICE_HOST/PORT).
+func containerRunner(t *testing.T, h *host, api *apiServer, podName string) []string {
+	sa := filepath.Join(h.dir, "serviceaccount")
+	require.NoError(t, os.MkdirAll(sa, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(sa, "namespace"), []byte("arc-runners"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(sa, "token"), []byte("runner-token"), 0o644))
+	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: api.Certificate().Raw})
+	require.NoError(t, os.WriteFile(filepath.Join(sa, "ca.crt"), ca, 0o644))
+	host, port, ok := strings.Cut(strings.TrimPrefix(api.URL, "https://"), ":")
+	require.True(t, ok)
+	return []string{"GPUCI_JOB_FORM=container", "GPUCI_SERVICEACCOUNT_DIR=" + sa, "KUBERNETES_SERVICE_HOST=" + host, "KUBERNETES_SERVICE_PORT=" + port,
+		"ACTIONS_RUNNER_POD_NAME=" + podName, "PATH=/usr/bin:/bin", "GPUCI_FOLLOW_RETRY_SECONDS=0.05"}
+}
+
+// A container-form job: the runner's hooks on a system node, the GPU in the job pod. The
+// sampler runs as the job container's postStart; the runner's follower reads the container's
+// log through the API server while the job runs; the completed hook sums it up.
+func TestAContainerFormSummaryComesFromTheJobPodsLog(t *testing.T) {
+	t.Parallel()
+	// The job started ten minutes ago; a node was launched for its pod, booting 40 s after the
+	// job's start; the job container started 48 s after the boot.
+	started := time.Now().Add(-10 * time.Minute).Unix()
+	gpuNode := newHost(t, machine{boot: started + 40, pid1After: 48 * time.Second, withSMI: true, samples: fourSamples})
+	const node = "ip-10-0-1-2.us-west-2.compute.internal"
+	out, err := gpuNode.postStart(t, "GPUCI_ZONE=us-west-2a", "GPUCI_NODE="+node, "GPUCI_PIDFILE="+filepath.Join(gpuNode.dir, "sampler"))
+	require.NoError(t, err, out)
+	t.Cleanup(func() { stopPid(t, filepath.Join(gpuNode.dir, "sampler")) }) // the pod's end
+	require.Eventually(t, func() bool {
+		b, _ := os.ReadFile(filepath.Join(gpuNode.dir, "container.log"))
+		return strings.Count(string(b), "gpuci: sample ") == 4
+	}, 10*time.Second, 50*time.Millisecond, "the sampler runs through the job")
+
+	// A runner pod's name longer than the hooks keep: its job pod is the first 54 characters
+	// and -workflow (runner-container-hooks v0.8.1 constants.ts getJobPodName).
+	runnerPod := "lux-gpu-t4-container-x7k2p-runner-abcde-0123456789-0123456789"
+	api := newAPIServer(t, filepath.Join(gpuNode.dir, "container.log"), "/api/v1/namespaces/arc-runners/pods/"+runnerPod[:54]+"-workflow/log", 3,
+		map[string]string{node: "on-demand"}) // spot was short
+	runner := newHost(t, machine{noDevice: true})
+	env := containerRunner(t, runner, api, runnerPod)
+	out, err = runner.hook(t, jobhooks.JobStartedKey, env...)
+	require.NoError(t, err, "a container-form runner has no GPU, and its started hook passes: %s", out)
+	require.NoError(t, os.WriteFile(filepath.Join(runner.temp, "gpuci", "started"), []byte(strconv.FormatInt(started, 10)), 0o644))
+	require.Eventually(t, func() bool { return api.served.Load() > 0 }, 10*time.Second, 20*time.Millisecond,
+		"the follower reads the log once the container runs")
+
+	out, err = runner.hook(t, jobhooks.JobCompletedKey, append(env, "GPUCI_NOW="+strconv.FormatInt(started+600, 10))...)
+	require.NoError(t, err, out)
+	summary := runner.summaryText(t)
+	for _, want := range []string{
+		"### GPU job on gpu-spot: 10.0 min on g4dn.xlarge",
+		"| Instance | g4dn.xlarge in us-west-2a, on-demand (the pool: spot, on-demand when spot is short) |",
+		"| Wait | a new node (cold): job start → node booted 40 s → job container up 48 s; queued before it: `gpuci stats` |",
+		"| GPU | Tesla T4, driver 570.133.20, CUDA 12.8, 15360 MiB |",
+		"| GPU use | 50% mean, 100% peak; memory peak 7000 MiB (4 samples) |",
+		"| Cost | $0.0416 here (g4dn.xlarge at $0.2497/h), $0.5200 at GitHub's price ($0.052/min) |",
+		"| GPU idle | $0.0208 of it (50% of the time, by the mean) |",
+	} {
+		assert.Contains(t, summary, want)
+	}
+}
+
 func TestABrokenGPUFailsTheJobInItsFirstSeconds(t *testing.T) {
 	t.Parallel()
 	for name, tc := range map[string]struct {
-		withSMI bool
-		env     []string
-		want    string
+		m     machine
+		env   []string
+		title string
+		want  string
 	}{
-		"no driver mounted": {false, nil, "::error title=No GPU::nvidia-smi is not in this runner"},
-		"driver not loaded": {true, []string{"FAKE_SMI_FAIL=NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver."},
-			"::error title=GPU not usable::nvidia-smi failed: NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver."},
+		"no device": {machine{noDevice: true, withSMI: true}, nil, "No GPU", "no NVIDIA device in this container"},
+		"driver not loaded": {machine{withSMI: true}, []string{"FAKE_SMI_FAIL=NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver."},
+			"GPU not usable", "nvidia-smi failed: NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver."},
 	} {
-		t.Run(name, func(t *testing.T) {
+		t.Run(name+", runner form: the started hook fails", func(t *testing.T) {
 			t.Parallel()
-			r := newRunner(t, tc.withSMI, "")
+			h := newHost(t, tc.m)
 			start := time.Now()
-			out, err := r.hook(t, jobhooks.JobStarted, tc.env...)
+			out, err := h.hook(t, jobhooks.JobStartedKey, append(tc.env, "GPUCI_JOB_FORM=runner")...)
 			require.Error(t, err, "the hook fails, so the job does: %s", out)
-			assert.Contains(t, out, tc.want)
+			assert.Contains(t, out, "::error title="+tc.title+"::"+tc.want)
 			assert.Less(t, time.Since(start), 5*time.Second, "in its first seconds")
-			assert.NoFileExists(t, filepath.Join(r.temp, "gpuci", "sampler"), "and samples nothing")
+			assert.NoFileExists(t, filepath.Join(h.temp, "gpuci", "sampler"), "and samples nothing")
+		})
+		t.Run(name+", container form: the postStart hook fails, and the summary says why", func(t *testing.T) {
+			t.Parallel()
+			h := newHost(t, tc.m)
+			start := time.Now()
+			out, err := h.postStart(t, tc.env...)
+			require.Error(t, err, "the kubelet kills a container whose postStart failed: %s", out)
+			assert.Less(t, time.Since(start), 5*time.Second, "in its first seconds")
+			assert.Contains(t, h.read(t, "termination-log"), tc.title+": "+tc.want, "the container's status says why")
+			assert.NotContains(t, h.read(t, "container.log"), "gpuci: sample")
+
+			api := newAPIServer(t, filepath.Join(h.dir, "container.log"), "/api/v1/namespaces/arc-runners/pods/runner-1-workflow/log", 0, nil)
+			runner := newHost(t, machine{noDevice: true})
+			env := containerRunner(t, runner, api, "runner-1")
+			out, err = runner.hook(t, jobhooks.JobStartedKey, env...)
+			require.NoError(t, err, out)
+			require.Eventually(t, func() bool { return api.served.Load() > 0 }, 10*time.Second, 20*time.Millisecond)
+			out, err = runner.hook(t, jobhooks.JobCompletedKey, env...)
+			require.NoError(t, err, "the completed hook never fails the job: %s", out)
+			assert.Contains(t, out, "::error title=The job's GPU::"+tc.title+": "+tc.want, "the job's log says why")
+			assert.Contains(t, runner.summaryText(t), "| GPU | "+tc.title+": "+tc.want)
 		})
 	}
+}
+
+// An image without nvidia-smi (its NVIDIA_DRIVER_CAPABILITIES lacks utility) but with its GPU
+// runs: the summary says why it has no samples.
+func TestAnImageWithoutNvidiaSMIRunsUnsampled(t *testing.T) {
+	t.Parallel()
+	h := newHost(t, machine{boot: time.Now().Unix() - 3600, pid1After: time.Hour - time.Minute})
+	out, err := h.postStart(t)
+	require.NoError(t, err, out)
+	log := h.read(t, "container.log")
+	assert.Contains(t, log, "gpuci: note nvidia-smi is not in this image")
+	assert.Contains(t, log, "gpuci: instance g4dn.xlarge")
 }
 
 // A job too short for a sample, or on a type without a price, still gets its summary, and
 // the completed hook never fails the job.
 func TestTheSummaryNeverFailsTheJob(t *testing.T) {
 	t.Parallel()
-	r := newRunner(t, true, "")
-	out, err := r.hook(t, jobhooks.JobStarted)
+	// A warm node: up an hour before the runner.
+	h := newHost(t, machine{boot: time.Now().Unix() - 7200, pid1After: time.Hour, withSMI: true})
+	require.NoError(t, os.WriteFile(filepath.Join(h.dir, "dmi", "product_name"), []byte("g6.xlarge\n"), 0o644))
+	out, err := h.hook(t, jobhooks.JobStartedKey, "GPUCI_JOB_FORM=runner")
 	require.NoError(t, err, out)
-	require.NoError(t, os.WriteFile(filepath.Join(r.dir, "dmi", "product_name"), []byte("g6.xlarge\n"), 0o644))
-	out, err = r.hook(t, jobhooks.JobCompleted)
+	out, err = h.hook(t, jobhooks.JobCompletedKey, "GPUCI_JOB_FORM=runner")
 	require.NoError(t, err, out)
-	b, err := os.ReadFile(r.summary)
-	require.NoError(t, err)
-	assert.Contains(t, string(b), "| GPU use | no sample")
-	assert.Contains(t, string(b), "| Cost | no price for g6.xlarge |")
-	assert.Regexp(t, regexp.MustCompile(`### GPU job on gpu-spot: 0\.[0-9] min on g6\.xlarge`), string(b))
+	s := h.summaryText(t)
+	assert.Contains(t, s, "| Wait | a node up 60 min already (warm): node booted → runner up 3600 s")
+	assert.Contains(t, s, "| GPU use | no sample")
+	assert.Contains(t, s, "| Cost | no price for g6.xlarge |")
+	assert.Regexp(t, regexp.MustCompile(`### GPU job on gpu-spot: 0\.[0-9] min on g6\.xlarge`), s)
 
-	// Without anything of the started hook (it never ran), too.
-	r = newRunner(t, false, "")
-	out, err = r.hook(t, jobhooks.JobCompleted)
-	require.NoError(t, err, out)
+	// Without anything of the started hook (it never ran), in either form, too.
+	for _, form := range []string{"runner", "container"} {
+		h = newHost(t, machine{})
+		out, err = h.hook(t, jobhooks.JobCompletedKey, "GPUCI_JOB_FORM="+form)
+		require.NoError(t, err, out)
+		assert.Contains(t, h.summaryText(t), "| Wait | not measured")
+	}
 }
