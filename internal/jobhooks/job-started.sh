@@ -31,12 +31,17 @@ pod=${ACTIONS_RUNNER_POD_NAME:0:54}-workflow
 url="https://${KUBERNETES_SERVICE_HOST}:${KUBERNETES_SERVICE_PORT}/api/v1/namespaces/$(cat "$sa/namespace")/pods/$pod/log?container=job&follow=true"
 # Each attempt reads the log from its start, into a file of its own: until the container runs
 # the API answers 400 or 404; a stream cut short is read again. It stops once a stream ends
-# (the container ended or its pod went) or job-completed.sh stops it.
+# (the container ended or its pod went), when job-completed.sh stops it, or after as long as
+# the hooks wait for the job pod (ACTIONS_RUNNER_PREPARE_JOB_TIMEOUT_SECONDS) without reading
+# anything: then no job pod is coming.
 (
-	for ((n = 0; ; n++)); do
+	patience=${ACTIONS_RUNNER_PREPARE_JOB_TIMEOUT_SECONDS:-1200}
+	deadline=$((SECONDS + patience))
+	for ((n = 0; SECONDS < deadline; n++)); do
 		if curl -fsS --cacert "$sa/ca.crt" -H "Authorization: Bearer $(cat "$sa/token")" -o "$state/log.$n" "$url" 2>/dev/null; then
 			break
 		fi
+		[[ -s $state/log.$n ]] && deadline=$((SECONDS + patience))
 		sleep "${GPUCI_FOLLOW_RETRY_SECONDS:-1}"
 	done
 ) </dev/null >/dev/null 2>&1 &

@@ -141,6 +141,7 @@ func TestARunnerFormSummaryHoldsEveryFieldFromTheSamples(t *testing.T) {
 	h := newHost(t, machine{boot: started - 100, pid1After: 48 * time.Second, withSMI: true, samples: fourSamples})
 	out, err := h.hook(t, jobhooks.JobStartedKey, "GPUCI_JOB_FORM=runner", "GPUCI_ZONE=us-west-2b")
 	require.NoError(t, err, out)
+	t.Cleanup(func() { stopPid(t, filepath.Join(h.temp, "gpuci", "sampler")) })
 	assert.Contains(t, out, "GPU: Tesla T4, 570.133.20, 15360 MiB, sampling")
 	require.NoError(t, os.WriteFile(filepath.Join(h.temp, "gpuci", "started"), []byte(strconv.FormatInt(started, 10)), 0o644))
 	require.Eventually(t, func() bool {
@@ -277,6 +278,7 @@ func TestAContainerFormSummaryComesFromTheJobPodsLog(t *testing.T) {
 	env := containerRunner(t, runner, api, runnerPod)
 	out, err = runner.hook(t, jobhooks.JobStartedKey, env...)
 	require.NoError(t, err, "a container-form runner has no GPU, and its started hook passes: %s", out)
+	t.Cleanup(func() { stopPid(t, filepath.Join(runner.temp, "gpuci", "follower")) }) // the runner pod's end
 	require.NoError(t, os.WriteFile(filepath.Join(runner.temp, "gpuci", "started"), []byte(strconv.FormatInt(started, 10)), 0o644))
 	require.Eventually(t, func() bool { return api.served.Load() > 0 }, 10*time.Second, 20*time.Millisecond,
 		"the follower reads the log once the container runs")
@@ -334,6 +336,7 @@ func TestABrokenGPUFailsTheJobInItsFirstSeconds(t *testing.T) {
 			env := containerRunner(t, runner, api, "runner-1")
 			out, err = runner.hook(t, jobhooks.JobStartedKey, env...)
 			require.NoError(t, err, out)
+			t.Cleanup(func() { stopPid(t, filepath.Join(runner.temp, "gpuci", "follower")) })
 			require.Eventually(t, func() bool { return api.served.Load() > 0 }, 10*time.Second, 20*time.Millisecond)
 			out, err = runner.hook(t, jobhooks.JobCompletedKey, env...)
 			require.NoError(t, err, "the completed hook never fails the job: %s", out)
@@ -341,6 +344,22 @@ func TestABrokenGPUFailsTheJobInItsFirstSeconds(t *testing.T) {
 			assert.Contains(t, runner.summaryText(t), "| GPU | "+tc.title+": "+tc.want)
 		})
 	}
+}
+
+// A follower whose job pod never comes (its job failed before Initialize containers, the
+// pod was refused) gives up after as long as the hooks wait for the pod, reading nothing.
+func TestTheFollowerGivesUpWithoutAJobPod(t *testing.T) {
+	t.Parallel()
+	api := newAPIServer(t, "/nonexistent", "/api/v1/namespaces/arc-runners/pods/runner-2-workflow/log", 1<<30, nil)
+	runner := newHost(t, machine{noDevice: true})
+	out, err := runner.hook(t, jobhooks.JobStartedKey, append(containerRunner(t, runner, api, "runner-2"), "ACTIONS_RUNNER_PREPARE_JOB_TIMEOUT_SECONDS=1")...)
+	require.NoError(t, err, out)
+	b, err := os.ReadFile(filepath.Join(runner.temp, "gpuci", "follower"))
+	require.NoError(t, err)
+	pid := strings.TrimSpace(string(b))
+	t.Cleanup(func() { _ = exec.Command("kill", pid).Run() })
+	assert.Eventually(t, func() bool { return exec.Command("kill", "-0", pid).Run() != nil }, 10*time.Second, 100*time.Millisecond,
+		"the follower stops by itself")
 }
 
 // An image without nvidia-smi (its NVIDIA_DRIVER_CAPABILITIES lacks utility) but with its GPU
