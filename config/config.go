@@ -76,6 +76,8 @@ type Config struct {
 	// RetryRunner is the stack's retry runner, where a retry workflow runs `gpuci retry
 	// --cluster`; its zero value is none.
 	RetryRunner RetryRunner
+	// Retrier is the in-cluster retrier; its zero value is none.
+	Retrier Retrier
 	// CompilerCacheExpiryDays is how long an object of the compiler cache may go unused
 	// before S3 expires it (CompilerCaches: which pools have one).
 	CompilerCacheExpiryDays int
@@ -159,6 +161,7 @@ func Parse(stack string, get Getter, isSecret func(key string) bool) (*Config, e
 	c.GPUPools = p.parsePools()
 	c.GitHub = p.parseGitHub()
 	c.ImageCache = p.parseImageCache(c.ClusterName)
+	c.Retrier = p.parseRetrier()
 	p.object(KeyPublicAccessCidrs, &c.PublicAccessCIDRs)
 	p.object(KeyAdminPrincipals, &c.AdminPrincipals)
 	c.DeployRoleArn, c.PreviewRoleArn = p.str(KeyDeployRoleArn), p.str(KeyPreviewRoleArn)

@@ -37,6 +37,9 @@ const (
 	KeyImageRepositories           = "imageRepositories"
 	KeyRetryScaleSetName           = "retryScaleSetName"
 	KeyRetryRunnerGroup            = "retryRunnerGroup"
+	KeyRetrierGitHubToken          = "retrierGitHubToken"
+	KeyRetrierGpuciVersion         = "retrierGpuciVersion"
+	KeyRetrierGpuciSHA256          = "retrierGpuciSha256"
 	KeyCompilerCacheExpiryDays     = "compilerCacheExpiryDays"
 
 	// The AWS provider's own keys; read, not declared by this project.
@@ -115,6 +118,10 @@ var Defaults = map[string]any{
 	// "": required once retryScaleSetName is set (validateRetryRunner): the retry runner's
 	// account reads the cluster, so it is never left in the Default group every repository may use.
 	KeyRetryRunnerGroup: "",
+	// "": no in-cluster retrier (config.Retrier); with a token, the gpuci release it runs.
+	KeyRetrierGitHubToken:  "",
+	KeyRetrierGpuciVersion: "",
+	KeyRetrierGpuciSHA256:  "",
 	// Days an object of the compiler cache may go unused before S3 expires it.
 	KeyCompilerCacheExpiryDays: DefaultCompilerCacheExpiryDays,
 }
@@ -131,7 +138,7 @@ var structured = map[string]bool{
 }
 
 // credentials are set with `pulumi config set --secret`.
-var credentials = map[string]bool{KeyGitHubToken: true, KeyGitHubAppPrivateKey: true, KeyRegistryCredentials: true}
+var credentials = map[string]bool{KeyGitHubToken: true, KeyGitHubAppPrivateKey: true, KeyRegistryCredentials: true, KeyRetrierGitHubToken: true}
 
 // qualify turns a project key into the fully qualified key the engine uses.
 func qualify(key string) string { return Project + ":" + key }

@@ -227,7 +227,7 @@ func assertContainerForm(t *testing.T, ctx context.Context, restCfg *rest.Config
 
 // assertClusterEmpty checks that destroy left nothing of ours in the API server.
 func assertClusterEmpty(t *testing.T, ctx context.Context, kube dynamic.Interface) {
-	for _, ns := range []string{"nvidia-device-plugin", "arc-systems", "arc-runners"} {
+	for _, ns := range []string{"nvidia-device-plugin", "arc-systems", "arc-runners", "gpuci-retrier"} {
 		waitGone(t, ctx, kube.Resource(namespaces), ns)
 	}
 	// Karpenter's CRDs carry Helm's keep policy (k8s.KarpenterCRDValues): the karpenter-crd

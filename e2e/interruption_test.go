@@ -105,6 +105,8 @@ func spotInterruption(t tb, ctx context.Context, restCfg *rest.Config, core kube
 
 	// The job failed; the retry workflow runs on the stack's retry runner, its pods gone.
 	retryFromTheCluster(t, ctx, core, gpuci, kubeconfig, runner.Name, drainedRunner, node, started)
+	// The same job, with nothing in its repository: the stack's in-cluster retrier.
+	retrierSweepsTheOrg(t, ctx, core, gpuci, kubeconfig, runner.Name, drainedRunner, started)
 }
 
 // summaryReadsTheJobsNode: the container-form runner's job summary (job-completed.sh) says

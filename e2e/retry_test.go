@@ -7,6 +7,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -40,6 +42,7 @@ type githubRun struct {
 	mu                   sync.Mutex
 	jobReruns            []int64
 	failedJobsRerunCalls int
+	runLists             []string // the status asked for, per list of a repository's runs
 }
 
 type githubJob struct {
@@ -57,6 +60,18 @@ func (g *githubRun) serve(t tb) *httptest.Server {
 		_ = json.NewEncoder(w).Encode(v)
 	}
 	const repo = "/api/v3/repos/luxfi/app"
+	// What the in-cluster retrier's sweep reads first: the organization's repositories, and a
+	// repository's failed runs since the interruption.
+	mux.HandleFunc("GET /api/v3/orgs/luxfi/repos", func(w http.ResponseWriter, r *http.Request) {
+		write(w, []map[string]any{{"name": "app", "full_name": "luxfi/app"}})
+	})
+	mux.HandleFunc("GET "+repo+"/actions/runs", func(w http.ResponseWriter, r *http.Request) {
+		g.mu.Lock()
+		g.runLists = append(g.runLists, r.URL.Query().Get("status"))
+		g.mu.Unlock()
+		write(w, map[string]any{"total_count": 1, "workflow_runs": []map[string]any{{"id": retryRunID, "status": "completed", "conclusion": "failure",
+			"updated_at": time.Now().UTC().Format(time.RFC3339)}}})
+	})
 	mux.HandleFunc("GET "+repo+"/actions/runs/{run}", func(w http.ResponseWriter, r *http.Request) {
 		write(w, map[string]any{"id": retryRunID, "name": "cuda-smoke", "status": "completed", "conclusion": "failure", "run_attempt": 1})
 	})
@@ -100,13 +115,17 @@ func (g *githubRun) serve(t tb) *httptest.Server {
 	return srv
 }
 
-// retryAccountKubeconfig is a kubeconfig for the retry runner's ServiceAccount: the admin
-// kubeconfig's cluster, and a token the API server issues for that account (TokenRequest),
-// so every request is authorized by the real RBAC against the Roles the program created.
-func retryAccountKubeconfig(t tb, ctx context.Context, core kubernetes.Interface, adminKubeconfig, dir string) (string, kubernetes.Interface) {
-	tok, err := core.CoreV1().ServiceAccounts(wellknown.RunnersNamespace).CreateToken(ctx, wellknown.RetryServiceAccount,
+// retrierToken is the in-cluster retrier's GitHub token in the e2e stack's config.
+const retrierToken = "github_pat_e2e_retrier"
+
+// accountKubeconfig is a kubeconfig for a ServiceAccount of the stack's (the retry runner's,
+// the in-cluster retrier's): the admin kubeconfig's cluster, and a token the API server issues
+// for that account (TokenRequest), so every request is authorized by the real RBAC against
+// the Roles the program created.
+func accountKubeconfig(t tb, ctx context.Context, core kubernetes.Interface, adminKubeconfig, dir, namespace, account string) (string, kubernetes.Interface) {
+	tok, err := core.CoreV1().ServiceAccounts(namespace).CreateToken(ctx, account,
 		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: new(int64(600))}}, metav1.CreateOptions{})
-	require.NoError(t, err, "the stack's retry account %s/%s exists", wellknown.RunnersNamespace, wellknown.RetryServiceAccount)
+	require.NoError(t, err, "the stack's account %s/%s exists", namespace, account)
 	admin, err := clientcmd.LoadFromFile(adminKubeconfig)
 	require.NoError(t, err)
 	current := admin.Contexts[admin.CurrentContext]
@@ -116,7 +135,7 @@ func retryAccountKubeconfig(t tb, ctx context.Context, core kubernetes.Interface
 	cfg.AuthInfos["retry"] = &clientcmdapi.AuthInfo{Token: tok.Status.Token}
 	cfg.Contexts["retry"] = &clientcmdapi.Context{Cluster: "e2e", AuthInfo: "retry", Namespace: wellknown.RunnersNamespace}
 	cfg.CurrentContext = "retry"
-	path := filepath.Join(dir, "retry-account.kubeconfig")
+	path := filepath.Join(dir, account+".kubeconfig")
 	require.NoError(t, clientcmd.WriteToFile(*cfg, path))
 	rest, err := clientcmd.BuildConfigFromFlags("", path)
 	require.NoError(t, err)
@@ -135,7 +154,7 @@ func retryFromTheCluster(t tb, ctx context.Context, core kubernetes.Interface, g
 	dir, err := os.MkdirTemp("", "e2e-retry-")
 	require.NoError(t, err)
 	defer os.RemoveAll(dir)
-	kubeconfig, account := retryAccountKubeconfig(t, ctx, core, adminKubeconfig, dir)
+	kubeconfig, account := accountKubeconfig(t, ctx, core, adminKubeconfig, dir, wellknown.RunnersNamespace, wellknown.RetryServiceAccount)
 
 	// What else the account may not do, a hostile job under it tries (hostileJobs).
 	_, err = account.CoreV1().Events(wellknown.RunnersNamespace).List(ctx, metav1.ListOptions{})
@@ -176,4 +195,73 @@ func retryFromTheCluster(t tb, ctx context.Context, core kubernetes.Interface, g
 	defer gh.mu.Unlock()
 	assert.Equal(t, []int64{101}, gh.jobReruns, "exactly the interrupted job is re-run")
 	assert.Zero(t, gh.failedJobsRerunCalls, "never the run's failed jobs: unit failed by itself")
+}
+
+// retrierSweepsTheOrg is the in-cluster retrier's pass after the same run: the command and
+// arguments of the Deployment the program made (one pass: without --every), its token from
+// the Secret the program made, and its own account's token, against a GitHub where the
+// repository holds no workflow of the stack's. It finds the interruption in the cluster's
+// events, lists the organization's repositories and the failed runs since, and re-runs
+// exactly the interrupted job. Its account reads events and nothing else; no account of the
+// runners' namespace reads its token.
+func retrierSweepsTheOrg(t tb, ctx context.Context, core kubernetes.Interface, gpuci, adminKubeconfig, interruptedRunner, healthyRunner string, started time.Time) {
+	dir, err := os.MkdirTemp("", "e2e-retrier-")
+	require.NoError(t, err)
+	defer os.RemoveAll(dir)
+	kubeconfig, account := accountKubeconfig(t, ctx, core, adminKubeconfig, dir, wellknown.RetrierNamespace, wellknown.RetrierServiceAccount)
+
+	d, err := core.AppsV1().Deployments(wellknown.RetrierNamespace).Get(ctx, wellknown.RetrierName, metav1.GetOptions{})
+	require.NoError(t, err, "the program's retrier")
+	c := d.Spec.Template.Spec.Containers[0]
+	require.Equal(t, "GITHUB_TOKEN", c.Env[0].Name)
+	ref := c.Env[0].ValueFrom.SecretKeyRef
+	secret, err := core.CoreV1().Secrets(wellknown.RetrierNamespace).Get(ctx, ref.Name, metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, retrierToken, string(secret.Data[ref.Key]), "the token the stack was given")
+	args := c.Args
+	require.Equal(t, []string{"--every", "1m"}, args[len(args)-2:], "a pass a minute")
+	args = append(args[:len(args)-2:len(args)-2], "--kubeconfig", kubeconfig)
+
+	gh := &githubRun{jobs: []githubJob{
+		{id: 101, name: "in-container", runner: interruptedRunner, note: "Error: Process completed with exit code 137.", started: started, completed: time.Now()},
+		{id: 102, name: "unit", runner: healthyRunner, note: "The runner has received a shutdown signal. (printed by a step)", started: started.Add(-time.Minute), completed: time.Now()},
+	}}
+	srv := gh.serve(t)
+	defer srv.Close()
+	cmd := exec.CommandContext(ctx, gpuci, args...)
+	cmd.Env = append(os.Environ(), "GITHUB_TOKEN="+string(secret.Data[ref.Key]), "GITHUB_API_URL="+srv.URL, "KUBECONFIG=")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	require.NoError(t, cmd.Run(), "gpuci %v: %s%s", args, stdout.String(), stderr.String())
+	t.Logf("the retrier's pass under %s: %s", wellknown.RetrierServiceAccount, stdout.String())
+	var pass struct {
+		Interruptions int      `json:"interruptions"`
+		Repos         int      `json:"repos"`
+		Errors        []string `json:"errors"`
+	}
+	require.NoError(t, json.Unmarshal(stdout.Bytes(), &pass), stdout.String())
+	assert.Positive(t, pass.Interruptions, "Karpenter's event, read with the retrier's own account")
+	assert.Equal(t, 1, pass.Repos)
+	assert.Empty(t, pass.Errors)
+	gh.mu.Lock()
+	assert.Equal(t, []int64{101}, gh.jobReruns, "exactly the interrupted job, with nothing in the repository")
+	assert.Equal(t, []string{"failure"}, gh.runLists, "its failed runs")
+	gh.mu.Unlock()
+
+	// Its account: the events, nothing else.
+	_, err = account.CoreV1().Pods(wellknown.RunnersNamespace).List(ctx, metav1.ListOptions{})
+	assert.True(t, apierrors.IsForbidden(err), "the retrier reads no pod (a job pod's spec holds its job's secrets): %v", err)
+	_, err = account.CoreV1().Secrets(wellknown.RunnersNamespace).Get(ctx, "arc-github-credentials", metav1.GetOptions{})
+	assert.True(t, apierrors.IsForbidden(err), "nor ARC's credential: %v", err)
+	_, err = account.CoreV1().Secrets(wellknown.RetrierNamespace).Get(ctx, wellknown.RetrierTokenSecret, metav1.GetOptions{})
+	assert.True(t, apierrors.IsForbidden(err), "nor its own token, which only its pod's env holds: %v", err)
+	// No account of the runners' namespace reads the token.
+	for _, sa := range []string{wellknown.ContainerHooksServiceAccount, wellknown.RetryServiceAccount, "default"} {
+		review, err := core.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+			User: "system:serviceaccount:" + wellknown.RunnersNamespace + ":" + sa, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + wellknown.RunnersNamespace, "system:authenticated"},
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: wellknown.RetrierNamespace, Verb: "get", Resource: "secrets", Name: wellknown.RetrierTokenSecret},
+		}}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		assert.False(t, review.Status.Allowed, "%s reads the retrier's token", sa)
+	}
 }

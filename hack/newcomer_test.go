@@ -124,6 +124,25 @@ func TestNewcomersPath(t *testing.T) {
 	require.NoError(t, err, wf)
 	assert.Contains(t, wf, "runs-on: ${{ fromJSON(github.run_attempt) > 1 && 'lux-starter-t4-on-demand' || 'lux-starter-t4' }}\n")
 	assert.Contains(t, wf, "runs-on: lux-starter-t4-container\n")
+
+	// A second repository: with the stack's retrier on (three config keys), it needs no file
+	// of its own. Each GPU job is one runs-on line naming a scale set, with no expression, and
+	// no retry workflow is written: the retrier re-runs every repository's interrupted jobs
+	// (make e2e runs its Deployment's command against a repository with no workflow of ours).
+	withRetrier := grown + "  lux-gpu-ci:retrierGitHubToken:\n    secure: v1:c3RhbmQtaW4=\n  lux-gpu-ci:retrierGpuciVersion: v0.4.0\n" +
+		"  lux-gpu-ci:retrierGpuciSha256: " + strings.Repeat("ab", 32) + "\n"
+	require.NoError(t, os.WriteFile(filepath.Join(stacks, "Pulumi.starter.yaml"), []byte(withRetrier), 0o644))
+	wf, err = gpuci(t, "starter", "workflows", "--project", stacks)
+	require.NoError(t, err, wf)
+	var runsOn []string
+	for _, line := range strings.Split(wf, "\n") {
+		if strings.HasPrefix(line, "    runs-on: ") {
+			runsOn = append(runsOn, strings.TrimPrefix(line, "    runs-on: "))
+		}
+	}
+	assert.Equal(t, []string{"lux-starter-t4", "lux-starter-t4-container"}, runsOn, "one name per job, no expression")
+	assert.NotContains(t, wf, "retry-interrupted", "no retry workflow in any repository")
+	assert.Contains(t, wf, "the stack's retrier re-runs the job once")
 }
 
 // The README's start times are what gpuci cost models for the repository's dev stack: a

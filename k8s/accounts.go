@@ -13,6 +13,11 @@ import (
 // namespace) rules in namespace: a Role and a RoleBinding, both named for the account, the
 // binding after the account and the Role exist. logical names the two resources.
 func newAccountRole(ctx *pulumi.Context, logical, account, namespace string, rules []k8srbacv1.PolicyRule, sa pulumi.Resource, opts ...pulumi.ResourceOption) ([]pulumi.Resource, error) {
+	return newAccountRoleOf(ctx, logical, account, wellknown.RunnersNamespace, namespace, rules, sa, opts...)
+}
+
+// newAccountRoleOf is newAccountRole for an account of accountNS.
+func newAccountRoleOf(ctx *pulumi.Context, logical, account, accountNS, namespace string, rules []k8srbacv1.PolicyRule, sa pulumi.Resource, opts ...pulumi.ResourceOption) ([]pulumi.Resource, error) {
 	meta := &metav1.ObjectMetaArgs{Name: pulumi.String(account), Namespace: pulumi.String(namespace)}
 	role, err := rbacv1.NewRole(ctx, logical, &rbacv1.RoleArgs{Metadata: meta, Rules: policyRules(rules)}, opts...)
 	if err != nil {
@@ -24,7 +29,7 @@ func newAccountRole(ctx *pulumi.Context, logical, account, namespace string, rul
 			ApiGroup: pulumi.String("rbac.authorization.k8s.io"), Kind: pulumi.String("Role"), Name: pulumi.String(account),
 		},
 		Subjects: rbacv1.SubjectArray{rbacv1.SubjectArgs{
-			Kind: pulumi.String("ServiceAccount"), Name: pulumi.String(account), Namespace: pulumi.String(wellknown.RunnersNamespace),
+			Kind: pulumi.String("ServiceAccount"), Name: pulumi.String(account), Namespace: pulumi.String(accountNS),
 		}},
 	}, append(opts, pulumi.DependsOn([]pulumi.Resource{sa, role}))...)
 	if err != nil {

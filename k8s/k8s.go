@@ -66,6 +66,8 @@ type Args struct {
 	RunnerDrainSeconds int
 	// RetryRunner is the retry runner (config.RetryRunner); its zero value is none.
 	RetryRunner config.RetryRunner
+	// Retrier is the in-cluster retrier (config.Retrier); its zero value is none.
+	Retrier config.Retrier
 	// CompilerCaches are the compiler cache's servers (config.Config.CompilerCaches), on
 	// CompilerCacheBucket, with their AWS side (infra.CompilerCache) as
 	// CompilerCacheLifelines.
@@ -200,6 +202,12 @@ func New(ctx *pulumi.Context, name string, args *Args, opts ...pulumi.ResourceOp
 		CompilerCache:   compilerCache.Resources,
 	}, in...)
 	if err != nil {
+		return nil, err
+	}
+
+	if _, err := NewRetrier(ctx, name+"-retrier", &RetrierArgs{
+		Retrier: args.Retrier, GitHub: args.GitHub, Pools: args.Pools, ImageCache: args.ImageCache, SkipAwait: args.SkipAwait, Runners: runners,
+	}, in...); err != nil {
 		return nil, err
 	}
 

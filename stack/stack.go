@@ -42,6 +42,7 @@ func Program(ctx *pulumi.Context) error {
 		ARCVersion:         cfg.ARCVersion(),
 		RunnerDrainSeconds: int(cfg.RunnerDrainTimeout.Seconds()),
 		RetryRunner:        cfg.RetryRunner,
+		Retrier:            cfg.Retrier,
 
 		CompilerCaches:         cfg.CompilerCaches(),
 		CompilerCacheBucket:    aws.CompilerCacheBucket,

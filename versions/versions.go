@@ -102,6 +102,10 @@ func ChartNames() []string {
 	return names
 }
 
+// GpuciReleases is where release.yml publishes gpuci's binaries, by tag: the in-cluster
+// retrier (config.Retrier) and the retry workflow download theirs from here.
+const GpuciReleases = "https://github.com/luxfi/lux-gpu-ci/releases/download"
+
 // RunnerImage is the default runner container: ARC's own default, the current runner
 // release, pulled on every start. It is the one image deliberately not pinned: ARC registers
 // runners with self-update disabled, and GitHub stops sending jobs to a runner version some

@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
+
+	"github.com/google/go-github/v93/github"
 
 	"github.com/luxfi/lux-gpu-ci/cmd/gpuci/internal/live"
 	"github.com/luxfi/lux-gpu-ci/cmd/gpuci/internal/retry"
-	"github.com/luxfi/lux-gpu-ci/config"
 )
 
 // runRetry re-runs, once each, the failed jobs of a completed workflow run that lost one of
@@ -25,8 +27,14 @@ func runRetry(args []string) error {
 	asJSON := fs.Bool("json", false, "print the decision as JSON")
 	withCluster := fs.Bool("cluster", false, "also ask the stack's cluster (Karpenter's interruption events, the runners' pods): it decides where it knows more than GitHub")
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig for --cluster (default: $KUBECONFIG, else the stack's kubeconfig output)")
+	org := fs.String("org", "", "the in-cluster retrier: sweep this organization's repositories after each spot interruption the cluster saw, instead of one --run-id (implies --cluster)")
+	every := fs.Duration("every", 0, "with --org, sweep again at this interval, until stopped (0: once)")
+	lookback := fs.Duration("lookback", 6*time.Hour, "with --org, how long before an interruption a run may have started")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *org != "" {
+		return runRetrySweep(*org, *scaleSets, *every, *lookback, *kubeconfig, *dryRun, st)
 	}
 	owner, name, ok := strings.Cut(*repo, "/")
 	if !ok || owner == "" || name == "" || *runID <= 0 {
@@ -36,22 +44,9 @@ func runRetry(args []string) error {
 	if token == "" {
 		return fmt.Errorf("GITHUB_TOKEN is not set: in a workflow, pass ${{ github.token }} with permissions actions: write")
 	}
-	var names []string
-	for _, n := range strings.Split(*scaleSets, ",") {
-		if n = strings.TrimSpace(n); n != "" {
-			names = append(names, n)
-		}
-	}
-	stack := ""
-	if len(names) == 0 {
-		var cfg *config.Config
-		var err error
-		if stack, cfg, err = st.load(); err != nil {
-			return err
-		}
-		for _, p := range cfg.Pools() {
-			names = append(names, p.RunnerScaleSetName)
-		}
+	names, stack, err := retryScaleSets(*scaleSets, st)
+	if err != nil {
+		return err
 	}
 	client, err := githubClient(token)
 	if err != nil {
@@ -109,4 +104,69 @@ func clusterEvidence(ctx context.Context, kubeconfig, stack string) (*live.Inter
 		return nil, nil, err
 	}
 	return in, cleanup, nil
+}
+
+// retryScaleSets are the scale sets whose lost runners count: the flag's, else the stack's
+// (and the stack then named).
+func retryScaleSets(flagValue string, st stackFlags) (names []string, stack string, err error) {
+	for _, n := range strings.Split(flagValue, ",") {
+		if n = strings.TrimSpace(n); n != "" {
+			names = append(names, n)
+		}
+	}
+	if len(names) > 0 {
+		return names, "", nil
+	}
+	stack, cfg, err := st.load()
+	if err != nil {
+		return nil, "", err
+	}
+	for _, p := range cfg.Pools() {
+		names = append(names, p.RunnerScaleSetName)
+	}
+	return names, stack, nil
+}
+
+// runRetrySweep is the in-cluster retrier (k8s.RetrierDeployment runs it): at each pass it
+// reads the cluster's events with its own account and, when they hold a spot interruption,
+// the organization's failed runs since, with GITHUB_TOKEN (a token that may re-run jobs:
+// Actions read and write on the repositories; it may not read annotations, see ClusterOnly).
+// A pass that fails is reported and the next one tried: the retrier outlives GitHub's and the
+// API server's bad minutes.
+func runRetrySweep(org, scaleSets string, every, lookback time.Duration, kubeconfig string, dryRun bool, st stackFlags) error {
+	token := os.Getenv("GITHUB_TOKEN")
+	if token == "" {
+		return fmt.Errorf("GITHUB_TOKEN is not set: the in-cluster retrier reads it from its Secret (config key retrier.githubToken)")
+	}
+	names, stack, err := retryScaleSets(scaleSets, st)
+	if err != nil {
+		return err
+	}
+	client, err := githubClient(token)
+	if err != nil {
+		return err
+	}
+	ctx := context.Background()
+	for {
+		pass, err := sweepOnce(ctx, client, org, names, lookback, kubeconfig, stack, dryRun)
+		if err == nil {
+			err = printJSON(pass)
+		}
+		if every <= 0 {
+			return err
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "gpuci retry --org %s: %v (next pass in %s)\n", org, err, every)
+		}
+		time.Sleep(every)
+	}
+}
+
+func sweepOnce(ctx context.Context, client *github.Client, org string, names []string, lookback time.Duration, kubeconfig, stack string, dryRun bool) (retry.Pass, error) {
+	in, cleanup, err := clusterEvidence(ctx, kubeconfig, stack)
+	if err != nil {
+		return retry.Pass{}, fmt.Errorf("the cluster cannot be read, so nothing was re-run: %w", err)
+	}
+	defer cleanup()
+	return retry.Sweep{Client: client, Org: org, ScaleSets: names, Cluster: in, Lookback: lookback}.Once(ctx, dryRun)
 }

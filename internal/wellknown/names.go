@@ -86,3 +86,13 @@ const (
 	RunnersComponent         = "lux-gpu-ci:k8s:Runners"
 	KarpenterAWSComponent    = "lux-gpu-ci:infra:KarpenterAWS"
 )
+
+// The in-cluster retrier (config.Retrier): a Deployment in a namespace of its own, away from
+// the runners' namespace, where its GitHub token (which may re-run jobs) lives; its account
+// reads the events in default and in the runners' namespace.
+const (
+	RetrierNamespace      = "gpuci-retrier"
+	RetrierName           = "gpuci-retrier"
+	RetrierServiceAccount = "gpuci-retrier"
+	RetrierTokenSecret    = "gpuci-retrier-github"
+)

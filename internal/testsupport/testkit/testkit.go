@@ -24,7 +24,7 @@ const Token = "ghp_TESTTOKEN0123456789"
 const RegistryCredentials = `{"docker.io": {"username": "luxci", "accessToken": "dckr_pat_TESTTOKEN"}, "ghcr.io": {"username": "luxci", "accessToken": "ghp_TESTREADPACKAGES"}}`
 
 // SecretKeys are the config keys a real stack stores with --secret.
-var SecretKeys = []string{"lux-gpu-ci:githubToken", "lux-gpu-ci:githubAppPrivateKey", "lux-gpu-ci:registryCredentials"}
+var SecretKeys = []string{"lux-gpu-ci:githubToken", "lux-gpu-ci:githubAppPrivateKey", "lux-gpu-ci:registryCredentials", "lux-gpu-ci:retrierGitHubToken"}
 
 // Unset, as a value for With, removes the key.
 const Unset = "<unset>"

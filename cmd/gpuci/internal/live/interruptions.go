@@ -133,3 +133,13 @@ func (in *Interruptions) Runner(name string, started, completed time.Time) (evid
 	}
 	return evidence, known, false
 }
+
+// Interrupted lists when each spot interruption the cluster still knows of happened: what
+// starts an in-cluster retrier's pass (retry.Sweep).
+func (in *Interruptions) Interrupted() []time.Time {
+	var at []time.Time
+	for _, e := range in.Events {
+		at = append(at, e.At)
+	}
+	return at
+}

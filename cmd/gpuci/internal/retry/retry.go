@@ -101,6 +101,10 @@ type Retrier struct {
 	// attempt completes, on what the cluster still knows then: nothing is kept between runs,
 	// since whatever the retry runner could write, a job on it could forge.
 	Cluster RunnerEvidence
+	// ClusterOnly decides on the cluster's evidence alone where GitHub's annotations cannot be
+	// read (403): a fine-grained token gets no Checks permission. The in-cluster retrier's
+	// token is one, and it acts only on what the cluster saw.
+	ClusterOnly bool
 }
 
 // RunnerEvidence tells what the cluster knows of a runner (by its name): known when it still
@@ -269,6 +273,14 @@ func (r Retrier) judge(ctx context.Context, j *Job) error {
 		}
 	}
 	annotation, err := r.lostRunner(ctx, j.ID)
+	var denied *github.ErrorResponse
+	if err != nil && r.ClusterOnly && errors.As(err, &denied) && denied.Response != nil && denied.Response.StatusCode == http.StatusForbidden {
+		j.Evidence = "GitHub's annotations cannot be read with this token, and the cluster saw no interruption of this runner: not re-run"
+		if cluster != "" {
+			j.Evidence += "; " + cluster
+		}
+		return nil
+	}
 	if err != nil {
 		return err
 	}

@@ -49,6 +49,11 @@ type fakeGitHub struct {
 	rerunStatus        int // answer to both re-runs (0: 201)
 	reruns             int // rerun-failed-jobs requests
 	jobReruns          []int64
+	// annotationsStatus answers the annotations endpoint (0: the annotations); a fine-grained
+	// token gets 403 (it cannot hold the Checks permission).
+	annotationsStatus int
+	// more adds endpoints (sweep_test.go: the organization's repositories and runs).
+	more func(mux *http.ServeMux, write func(http.ResponseWriter, any))
 }
 
 func (f *fakeGitHub) serve(t *testing.T) *github.Client {
@@ -71,6 +76,11 @@ func (f *fakeGitHub) serve(t *testing.T) *github.Client {
 		write(w, map[string]any{"total_count": len(jobs), "jobs": jobs})
 	})
 	mux.HandleFunc("GET /repos/luxfi/app/check-runs/{job}/annotations", func(w http.ResponseWriter, r *http.Request) {
+		if f.annotationsStatus != 0 {
+			w.WriteHeader(f.annotationsStatus)
+			write(w, map[string]any{"message": "Resource not accessible by personal access token", "status": "403"})
+			return
+		}
 		var out []map[string]any
 		for _, j := range f.jobs {
 			if fmt.Sprint(j.id) == r.PathValue("job") {
@@ -100,6 +110,9 @@ func (f *fakeGitHub) serve(t *testing.T) *github.Client {
 		f.jobReruns = append(f.jobReruns, id)
 		answer(w)
 	})
+	if f.more != nil {
+		f.more(mux, write)
+	}
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 	base := srv.URL + "/"

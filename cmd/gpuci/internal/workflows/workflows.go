@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"embed"
 	"fmt"
+	"github.com/luxfi/lux-gpu-ci/versions"
 	"slices"
 	"strings"
 	"text/template"
@@ -31,7 +32,7 @@ type Release struct {
 }
 
 // DefaultReleasesURL is where release.yml publishes gpuci.
-const DefaultReleasesURL = "https://github.com/luxfi/lux-gpu-ci/releases/download"
+const DefaultReleasesURL = versions.GpuciReleases
 
 // File is one workflow file: its name under .github/workflows and its content.
 type File struct {
@@ -45,8 +46,11 @@ type job struct {
 	ScaleSet, TwinScaleSet string
 	Labels, TwinLabels     string
 	RunsOn                 string
-	Image                  string
-	ImageCacheVariable     bool
+	// TwinRunsOn is the expression that sends a re-run to the twin, where the stack's retrier
+	// re-runs jobs and RunsOn stays one name.
+	TwinRunsOn         string
+	Image              string
+	ImageCacheVariable bool
 }
 
 // SmokeJobImage is the image a container-form smoke job runs in (gpuci cost prices its pull).
@@ -58,7 +62,7 @@ const SmokeJobImage = "nvidia/cuda:12.8.1-devel-ubuntu24.04"
 const ImageCacheVariable = "LUX_GPU_CI_DOCKER_HUB_CACHE"
 
 // For returns the workflows stack's repositories need: cuda.yml, and retry-interrupted.yml
-// when the stack has a retry runner.
+// when the stack has a retry runner and no retrier of its own (config.Retrier).
 func For(stack string, cfg *config.Config, rel Release) ([]File, error) {
 	twins := map[string]config.GPUPool{}
 	for _, p := range cfg.Pools() {
@@ -78,8 +82,12 @@ func For(stack string, cfg *config.Config, rel Release) ([]File, error) {
 		if twin, ok := twins[p.Name]; ok {
 			j.TwinScaleSet, j.TwinLabels = twin.RunnerScaleSetName, strings.Join(twin.RunnerLabels, ", ")
 			// GitHub gives a job no way to ask for other capacity on a re-run than its
-			// attempt number: the twin is reached by this expression.
-			j.RunsOn = fmt.Sprintf("${{ fromJSON(github.run_attempt) > 1 && '%s' || '%s' }}", j.TwinScaleSet, j.ScaleSet)
+			// attempt number: the twin is reached by this expression. With the stack's retrier
+			// the job keeps one name, and the expression is offered in a comment.
+			j.TwinRunsOn = fmt.Sprintf("${{ fromJSON(github.run_attempt) > 1 && '%s' || '%s' }}", j.TwinScaleSet, j.ScaleSet)
+			if !cfg.Retrier.Enabled() {
+				j.RunsOn = j.TwinRunsOn
+			}
 		}
 		if p.JobForm == config.JobFormContainer {
 			j.Image = SmokeJobImage
@@ -102,10 +110,11 @@ func For(stack string, cfg *config.Config, rel Release) ([]File, error) {
 		files = append(files, File{Name: name, Content: b.String()})
 		return nil
 	}
-	if err := add("cuda.yml", map[string]any{"Stack": stack, "Jobs": jobs}); err != nil {
+	if err := add("cuda.yml", map[string]any{"Stack": stack, "Jobs": jobs, "Retrier": cfg.Retrier.Enabled()}); err != nil {
 		return nil, err
 	}
-	if rr := cfg.RetryRunner; rr.ScaleSetName != "" {
+	// The stack's retrier re-runs every repository's interrupted jobs: no workflow for it.
+	if rr := cfg.RetryRunner; rr.ScaleSetName != "" && !cfg.Retrier.Enabled() {
 		slices.Sort(scaleSets)
 		if rel.URL == "" {
 			rel.URL = DefaultReleasesURL

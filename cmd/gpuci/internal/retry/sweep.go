@@ -1,0 +1,101 @@
+package retry
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/google/go-github/v93/github"
+)
+
+// Sweep is the in-cluster retrier's pass over an organization (gpuci retry --org): nothing in
+// any repository calls it. It starts from the cluster — no spot interruption in the cluster's
+// events, no GitHub call at all — and only then reads the failed runs of the repositories its
+// credential reaches, deciding each as Decide does. Every decision is idempotent (a job is
+// re-run once; a run already re-run is left alone), so a pass can repeat as often as it runs.
+type Sweep struct {
+	Client *github.Client
+	// Org is the organization whose repositories are read.
+	Org       string
+	ScaleSets []string
+	// Cluster is the cluster's evidence (live.Interruptions); required: it is what starts a
+	// pass and what decides a container-form job.
+	Cluster ClusterEvidence
+	// Lookback bounds how long before an interruption a run may have started (a run that
+	// completed before the interruption is never read).
+	Lookback time.Duration
+}
+
+// ClusterEvidence is RunnerEvidence, and when the cluster last saw a spot interruption.
+type ClusterEvidence interface {
+	RunnerEvidence
+	// Interrupted lists the times of the spot interruptions the cluster still knows of.
+	Interrupted() []time.Time
+}
+
+// Pass is what one sweep did.
+type Pass struct {
+	// Interruptions the cluster knows of; none means GitHub was not asked.
+	Interruptions int `json:"interruptions"`
+	// Repos read, and the failed runs among them that completed after the first interruption.
+	Repos     int        `json:"repos"`
+	Decisions []Decision `json:"decisions,omitempty"`
+	// Errors are runs that could not be decided or re-run; the pass goes on without them.
+	Errors []string `json:"errors,omitempty"`
+}
+
+// Once makes one pass: reads the cluster, then (if it saw an interruption) every repository's
+// failed runs since, decides each and, unless dryRun, re-runs what the decision says.
+func (s Sweep) Once(ctx context.Context, dryRun bool) (Pass, error) {
+	var p Pass
+	if s.Cluster == nil {
+		return p, fmt.Errorf("the in-cluster retrier needs the cluster's evidence")
+	}
+	times := s.Cluster.Interrupted()
+	p.Interruptions = len(times)
+	if len(times) == 0 {
+		return p, nil
+	}
+	first := times[0]
+	for _, at := range times[1:] {
+		if at.Before(first) {
+			first = at
+		}
+	}
+	created := first.Add(-s.Lookback).UTC().Format(time.RFC3339)
+	for repo, err := range s.Client.Repositories.ListByOrgIter(ctx, s.Org, &github.RepositoryListByOrgOptions{ListOptions: github.ListOptions{PerPage: 100}}) {
+		if err != nil {
+			return p, fmt.Errorf("listing %s's repositories: %w", s.Org, err)
+		}
+		if repo.GetArchived() {
+			continue
+		}
+		p.Repos++
+		r := Retrier{Client: s.Client, Owner: s.Org, Repo: repo.GetName(), ScaleSets: s.ScaleSets, Cluster: s.Cluster, ClusterOnly: true}
+		opts := &github.ListWorkflowRunsOptions{Status: "failure", Created: ">=" + created, ListOptions: github.ListOptions{PerPage: 100}}
+		for run, err := range s.Client.Actions.ListRepositoryWorkflowRunsIter(ctx, s.Org, repo.GetName(), opts) {
+			if err != nil {
+				p.Errors = append(p.Errors, fmt.Sprintf("%s: listing failed runs: %v", repo.GetFullName(), err))
+				break
+			}
+			// A run whose last change came before the first interruption did not lose a
+			// runner to it.
+			if run.GetUpdatedAt().Before(first) {
+				continue
+			}
+			d, err := r.Decide(ctx, run.GetID())
+			if err != nil {
+				p.Errors = append(p.Errors, fmt.Sprintf("%s run %d: %v", repo.GetFullName(), run.GetID(), err))
+				continue
+			}
+			p.Decisions = append(p.Decisions, d)
+			if dryRun || d.Method == "" {
+				continue
+			}
+			if err := r.Apply(ctx, d); err != nil {
+				p.Errors = append(p.Errors, fmt.Sprintf("%s run %d: %v", repo.GetFullName(), run.GetID(), err))
+			}
+		}
+	}
+	return p, nil
+}

@@ -1,0 +1,135 @@
+package retry_test
+
+// The in-cluster retrier's pass over an organization (retry.Sweep), against the fake GitHub of
+// retry_test.go with the organization's repositories and their failed runs added.
+
+import (
+	"context"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/luxfi/lux-gpu-ci/cmd/gpuci/internal/retry"
+)
+
+// interrupted is a cluster that saw spot interruptions at the given times and knows the
+// runners clusterSays knows.
+type interrupted struct {
+	clusterSays
+	at []time.Time
+}
+
+func (c interrupted) Interrupted() []time.Time { return c.at }
+
+// org adds luxfi's repositories to f — app (run 9001, failed after the interruption), docs
+// (archived) and web (a failed run last changed before the interruption) — and records the
+// requests for runs it serves.
+func org(f *fakeGitHub, interruption time.Time) *orgRequests {
+	req := &orgRequests{}
+	f.more = func(mux *http.ServeMux, write func(http.ResponseWriter, any)) {
+		mux.HandleFunc("GET /orgs/luxfi/repos", func(w http.ResponseWriter, r *http.Request) {
+			req.add("repos")
+			write(w, []map[string]any{
+				{"name": "app", "full_name": "luxfi/app"},
+				{"name": "docs", "full_name": "luxfi/docs", "archived": true},
+				{"name": "web", "full_name": "luxfi/web"},
+			})
+		})
+		runs := func(id int64, updated time.Time) map[string]any {
+			return map[string]any{"total_count": 1, "workflow_runs": []map[string]any{{"id": id, "status": "completed", "conclusion": "failure", "updated_at": updated.Format(time.RFC3339)}}}
+		}
+		mux.HandleFunc("GET /repos/luxfi/app/actions/runs", func(w http.ResponseWriter, r *http.Request) {
+			req.add("app runs status=" + r.URL.Query().Get("status") + " created=" + r.URL.Query().Get("created"))
+			write(w, runs(runID, interruption.Add(5*time.Minute)))
+		})
+		mux.HandleFunc("GET /repos/luxfi/web/actions/runs", func(w http.ResponseWriter, r *http.Request) {
+			req.add("web runs")
+			write(w, runs(7, interruption.Add(-time.Minute)))
+		})
+		mux.HandleFunc("GET /repos/luxfi/web/actions/runs/7", func(w http.ResponseWriter, r *http.Request) {
+			req.add("web run 7")
+		})
+	}
+	return req
+}
+
+type orgRequests struct {
+	mu   sync.Mutex
+	seen []string
+}
+
+func (o *orgRequests) add(s string) { o.mu.Lock(); o.seen = append(o.seen, s); o.mu.Unlock() }
+
+// After a spot interruption, a pass re-runs the interrupted container-form job of a repository
+// that holds no workflow of the stack's (nothing per repository), reads only the failed runs
+// that changed after it, skips an archived repository, and a second pass re-runs nothing more.
+func TestASweepRerunsWhatTheClusterSawInterrupted(t *testing.T) {
+	at := jobStarted.Add(8 * time.Minute)
+	f := &fakeGitHub{status: "completed", conclusion: "failure", attempt: 1, jobs: []fakeJob{
+		{2, "cuda-in-container", "failure", ourA, []string{"Error: failed to run script step: pod not found"}, 1},
+		{3, "unit", "failure", ourC, []string{"Process completed with exit code 2."}, 1},
+	}}
+	req := org(f, at)
+	s := retry.Sweep{Client: f.serve(t), Org: "luxfi", ScaleSets: []string{"lux-gpu-t4"}, Lookback: 6 * time.Hour, Cluster: interrupted{clusterSays{
+		ourA: {"cluster: pod " + ourA + "-workflow was on node ip-10-0-3-7, spot-interrupted", true},
+		ourC: {"cluster: pod " + ourC + " ran on node ip-10-0-3-9, which had no spot interruption while the job ran", false},
+	}, []time.Time{at.Add(time.Hour), at}}}
+
+	p, err := s.Once(context.Background(), false)
+	require.NoError(t, err)
+	assert.Empty(t, p.Errors)
+	assert.Equal(t, 2, p.Interruptions)
+	assert.Equal(t, 2, p.Repos, "app and web; docs is archived")
+	require.Len(t, p.Decisions, 1, "web's failed run changed before the first interruption: not read")
+	assert.Equal(t, retry.RerunJob, p.Decisions[0].Method, p.Decisions[0].Reason)
+	assert.Equal(t, []int64{2}, f.jobReruns, "exactly the interrupted job")
+	// The first interruption (the earlier of the two) less the lookback: 11:58 − 6 h.
+	assert.Contains(t, req.seen, "app runs status=failure created=>=2026-12-03T05:58:00Z")
+	assert.NotContains(t, req.seen, "web run 7")
+
+	// The re-run's attempt runs: the next pass finds it re-run already.
+	f.status, f.attempt = "in_progress", 2
+	p, err = s.Once(context.Background(), false)
+	require.NoError(t, err)
+	assert.Empty(t, p.Errors)
+	assert.Equal(t, []int64{2}, f.jobReruns, "not re-run twice")
+}
+
+// With no interruption in the cluster's events a pass asks GitHub nothing.
+func TestASweepWithoutAnInterruptionAsksGitHubNothing(t *testing.T) {
+	f := &fakeGitHub{status: "completed", conclusion: "failure", attempt: 1}
+	req := org(f, jobStarted)
+	p, err := retry.Sweep{Client: f.serve(t), Org: "luxfi", ScaleSets: []string{"lux-gpu-t4"}, Cluster: interrupted{clusterSays{}, nil}}.Once(context.Background(), false)
+	require.NoError(t, err)
+	assert.Zero(t, p.Interruptions)
+	assert.Empty(t, req.seen)
+	assert.Empty(t, f.jobReruns)
+}
+
+// The retrier's token is a fine-grained one, which cannot read check annotations (403): a job
+// whose runner the cluster no longer knows is left alone, and the interrupted job of the same
+// run is still re-run. The per-run decision, with a token that cannot read them, stops.
+func TestASweepDecidesOnTheClusterWhereAnnotationsAreRefused(t *testing.T) {
+	at := jobStarted.Add(8 * time.Minute)
+	f := &fakeGitHub{status: "completed", conclusion: "failure", attempt: 1, annotationsStatus: http.StatusForbidden, jobs: []fakeJob{
+		{2, "cuda-in-container", "failure", ourA, nil, 1},
+		{3, "unit", "failure", ourB, nil, 1}, // its pod's events are gone
+	}}
+	org(f, at)
+	cluster := interrupted{clusterSays{ourA: {"cluster: pod " + ourA + "-workflow was on node ip-10-0-3-7, spot-interrupted", true}}, []time.Time{at}}
+	client := f.serve(t)
+	p, err := retry.Sweep{Client: client, Org: "luxfi", ScaleSets: []string{"lux-gpu-t4"}, Lookback: time.Hour, Cluster: cluster}.Once(context.Background(), false)
+	require.NoError(t, err)
+	assert.Empty(t, p.Errors)
+	require.Len(t, p.Decisions, 1)
+	require.Len(t, p.Decisions[0].Failed, 2)
+	assert.Contains(t, p.Decisions[0].Failed[1].Evidence, "annotations cannot be read")
+	assert.Equal(t, []int64{2}, f.jobReruns)
+
+	_, err = retry.Retrier{Client: client, Owner: "luxfi", Repo: "app", ScaleSets: []string{"lux-gpu-t4"}, Cluster: cluster}.Decide(context.Background(), runID)
+	require.Error(t, err, "without ClusterOnly a refused read is an error, as in the per-repository workflow")
+}

@@ -1,0 +1,50 @@
+package config
+
+import (
+	"fmt"
+	"regexp"
+)
+
+// Retrier is the in-cluster retrier (k8s.Retrier): a small Deployment of the stack's own that
+// re-runs, once, the jobs a spot interruption ended, in every repository of the organization,
+// with nothing in any repository. It runs a released gpuci (its Linux binary, checked against
+// its SHA-256) with a GitHub token of its own; the zero value is none.
+type Retrier struct {
+	// GitHubToken may re-run jobs: a fine-grained token of the organization with Actions
+	// read and write on its repositories. Not ARC's credential: the
+	// runners' namespace, where ARC's lives, must not hold one that re-runs jobs.
+	GitHubToken *Secret
+	// GpuciVersion is the gpuci release it runs (a tag, v<major>.<minor>.<patch>), and
+	// GpuciSHA256 its gpuci_linux_amd64's SHA-256 (the release notes print it).
+	GpuciVersion, GpuciSHA256 string
+}
+
+// Enabled reports whether the stack runs the in-cluster retrier.
+func (r Retrier) Enabled() bool { return r.GitHubToken != nil }
+
+var (
+	releaseTagRE = regexp.MustCompile(`^v[0-9]+\.[0-9]+\.[0-9]+$`)
+	sha256RE     = regexp.MustCompile(`^[0-9a-f]{64}$`)
+)
+
+func (p *parser) parseRetrier() Retrier {
+	var r Retrier
+	token, hasToken := p.secret(KeyRetrierGitHubToken)
+	r.GpuciVersion, r.GpuciSHA256 = p.str(KeyRetrierGpuciVersion), p.str(KeyRetrierGpuciSHA256)
+	if !hasToken {
+		if r.GpuciVersion != "" || r.GpuciSHA256 != "" {
+			p.failHow(KeyRetrierGitHubToken, "is not set, but the retrier's gpuci release is: the retrier needs a token that may re-run jobs",
+				"pulumi config set --secret "+KeyRetrierGitHubToken+" <token> (docs/operations.md: the in-cluster retrier), or remove "+KeyRetrierGpuciVersion+" and "+KeyRetrierGpuciSHA256)
+		}
+		return r
+	}
+	r.GitHubToken = token
+	if !releaseTagRE.MatchString(r.GpuciVersion) {
+		p.fail(KeyRetrierGpuciVersion, fmt.Sprintf("%q is not a gpuci release tag: the retrier runs a released gpuci", r.GpuciVersion), "v0.4.0")
+	}
+	if !sha256RE.MatchString(r.GpuciSHA256) {
+		p.failHow(KeyRetrierGpuciSHA256, fmt.Sprintf("%q is not a SHA-256 (64 lower-case hex digits)", r.GpuciSHA256),
+			"set it to the release's gpuci_linux_amd64 SHA-256, which its release notes print")
+	}
+	return r
+}

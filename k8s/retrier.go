@@ -1,0 +1,119 @@
+package k8s
+
+// The in-cluster retrier (config.Retrier): one small pod on the system nodes that re-runs,
+// once, every job a spot interruption ended, in every repository of the organization, with
+// nothing in any repository. It runs `gpuci retry --org` (cmd/gpuci/internal/retry.Sweep):
+// each minute it reads the cluster's events with its own account (RetryReaderRules: events in
+// default and in the runners' namespace, nothing else) and, only after an interruption, the
+// organization's failed runs with its GitHub token. The token lives in the retrier's own
+// namespace: no account of the runners' namespace can read it.
+//
+// It runs a released gpuci: an init container downloads the release's Linux binary and
+// refuses it unless its SHA-256 is the one the stack pins (the release cannot rewrite the
+// pin), with the runner image, which has curl and sha256sum and which the system nodes pull
+// through the cache already.
+
+import (
+	"fmt"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	k8smeta "k8s.io/apimachinery/pkg/apis/meta/v1"
+	psaapi "k8s.io/pod-security-admission/api"
+
+	"github.com/luxfi/lux-gpu-ci/config"
+	"github.com/luxfi/lux-gpu-ci/internal/wellknown"
+	"github.com/luxfi/lux-gpu-ci/versions"
+)
+
+// RetrierNamespaceLabels: Pod Security's restricted level.
+func RetrierNamespaceLabels() map[string]string {
+	return map[string]string{psaapi.EnforceLevelLabel: string(psaapi.LevelRestricted)}
+}
+
+// retrierTokenKey is the token's key in its Secret, read as GITHUB_TOKEN.
+const retrierTokenKey = "token"
+
+// RetrierSweepEvery is how often the retrier reads the cluster's events: a re-run starts
+// within about a minute of its run's failure, and a quiet minute costs one list of events.
+const RetrierSweepEvery = "1m"
+
+// RetrierCommandArgs are what `gpuci retry --org` is given: the organization, and the scale sets
+// whose lost runners count (every pool's and twin's).
+func RetrierCommandArgs(gh config.GitHub, pools []config.GPUPool) []string {
+	var names []string
+	for _, p := range pools {
+		names = append(names, p.RunnerScaleSetName)
+	}
+	return []string{"retry", "--org", gh.Org, "--scale-sets", strings.Join(names, ","), "--every", RetrierSweepEvery}
+}
+
+// RetrierDeployment is the retrier: one replica, as the runner image's non-root user, with
+// its gpuci fetched and checked by an init container into a volume only the pod sees.
+func RetrierDeployment(r config.Retrier, gh config.GitHub, pools []config.GPUPool, cache ImageCache) appsv1.Deployment {
+	labels := map[string]string{"app.kubernetes.io/name": wellknown.RetrierName}
+	user := int64(1001) // the runner image's "runner" (actions/runner images/Dockerfile)
+	url := fmt.Sprintf("%s/%s/gpuci_linux_amd64", versions.GpuciReleases, r.GpuciVersion)
+	const bin = "/opt/gpuci"
+	restricted := &corev1.SecurityContext{
+		AllowPrivilegeEscalation: ptr(false),
+		ReadOnlyRootFilesystem:   ptr(true),
+		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+	}
+	small := corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("64Mi")},
+		Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("256Mi")},
+	}
+	image := cache.Pull(versions.RunnerImage)
+	one := int32(1)
+	return appsv1.Deployment{
+		TypeMeta:   k8smeta.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
+		ObjectMeta: k8smeta.ObjectMeta{Name: wellknown.RetrierName, Namespace: wellknown.RetrierNamespace, Labels: labels},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: &one,
+			// One retrier at a time: two passes at once would race to re-run the same job
+			// (GitHub refuses the second, but says so as an error).
+			Strategy: appsv1.DeploymentStrategy{Type: appsv1.RecreateDeploymentStrategyType},
+			Selector: &k8smeta.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: k8smeta.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{
+					ServiceAccountName: wellknown.RetrierServiceAccount,
+					NodeSelector:       map[string]string{wellknown.SystemNodeLabel: wellknown.SystemNodeValue},
+					SecurityContext: &corev1.PodSecurityContext{
+						RunAsNonRoot: ptr(true), RunAsUser: &user, RunAsGroup: &user,
+						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+					},
+					InitContainers: []corev1.Container{{
+						Name:            "fetch-gpuci",
+						Image:           image,
+						ImagePullPolicy: corev1.PullIfNotPresent,
+						Command:         []string{"sh", "-c", `curl -fsSL --retry 3 -o "$DIR/gpuci" "$URL" && echo "$SHA256  $DIR/gpuci" | sha256sum -c - && chmod 0555 "$DIR/gpuci"`},
+						Env: []corev1.EnvVar{
+							{Name: "DIR", Value: bin}, {Name: "URL", Value: url}, {Name: "SHA256", Value: r.GpuciSHA256},
+						},
+						Resources:       small,
+						SecurityContext: restricted,
+						VolumeMounts:    []corev1.VolumeMount{{Name: "gpuci", MountPath: bin}},
+					}},
+					Containers: []corev1.Container{{
+						Name:            "retrier",
+						Image:           image,
+						ImagePullPolicy: corev1.PullIfNotPresent,
+						Command:         []string{bin + "/gpuci"},
+						Args:            RetrierCommandArgs(gh, pools),
+						Env: []corev1.EnvVar{{Name: "GITHUB_TOKEN", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+							LocalObjectReference: corev1.LocalObjectReference{Name: wellknown.RetrierTokenSecret}, Key: retrierTokenKey,
+						}}}},
+						Resources:       small,
+						SecurityContext: restricted,
+						VolumeMounts:    []corev1.VolumeMount{{Name: "gpuci", MountPath: bin, ReadOnly: true}},
+					}},
+					Volumes: []corev1.Volume{{Name: "gpuci", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
+				},
+			},
+		},
+	}
+}

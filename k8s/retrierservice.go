@@ -1,0 +1,83 @@
+package k8s
+
+import (
+	"maps"
+	"slices"
+
+	corev1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/core/v1"
+	metav1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/meta/v1"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+
+	"github.com/luxfi/lux-gpu-ci/config"
+	"github.com/luxfi/lux-gpu-ci/internal/wellknown"
+)
+
+// RetrierArgs are the in-cluster retrier (retrier.go) and what it is given.
+type RetrierArgs struct {
+	Retrier    config.Retrier
+	GitHub     config.GitHub
+	Pools      []config.GPUPool
+	ImageCache ImageCache
+	// SkipAwait creates the Deployment without waiting for it to run (the e2e API server).
+	SkipAwait bool
+	// Runners are the runners' namespace and ARC (NewRunners): the account's Role there
+	// needs the namespace, and on destroy the retrier goes first.
+	Runners pulumi.Resource
+}
+
+// Retrier is the retrier's namespace, account, Roles, token and Deployment.
+type Retrier struct {
+	pulumi.ResourceState
+}
+
+// NewRetrier declares the in-cluster retrier; with none configured, nothing.
+func NewRetrier(ctx *pulumi.Context, name string, args *RetrierArgs, opts ...pulumi.ResourceOption) (*Retrier, error) {
+	if !args.Retrier.Enabled() {
+		return &Retrier{}, nil
+	}
+	r := &Retrier{}
+	if err := ctx.RegisterComponentResource("lux-gpu-ci:k8s:Retrier", name, r, opts...); err != nil {
+		return nil, err
+	}
+	parent := pulumi.Parent(r)
+	ns, err := corev1.NewNamespace(ctx, name, &corev1.NamespaceArgs{
+		Metadata: &metav1.ObjectMetaArgs{Name: pulumi.String(wellknown.RetrierNamespace), Labels: pulumi.ToStringMap(RetrierNamespaceLabels())},
+	}, parent)
+	if err != nil {
+		return nil, err
+	}
+	inNS := []pulumi.ResourceOption{parent, pulumi.DependsOn([]pulumi.Resource{ns})}
+	sa, err := corev1.NewServiceAccount(ctx, name, &corev1.ServiceAccountArgs{
+		Metadata: &metav1.ObjectMetaArgs{Name: pulumi.String(wellknown.RetrierServiceAccount), Namespace: pulumi.String(wellknown.RetrierNamespace)},
+	}, inNS...)
+	if err != nil {
+		return nil, err
+	}
+	deps := []pulumi.Resource{ns, sa}
+	reads := RetryReaderRules()
+	for _, readNS := range slices.Sorted(maps.Keys(reads)) {
+		rules := reads[readNS]
+		rbac, err := newAccountRoleOf(ctx, name+"-"+readNS, wellknown.RetrierServiceAccount, wellknown.RetrierNamespace, readNS, rules, sa,
+			parent, pulumi.DependsOn([]pulumi.Resource{args.Runners}))
+		if err != nil {
+			return nil, err
+		}
+		deps = append(deps, rbac...)
+	}
+	token, err := corev1.NewSecret(ctx, name+"-github", &corev1.SecretArgs{
+		Metadata:   &metav1.ObjectMetaArgs{Name: pulumi.String(wellknown.RetrierTokenSecret), Namespace: pulumi.String(wellknown.RetrierNamespace)},
+		StringData: pulumi.StringMap{retrierTokenKey: secretInput(*args.Retrier.GitHubToken)},
+	}, inNS...)
+	if err != nil {
+		return nil, err
+	}
+	deps = append(deps, token)
+	d := RetrierDeployment(args.Retrier, args.GitHub, args.Pools, args.ImageCache)
+	if args.SkipAwait {
+		d.Annotations = map[string]string{skipAwaitAnnotation: "true"}
+	}
+	if _, err := newObject(ctx, name, d.TypeMeta, d.ObjectMeta, d, parent, pulumi.DependsOn(append(deps, args.Runners))); err != nil {
+		return nil, err
+	}
+	return r, ctx.RegisterResourceOutputs(r, pulumi.Map{})
+}
