@@ -2,7 +2,7 @@ package k8s
 
 // The in-cluster retrier (config.Retrier): one small pod on the system nodes that re-runs,
 // once, every job a spot interruption ended, in every repository of the organization, with
-// nothing in any repository. It runs `gpuci retry --org` (cmd/gpuci/internal/retry.Sweep):
+// nothing in any repository. It runs `gpuci retry --org` (cmd/gpuci/internal/retry, its Sweep):
 // each minute it reads the cluster's events with its own account (RetryReaderRules: events in
 // default and in the runners' namespace, nothing else) and, only after an interruption, the
 // organization's failed runs with its GitHub token. The token lives in the retrier's own
@@ -54,7 +54,7 @@ func RetrierCommandArgs(gh config.GitHub, pools []config.GPUPool) []string {
 // its gpuci fetched and checked by an init container into a volume only the pod sees.
 func RetrierDeployment(r config.Retrier, gh config.GitHub, pools []config.GPUPool, cache ImageCache) appsv1.Deployment {
 	labels := map[string]string{"app.kubernetes.io/name": wellknown.RetrierName}
-	user := int64(1001) // the runner image's "runner" (actions/runner images/Dockerfile)
+	user := int64(1001) // the runner image's user "runner" (actions/runner v2.336.0, its Dockerfile)
 	url := fmt.Sprintf("%s/%s/gpuci_linux_amd64", versions.GpuciReleases, r.GpuciVersion)
 	const bin = "/opt/gpuci"
 	restricted := &corev1.SecurityContext{

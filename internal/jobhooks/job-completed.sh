@@ -68,10 +68,22 @@ if [[ -n $node_up && -n $pod_up ]]; then
 	age=$((pod_up - node_up))
 	if ((age < 300)); then kind="a new node (cold)"; else kind="a node up $((age / 60)) min already (warm)"; fi
 	if [[ ${GPUCI_JOB_FORM:-runner} == container ]]; then
+		# When the job pod was bound to its node (its PodScheduled condition, as the follower
+		# last read the pod): the node was Ready then; the images came after.
+		# One JSON object a line (whatever the indentation), then the PodScheduled one's time.
+		bound=$(tr -d '\n' <"$state/pod.json" 2>/dev/null | tr '{}' '\n\n' | grep '"type": *"PodScheduled"' |
+			sed -n 's/.*"lastTransitionTime": *"\([^"]*\)".*/\1/p' | head -1)
+		[[ -n $bound ]] && bound=$(date -d "$bound" +%s 2>/dev/null)
+		from=$started
+		wait="$kind: job start"
 		if ((node_up > started)); then
-			wait="$kind: job start → node booted $((node_up - started)) s → job container up $((pod_up - node_up)) s"
+			wait+=" → node booted $((node_up - started)) s"
+			from=$node_up
+		fi
+		if [[ -n $bound ]]; then
+			wait+=" → pod bound $((bound - from)) s → job container up $((pod_up - bound)) s"
 		else
-			wait="$kind: job start → job container up $((pod_up - started)) s"
+			wait+=" → job container up $((pod_up - from)) s"
 		fi
 	else
 		wait="$kind: node booted → runner up $((pod_up - node_up)) s → job start $((started - pod_up)) s"

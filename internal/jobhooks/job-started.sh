@@ -28,9 +28,12 @@ fi
 # runner's own account, which the hooks use for the same pod (pods/log: k8s.ContainerHooksRules).
 sa=${GPUCI_SERVICEACCOUNT_DIR:-/var/run/secrets/kubernetes.io/serviceaccount}
 pod=${ACTIONS_RUNNER_POD_NAME:0:54}-workflow
-url="https://${KUBERNETES_SERVICE_HOST}:${KUBERNETES_SERVICE_PORT}/api/v1/namespaces/$(cat "$sa/namespace")/pods/$pod/log?container=job&follow=true"
-# Each attempt reads the log from its start, into a file of its own: until the container runs
-# the API answers 400 or 404; a stream cut short is read again. It stops once a stream ends
+pod_url="https://${KUBERNETES_SERVICE_HOST}:${KUBERNETES_SERVICE_PORT}/api/v1/namespaces/$(cat "$sa/namespace")/pods/$pod"
+url="$pod_url/log?container=job&follow=true"
+api() { curl -fsS --cacert "$sa/ca.crt" -H "Authorization: Bearer $(cat "$sa/token")" "$@" 2>/dev/null; }
+# Each attempt reads the pod (kept for when it was bound to its node: job-completed.sh's wait),
+# then the log from its start, into a file of its own: until the container runs the API
+# answers 400 or 404; a stream cut short is read again. It stops once a stream ends
 # (the container ended or its pod went), when job-completed.sh stops it, or after as long as
 # the hooks wait for the job pod (ACTIONS_RUNNER_PREPARE_JOB_TIMEOUT_SECONDS) without reading
 # anything: then no job pod is coming.
@@ -38,7 +41,8 @@ url="https://${KUBERNETES_SERVICE_HOST}:${KUBERNETES_SERVICE_PORT}/api/v1/namesp
 	patience=${ACTIONS_RUNNER_PREPARE_JOB_TIMEOUT_SECONDS:-1200}
 	deadline=$((SECONDS + patience))
 	for ((n = 0; SECONDS < deadline; n++)); do
-		if curl -fsS --cacert "$sa/ca.crt" -H "Authorization: Bearer $(cat "$sa/token")" -o "$state/log.$n" "$url" 2>/dev/null; then
+		api -o "$state/pod.json.new" "$pod_url" && mv "$state/pod.json.new" "$state/pod.json"
+		if api -o "$state/log.$n" "$url"; then
 			break
 		fi
 		[[ -s $state/log.$n ]] && deadline=$((SECONDS + patience))

@@ -195,6 +195,12 @@ type apiServer struct {
 }
 
 func newAPIServer(t *testing.T, logFile, wantPath string, waiting int32, nodes map[string]string) *apiServer {
+	return newAPIServerWithPod(t, logFile, wantPath, waiting, nodes, time.Time{})
+}
+
+// newAPIServerWithPod also serves the job pod (GET .../pods/<job pod>), bound to its node at
+// bound (its PodScheduled condition), as the API server answers curl: indented JSON.
+func newAPIServerWithPod(t *testing.T, logFile, wantPath string, waiting int32, nodes map[string]string, bound time.Time) *apiServer {
 	s := &apiServer{}
 	var asked atomic.Int32
 	s.Server = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -212,6 +218,25 @@ func newAPIServer(t *testing.T, logFile, wantPath string, waiting int32, nodes m
 			} else {
 				b, _ = json.Marshal(node)
 			}
+			_, _ = w.Write(b)
+			return
+		}
+		if !bound.IsZero() && r.URL.Path == strings.TrimSuffix(wantPath, "/log") {
+			// A condition's fields in the order the API server writes them (k8s.io/api
+			// core/v1 PodCondition's field order).
+			type condition struct {
+				Type               string  `json:"type"`
+				Status             string  `json:"status"`
+				LastProbeTime      *string `json:"lastProbeTime"`
+				LastTransitionTime string  `json:"lastTransitionTime"`
+			}
+			pod := map[string]any{"kind": "Pod", "apiVersion": "v1", "metadata": map[string]any{"name": "job"},
+				"spec": map[string]any{"securityContext": map[string]any{"seccompProfile": map[string]any{"type": "RuntimeDefault"}}},
+				"status": map[string]any{"phase": "Pending", "conditions": []condition{
+					{"Initialized", "False", nil, bound.Add(time.Second).UTC().Format(time.RFC3339)},
+					{"PodScheduled", "True", nil, bound.UTC().Format(time.RFC3339)},
+				}}}
+			b, _ := json.MarshalIndent(pod, "", "  ")
 			_, _ = w.Write(b)
 			return
 		}
@@ -272,8 +297,9 @@ func TestAContainerFormSummaryComesFromTheJobPodsLog(t *testing.T) {
 	// A runner pod's name longer than the hooks keep: its job pod is the first 54 characters
 	// and -workflow (runner-container-hooks v0.8.1 constants.ts getJobPodName).
 	runnerPod := "lux-gpu-t4-container-x7k2p-runner-abcde-0123456789-0123456789"
-	api := newAPIServer(t, filepath.Join(gpuNode.dir, "container.log"), "/api/v1/namespaces/arc-runners/pods/"+runnerPod[:54]+"-workflow/log", 3,
-		map[string]string{node: "on-demand"}) // spot was short
+	// Bound to the node 70 s after the job's start (30 s after the node booted).
+	api := newAPIServerWithPod(t, filepath.Join(gpuNode.dir, "container.log"), "/api/v1/namespaces/arc-runners/pods/"+runnerPod[:54]+"-workflow/log", 3,
+		map[string]string{node: "on-demand"}, time.Unix(started+70, 0)) // spot was short
 	runner := newHost(t, machine{noDevice: true})
 	env := containerRunner(t, runner, api, runnerPod)
 	out, err = runner.hook(t, jobhooks.JobStartedKey, env...)
@@ -289,7 +315,8 @@ func TestAContainerFormSummaryComesFromTheJobPodsLog(t *testing.T) {
 	for _, want := range []string{
 		"### GPU job on gpu-spot: 10.0 min on g4dn.xlarge",
 		"| Instance | g4dn.xlarge in us-west-2a, on-demand (the pool: spot, on-demand when spot is short) |",
-		"| Wait | a new node (cold): job start → node booted 40 s → job container up 48 s; queued before it: `gpuci stats` |",
+		// node booted at started+40, the pod bound at +70, the container up at +88.
+		"| Wait | a new node (cold): job start → node booted 40 s → pod bound 30 s → job container up 18 s; queued before it: `gpuci stats` |",
 		"| GPU | Tesla T4, driver 570.133.20, CUDA 12.8, 15360 MiB |",
 		"| GPU use | 50% mean, 100% peak; memory peak 7000 MiB (4 samples) |",
 		"| Cost | $0.0416 here (g4dn.xlarge at $0.2497/h), $0.5200 at GitHub's price ($0.052/min) |",
