@@ -6,7 +6,10 @@
 #   export DOCKERHUB_USERNAME=... DOCKERHUB_TOKEN=... GHCR_USERNAME=... GHCR_TOKEN=...  # the image
 #     cache's credentials (imageCache: docker.io, ghcr.io; ghcr.io's a PAT with read:packages)
 #   export DEPLOY_REPOSITORY=luxfi/lux-gpu-ci   # optional: the repository whose deploy.yml deploys
-#     the stack; bootstrap then makes the roles it assumes (hack/identity.sh, make identity)
+#     the stack; bootstrap then makes the roles it assumes (hack/identity.sh, make identity) and,
+#     with gh logged in, the repository's environments, variables and passphrase secret
+#   export RETRIER_GITHUB_TOKEN=github_pat_... GPUCI_RELEASE=v0.4.0 GPUCI_RELEASE_SHA256=...  # optional:
+#     the in-cluster retrier, which re-runs interrupted jobs in every repository
 #   make bootstrap                    # the starter stack; STACK=dev for another; make preflight: the checks only
 #
 # Preflight, before anything is changed: the prerequisites, working AWS credentials, the EC2 Spot
@@ -50,6 +53,9 @@ if ! $preflight_only; then
 	fi
 	if [[ -n ${GITHUB_APP_ID:-} && (-z ${GITHUB_APP_INSTALLATION_ID:-} || ! -r ${GITHUB_APP_PRIVATE_KEY_FILE:-/nonexistent}) ]]; then
 		problems+=("GitHub App auth needs GITHUB_APP_INSTALLATION_ID and a readable GITHUB_APP_PRIVATE_KEY_FILE")
+	fi
+	if [[ -n ${RETRIER_GITHUB_TOKEN:-} && (-z ${GPUCI_RELEASE:-} || -z ${GPUCI_RELEASE_SHA256:-}) ]]; then
+		problems+=("RETRIER_GITHUB_TOKEN is set, but not GPUCI_RELEASE and GPUCI_RELEASE_SHA256: the gpuci release the retrier runs (a v* tag) and its gpuci_linux_amd64's SHA-256, from its release notes")
 	fi
 fi
 # One state for one stack: bootstrap and deploy.yml (which reads vars.PULUMI_BACKEND_URL) must
@@ -152,6 +158,12 @@ for r in "docker.io DOCKERHUB" "ghcr.io GHCR"; do
 	creds+=("\"$host\": {\"username\": \"${!user_var}\", \"accessToken\": \"${!token_var}\"}")
 done
 stop_if_problems
+# The in-cluster retrier (docs/operations.md): its token, and the gpuci release it runs.
+if [[ -n ${RETRIER_GITHUB_TOKEN:-} ]]; then
+	printf '%s' "$RETRIER_GITHUB_TOKEN" | pulumi config set --secret retrierGitHubToken
+	pulumi config set retrierGpuciVersion "$GPUCI_RELEASE"
+	pulumi config set retrierGpuciSha256 "$GPUCI_RELEASE_SHA256"
+fi
 if ((${#creds[@]})); then
 	(IFS=,; printf '{%s}' "${creds[*]}") | pulumi config set --secret registryCredentials
 fi
@@ -178,16 +190,40 @@ echo "Point a workflow at the runners with one of:"
 pulumi stack output runsOn --stack "$stack" --json
 backend=$(pulumi whoami --verbose 2>/dev/null | sed -n 's/^Backend URL: //p') || backend=""
 echo
-echo "To deploy this stack from GitHub Actions (deploy.yml), give the repository the same state"
-echo "and an AWS role (docs/operations.md, \"Deploying from GitHub Actions\"):"
-echo "  gh variable set PULUMI_BACKEND_URL --body '${backend:-<this backend>}'"
-echo "  gh variable set LUX_GPU_CI_STACK --body '$stack'"
-if [[ -z ${DEPLOY_REPOSITORY:-} ]]; then
-	echo "  make identity DEPLOY_REPOSITORY=<owner>/<repository>   # the roles deploy.yml and preview.yml assume; it prints their variables"
+# The deploying repository's settings: the same state and an AWS role (docs/operations.md,
+# "Deploying from GitHub Actions"). With DEPLOY_REPOSITORY named and gh logged in, bootstrap
+# makes them itself (GH_SETUP=0 prints them instead): the two GitHub environments the
+# workflows run in, the variables, and the passphrase as an environment secret, from standard
+# input, never on a command line.
+if [[ -n ${DEPLOY_REPOSITORY:-} && ${GH_SETUP:-1} == 1 ]] && command -v gh >/dev/null 2>&1 && gh auth status >/dev/null 2>&1; then
+	repo=$DEPLOY_REPOSITORY
+	step "the deploying repository $repo: its environments $stack and preview, its variables and the passphrase (gh)"
+	gh api -X PUT "repos/$repo/environments/$stack" --silent
+	gh api -X PUT "repos/$repo/environments/preview" --silent
+	gh variable set PULUMI_BACKEND_URL --body "${backend:-}" --repo "$repo"
+	gh variable set LUX_GPU_CI_STACK --body "$stack" --repo "$repo"
+	# The roles' variables hack/identity.sh printed, each with its environment.
+	while read -r name env arn; do
+		gh variable set "$name" --env "$env" --body "$arn" --repo "$repo"
+	done < <(sed -nE "s/^  gh variable set ([A-Z_]+) --env '?([a-z0-9-]+)'? --body '([^']+)'.*/\1 \2 \3/p" "$identity_vars")
+	if [[ -n ${PULUMI_CONFIG_PASSPHRASE:-} ]]; then
+		printf '%s' "$PULUMI_CONFIG_PASSPHRASE" | gh secret set PULUMI_CONFIG_PASSPHRASE --env "$stack" --repo "$repo"
+	else
+		echo "  gh secret set PULUMI_CONFIG_PASSPHRASE --env '$stack' --repo '$repo'   # the stack's passphrase (none was in this shell)"
+	fi
 else
-	grep '^  gh variable set' "$identity_vars"
+	echo "To deploy this stack from GitHub Actions (deploy.yml), give the repository the same state"
+	echo "and an AWS role (docs/operations.md, \"Deploying from GitHub Actions\"), or run bootstrap"
+	echo "with DEPLOY_REPOSITORY and gh logged in, which does it:"
+	echo "  gh variable set PULUMI_BACKEND_URL --body '${backend:-<this backend>}'"
+	echo "  gh variable set LUX_GPU_CI_STACK --body '$stack'"
+	if [[ -z ${DEPLOY_REPOSITORY:-} ]]; then
+		echo "  make identity DEPLOY_REPOSITORY=<owner>/<repository>   # the roles deploy.yml and preview.yml assume; it prints their variables"
+	else
+		grep '^  gh variable set' "$identity_vars"
+	fi
+	echo "  gh secret set PULUMI_CONFIG_PASSPHRASE --env '$stack'   # an environment secret, never a repository one"
 fi
-echo "  gh secret set PULUMI_CONFIG_PASSPHRASE --env '$stack'   # an environment secret, never a repository one"
 echo
 # The hand-off: `pulumi config set` wrote the stack's encryption salt and its secrets
 # (encrypted) into the stack file; deploy.yml reads them from the repository, and without

@@ -67,6 +67,14 @@ fi
 exit 0
 `,
 		"kubectl": "#!/usr/bin/env bash\nexit 0\n",
+		// gh, logged in with FAKE_GH_AUTH=ok; each call is a line of $FAKE_GH_LOG, and a secret
+		// set from standard input lands in $FAKE_GH_LOG.<name>.
+		"gh": `#!/usr/bin/env bash
+if [[ "$1 $2" == "auth status" ]]; then [[ ${FAKE_GH_AUTH:-} == ok ]]; exit; fi
+echo "gh $*" >>"${FAKE_GH_LOG:-/dev/null}"
+if [[ "$1 $2" == "secret set" ]]; then cat >"${FAKE_GH_LOG:-/dev/null}.$3"; fi
+exit 0
+`,
 	}
 	for name, body := range scripts {
 		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(body), 0o755))
@@ -240,6 +248,57 @@ func TestBootstrapMakesTheDeployIdentity(t *testing.T) {
 		at += i + len(want)
 	}
 	assert.NotContains(t, out, "make identity DEPLOY_REPOSITORY=", "no hint for what was done")
+}
+
+// With gh logged in, bootstrap makes the deploying repository's settings itself: the two
+// environments the workflows run in, the variables (the roles' ARNs in their environments),
+// and the passphrase as the stack's environment secret, from standard input, never on a
+// command line. With the retrier's token, it configures the retrier.
+func TestBootstrapConfiguresTheDeployingRepository(t *testing.T) {
+	t.Parallel()
+	log := filepath.Join(t.TempDir(), "gh.log")
+	secrets := t.TempDir()
+	cmd := exec.Command("bash", "bootstrap.sh")
+	cmd.Env = append(bootstrapEnv(), "PATH="+standIns(t), "AWS_REGION=us-west-2", "STACK=dev", "STACK_FILE_DIR="+testkit.FixtureDir(t), "YES=1",
+		"GITHUB_ORG=luxfi", "GITHUB_PAT=ghp_x", "FAKE_QUOTA_L_3819A6DF=8", "FAKE_QUOTA_L_DB2E81BA=4", "FAKE_PULUMI_SECRETS="+secrets,
+		"PULUMI_BACKEND_URL=s3://lux-gpu-ci-state", "DEPLOY_REPOSITORY=luxfi/lux-gpu-ci", "FAKE_IDENTITY_STACK=dev",
+		"FAKE_GH_AUTH=ok", "FAKE_GH_LOG="+log, "PULUMI_CONFIG_PASSPHRASE=correct horse",
+		"RETRIER_GITHUB_TOKEN=github_pat_retrier", "GPUCI_RELEASE=v0.4.0", "GPUCI_RELEASE_SHA256="+strings.Repeat("ab", 32))
+	b, err := cmd.CombinedOutput()
+	out := string(b)
+	require.NoError(t, err, out)
+	calls, err := os.ReadFile(log)
+	require.NoError(t, err, "bootstrap called gh: %s", out)
+	assert.Equal(t, []string{
+		"gh api -X PUT repos/luxfi/lux-gpu-ci/environments/dev --silent",
+		"gh api -X PUT repos/luxfi/lux-gpu-ci/environments/preview --silent",
+		"gh variable set PULUMI_BACKEND_URL --body s3://lux-gpu-ci-state --repo luxfi/lux-gpu-ci",
+		"gh variable set LUX_GPU_CI_STACK --body dev --repo luxfi/lux-gpu-ci",
+		"gh variable set AWS_DEPLOY_ROLE_ARN --env dev --body arn:aws:iam::123456789012:role/dev-deploy --repo luxfi/lux-gpu-ci",
+		"gh variable set AWS_PREVIEW_ROLE_ARN --env preview --body arn:aws:iam::123456789012:role/lux-gpu-ci-preview-luxfi-lux-gpu-ci --repo luxfi/lux-gpu-ci",
+		"gh secret set PULUMI_CONFIG_PASSPHRASE --env dev --repo luxfi/lux-gpu-ci",
+	}, strings.Split(strings.TrimSpace(string(calls)), "\n"))
+	passphrase, err := os.ReadFile(log + ".PULUMI_CONFIG_PASSPHRASE")
+	require.NoError(t, err)
+	assert.Equal(t, "correct horse", string(passphrase), "from standard input")
+	assert.NotContains(t, string(calls)+out, "correct horse", "never on a command line or in the output")
+	assert.NotContains(t, out, "gh variable set LUX_GPU_CI_STACK", "nothing left to do by hand")
+
+	token, err := os.ReadFile(filepath.Join(secrets, "retrierGitHubToken"))
+	require.NoError(t, err, "the retrier's token went in with --secret")
+	assert.Equal(t, "github_pat_retrier", string(token))
+	assert.Contains(t, out, "stand-in pulumi config set retrierGpuciVersion v0.4.0")
+	assert.NotContains(t, out, "github_pat_retrier")
+
+	// The token without its release stops before anything is changed.
+	cmd = exec.Command("bash", "bootstrap.sh")
+	cmd.Env = append(bootstrapEnv(), "PATH="+standIns(t), "AWS_REGION=us-west-2", "STACK=dev", "STACK_FILE_DIR="+testkit.FixtureDir(t), "YES=1",
+		"GITHUB_ORG=luxfi", "GITHUB_PAT=ghp_x", "FAKE_QUOTA_L_3819A6DF=8", "FAKE_QUOTA_L_DB2E81BA=4", "PULUMI_BACKEND_URL=s3://lux-gpu-ci-state",
+		"RETRIER_GITHUB_TOKEN=github_pat_retrier")
+	b, err = cmd.CombinedOutput()
+	require.Error(t, err, "%s", b)
+	assert.Contains(t, string(b), "RETRIER_GITHUB_TOKEN is set, but not GPUCI_RELEASE and GPUCI_RELEASE_SHA256")
+	assert.NotContains(t, string(b), "stand-in pulumi", "nothing was changed")
 }
 
 // make identity stops, changing nothing, without a repository, a backend a workflow reaches,
