@@ -129,8 +129,12 @@ func TestNewcomersPath(t *testing.T) {
 	// of its own. Each GPU job is one runs-on line naming a scale set, with no expression, and
 	// no retry workflow is written: the retrier re-runs every repository's interrupted jobs
 	// (make e2e runs its Deployment's command against a repository with no workflow of ours).
-	withRetrier := grown + "  lux-gpu-ci:retrierGitHubToken:\n    secure: v1:c3RhbmQtaW4=\n  lux-gpu-ci:retrierGpuciVersion: v0.4.0\n" +
+	// Docker Hub's images through the stack's cache too (imageCache, with its credential).
+	withRetrier := strings.Replace(grown, "  lux-gpu-ci:imageCache: []\n", "  lux-gpu-ci:imageCache: [docker.io]\n", 1) +
+		"  lux-gpu-ci:registryCredentials:\n    secure: v1:c3RhbmQtaW4=\n" +
+		"  lux-gpu-ci:retrierGitHubToken:\n    secure: v1:c3RhbmQtaW4=\n  lux-gpu-ci:retrierGpuciVersion: v0.4.0\n" +
 		"  lux-gpu-ci:retrierGpuciSha256: " + strings.Repeat("ab", 32) + "\n"
+	require.Contains(t, withRetrier, "imageCache: [docker.io]")
 	require.NoError(t, os.WriteFile(filepath.Join(stacks, "Pulumi.starter.yaml"), []byte(withRetrier), 0o644))
 	wf, err = gpuci(t, "starter", "workflows", "--project", stacks)
 	require.NoError(t, err, wf)
@@ -143,6 +147,9 @@ func TestNewcomersPath(t *testing.T) {
 	assert.Equal(t, []string{"lux-starter-t4", "lux-starter-t4-container"}, runsOn, "one name per job, no expression")
 	assert.NotContains(t, wf, "retry-interrupted", "no retry workflow in any repository")
 	assert.Contains(t, wf, "the stack's retrier re-runs the job once")
+	// The cached image is named through one organization variable, set once for every
+	// repository (docs/design.md: why the nodes cannot mirror docker.io to the cache).
+	assert.Contains(t, wf, "image: ${{ vars.LUX_GPU_CI_DOCKER_HUB_CACHE && format('{0}/nvidia/cuda:12.8.1-devel-ubuntu24.04', vars.LUX_GPU_CI_DOCKER_HUB_CACHE) || 'nvidia/cuda:12.8.1-devel-ubuntu24.04' }}")
 }
 
 // The README's start times are what gpuci cost models for the repository's dev stack: a
