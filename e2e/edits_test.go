@@ -67,6 +67,7 @@ func poolRemovedWhileItsJobRuns(t *testing.T, ctx context.Context, h *harness, k
 		_, err := h.up(t, ctx)
 		require.NoError(t, err)
 		require.Eventually(t, func() bool { return slices.Contains(github.Registered(), scaleSet) }, 10*time.Second, 100*time.Millisecond, "GitHub:\n%s", github.Log())
+		assert.Contains(t, retrierScaleSets(t, ctx, kube), scaleSet, "the in-cluster retrier counts the new pool's runners")
 	})
 
 	github.StartJob(t, ctx, scaleSet)
@@ -97,6 +98,7 @@ func poolRemovedWhileItsJobRuns(t *testing.T, ctx context.Context, h *harness, k
 			_, err := kube.Resource(runnerSets).Namespace("arc-runners").Get(ctx, scaleSet, metav1.GetOptions{})
 			return apierrors.IsNotFound(err) && !slices.Contains(github.Registered(), scaleSet)
 		}, 30*time.Second, 100*time.Millisecond, "once the job ends, ARC removes the scale set, from GitHub too\n%s", github.Log())
+		assert.NotContains(t, retrierScaleSets(t, ctx, kube), scaleSet, "and the retrier no longer does")
 	})
 
 	// The stack file as it was, for the up after destroy.
@@ -342,4 +344,19 @@ func (r *run) zonesAndSystemNodesKept(t *testing.T) {
 	_, after := r.h.state(t, r.ctx)
 	require.NotEmpty(t, before)
 	assert.Equal(t, withoutCiphertexts(before), withoutCiphertexts(after), "nothing was changed")
+}
+
+// retrierScaleSets are the scale sets the in-cluster retrier's Deployment counts as the
+// stack's (its --scale-sets), as the API server holds it.
+func retrierScaleSets(t *testing.T, ctx context.Context, kube dynamic.Interface) []string {
+	t.Helper()
+	d, err := kube.Resource(deployments).Namespace(wellknown.RetrierNamespace).Get(ctx, wellknown.RetrierName, metav1.GetOptions{})
+	require.NoError(t, err, "the stack's retrier")
+	containers, _, _ := unstructured.NestedSlice(d.Object, "spec", "template", "spec", "containers")
+	require.Len(t, containers, 1)
+	args, _, _ := unstructured.NestedStringSlice(containers[0].(map[string]any), "args")
+	i := slices.Index(args, "--scale-sets")
+	require.GreaterOrEqual(t, i, 0, "its args: %v", args)
+	require.Less(t, i+1, len(args))
+	return strings.Split(args[i+1], ",")
 }

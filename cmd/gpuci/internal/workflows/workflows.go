@@ -8,12 +8,12 @@ import (
 	"bytes"
 	"embed"
 	"fmt"
-	"github.com/luxfi/lux-gpu-ci/versions"
 	"slices"
 	"strings"
 	"text/template"
 
 	"github.com/luxfi/lux-gpu-ci/config"
+	"github.com/luxfi/lux-gpu-ci/versions"
 )
 
 // The templates are the workflows themselves, with the stack's names left out: a reader
