@@ -66,7 +66,10 @@ say "cuda $(smi 2>/dev/null | sed -n 's/.*CUDA Version: *\([0-9.]*\).*/\1/p' | h
 
 # Utilization and memory, one line per GPU every interval, until the job ends: the runner
 # form's job-completed.sh stops it; the container form's ends with its pod. Its output goes
-# to the log only, so neither the runner nor the kubelet waits for it.
+# to the log only, so neither the runner nor the kubelet waits for it: a postStart's exec
+# returns once its own output is closed (containerd v2.2.4, the CRI's container_execsync.go
+# 240-253), and its end kills only the exec's own process, not this child (the runc shim's
+# process/exec.go 151-163).
 (
 	while :; do
 		smi --query-gpu=utilization.gpu,memory.used --format=csv,noheader,nounits 2>/dev/null |
