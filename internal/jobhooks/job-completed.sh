@@ -14,13 +14,21 @@
 set +e -o pipefail
 state=${RUNNER_TEMP:-/tmp}/gpuci
 summary=${GITHUB_STEP_SUMMARY:-/dev/stdout}
-# Only pids this runner's own job-started.sh wrote: a pid in the sampler's lines is the job
-# container's.
+# Only pids this runner's own job-started.sh wrote (a pid in the sampler's lines is the job
+# container's), and only numbers.
+number() { [[ $1 =~ ^[0-9]{1,12}$ ]] && echo "$1"; }
 for p in sampler follower; do
-	[[ -f $state/$p ]] && kill "$(cat "$state/$p")" 2>/dev/null
+	pid=$(number "$(cat "$state/$p" 2>/dev/null)")
+	[[ -n $pid ]] && kill "$pid" 2>/dev/null
 done
 log=$state/log
 capacity=${GPUCI_CAPACITY:-?}
+# The facts are untrusted: the job's code can write the lines the sampler writes (the runner
+# form's log is in its RUNNER_TEMP; the container form's is its own container's stdout). Here,
+# in a container-form runner, is the hooks' token the job does not have. So a fact is only
+# ever text in the summary, a number checked as one before bash's arithmetic (which would run
+# a command substitution in an array subscript), or a node name checked as one before it goes
+# into a URL.
 fact() { sed -n "s/^gpuci: $1 //p" "$log" 2>/dev/null | head -1; }
 if [[ ${GPUCI_JOB_FORM:-runner} == container ]]; then
 	# The follower's longest read is the whole log.
@@ -30,7 +38,7 @@ if [[ ${GPUCI_JOB_FORM:-runner} == container ]]; then
 	# k8s.io/apiserver v0.36.3 pkg/endpoints/handlers/negotiation/negotiate.go:116) or not.
 	sa=${GPUCI_SERVICEACCOUNT_DIR:-/var/run/secrets/kubernetes.io/serviceaccount}
 	node=$(fact node)
-	if [[ -n $node ]]; then
+	if [[ $node =~ ^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$ ]]; then
 		launched=$(curl -fsS --max-time 10 --cacert "$sa/ca.crt" -H "Authorization: Bearer $(cat "$sa/token")" \
 			"https://${KUBERNETES_SERVICE_HOST}:${KUBERNETES_SERVICE_PORT}/api/v1/nodes/$node" 2>/dev/null |
 			sed -n 's/.*"karpenter\.sh\/capacity-type": *"\([a-z-]*\)".*/\1/p' | head -1)
@@ -41,7 +49,8 @@ if [[ ${GPUCI_JOB_FORM:-runner} == container ]]; then
 fi
 
 now=${GPUCI_NOW:-$(date +%s)} # the clock (a test fixes it)
-started=$(cat "$state/started" 2>/dev/null || echo "$now")
+started=$(number "$(cat "$state/started" 2>/dev/null)")
+started=${started:-$now}
 seconds=$((now - started))
 minutes=$(awk -v s="$seconds" 'BEGIN { printf "%.1f", s / 60 }')
 
@@ -61,8 +70,8 @@ read -r n mean peak mem < <(sed -n 's/^gpuci: sample //p' "$log" 2>/dev/null | a
 # The wait, as far as the cluster knows it (gpu-sampler.sh: the node's boot, the GPU
 # container's start; here: the job's start in the runner). A node booted within five minutes
 # of the pod's start was launched for it (cold); an older one was up already (warm).
-node_up=$(fact node-up)
-pod_up=$(fact pod-up)
+node_up=$(number "$(fact node-up)")
+pod_up=$(number "$(fact pod-up)")
 wait=""
 if [[ -n $node_up && -n $pod_up ]]; then
 	age=$((pod_up - node_up))
@@ -73,7 +82,7 @@ if [[ -n $node_up && -n $pod_up ]]; then
 		# One JSON object a line (whatever the indentation), then the PodScheduled one's time.
 		bound=$(tr -d '\n' <"$state/pod.json" 2>/dev/null | tr '{}' '\n\n' | grep '"type": *"PodScheduled"' |
 			sed -n 's/.*"lastTransitionTime": *"\([^"]*\)".*/\1/p' | head -1)
-		[[ -n $bound ]] && bound=$(date -d "$bound" +%s 2>/dev/null)
+		[[ -n $bound ]] && bound=$(number "$(date -d "$bound" +%s 2>/dev/null)")
 		from=$started
 		wait="$kind: job start"
 		if ((node_up > started)); then

@@ -10,8 +10,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -192,6 +194,15 @@ func TestARunnerFormSummaryHoldsEveryFieldFromTheSamples(t *testing.T) {
 type apiServer struct {
 	*httptest.Server
 	served atomic.Int32
+
+	mu    sync.Mutex
+	paths []string // every request's path, as the server received it
+}
+
+func (s *apiServer) requested() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.paths)
 }
 
 func newAPIServer(t *testing.T, logFile, wantPath string, waiting int32, nodes map[string]string) *apiServer {
@@ -204,6 +215,9 @@ func newAPIServerWithPod(t *testing.T, logFile, wantPath string, waiting int32, 
 	s := &apiServer{}
 	var asked atomic.Int32
 	s.Server = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		s.paths = append(s.paths, r.URL.Path)
+		s.mu.Unlock()
 		if r.Header.Get("Authorization") != "Bearer runner-token" {
 			http.Error(w, `{"kind":"Status","code":401}`, http.StatusUnauthorized)
 			return
@@ -387,6 +401,47 @@ func TestTheFollowerGivesUpWithoutAJobPod(t *testing.T) {
 	t.Cleanup(func() { _ = exec.Command("kill", pid).Run() })
 	assert.Eventually(t, func() bool { return exec.Command("kill", "-0", pid).Run() != nil }, 10*time.Second, 100*time.Millisecond,
 		"the follower stops by itself")
+}
+
+// The job's code can write its own container's log, and so every line the runner's completed
+// hook reads back; that hook holds the container hooks' token, which reads the runners'
+// Secrets. A hostile job's lines are text and nothing more: a bash arithmetic injection runs
+// nothing, a node name that walks the API's paths is never requested, a forged pid kills
+// nothing.
+func TestAHostileJobsLinesRunNothing(t *testing.T) {
+	t.Parallel()
+	gpuNode := newHost(t, machine{noDevice: true})
+	pwned := filepath.Join(t.TempDir(), "pwned")
+	hostile := strings.Join([]string{
+		"gpuci: started 1",
+		"gpuci: node-up x[$(touch " + pwned + ")]",
+		"gpuci: pod-up a[$(touch " + pwned + ")]",
+		"gpuci: node ../namespaces/arc-runners/secrets/arc-github-credentials",
+		"gpuci: instance g4dn.xlarge",
+		"gpuci: sample 50, 100",
+	}, "\n") + "\n"
+	require.NoError(t, os.WriteFile(filepath.Join(gpuNode.dir, "container.log"), []byte(hostile), 0o644))
+	const logPath = "/api/v1/namespaces/arc-runners/pods/runner-3-workflow/log"
+	api := newAPIServer(t, filepath.Join(gpuNode.dir, "container.log"), logPath, 0, nil)
+	runner := newHost(t, machine{noDevice: true})
+	env := containerRunner(t, runner, api, "runner-3")
+	out, err := runner.hook(t, jobhooks.JobStartedKey, env...)
+	require.NoError(t, err, out)
+	t.Cleanup(func() { stopPid(t, filepath.Join(runner.temp, "gpuci", "follower")) })
+	require.Eventually(t, func() bool { return api.served.Load() > 0 }, 10*time.Second, 20*time.Millisecond)
+	// A forged pid file (the hooks' copy of the job's file commands lands in the runner's temp):
+	// a pid list, not one number, is not killed.
+	require.NoError(t, os.WriteFile(filepath.Join(runner.temp, "gpuci", "sampler"), []byte("1 -1"), 0o644))
+
+	out, err = runner.hook(t, jobhooks.JobCompletedKey, env...)
+	require.NoError(t, err, "the completed hook never fails the job: %s", out)
+	assert.NoFileExists(t, pwned, "the hostile line ran a command in the runner")
+	for _, p := range api.requested() {
+		assert.True(t, p == logPath || p == strings.TrimSuffix(logPath, "/log"), "the runner asked the API server for %s", p)
+	}
+	s := runner.summaryText(t)
+	assert.Contains(t, s, "| Wait | not measured")
+	assert.Contains(t, s, "| Instance | g4dn.xlarge, spot, on-demand when spot is short |", "no capacity type from a node the line named")
 }
 
 // An image without nvidia-smi (its NVIDIA_DRIVER_CAPABILITIES lacks utility) but with its GPU
