@@ -25,12 +25,8 @@ func newAccountRoleOf(ctx *pulumi.Context, logical, account, accountNS, namespac
 	}
 	binding, err := rbacv1.NewRoleBinding(ctx, logical, &rbacv1.RoleBindingArgs{
 		Metadata: meta,
-		RoleRef: rbacv1.RoleRefArgs{
-			ApiGroup: pulumi.String("rbac.authorization.k8s.io"), Kind: pulumi.String("Role"), Name: pulumi.String(account),
-		},
-		Subjects: rbacv1.SubjectArray{rbacv1.SubjectArgs{
-			Kind: pulumi.String("ServiceAccount"), Name: pulumi.String(account), Namespace: pulumi.String(accountNS),
-		}},
+		RoleRef:  roleRef("Role", account),
+		Subjects: accountSubject(account, accountNS),
 	}, append(opts, pulumi.DependsOn([]pulumi.Resource{sa, role}))...)
 	if err != nil {
 		return nil, err
@@ -48,17 +44,23 @@ func newAccountClusterRole(ctx *pulumi.Context, logical, name, account string, r
 	}
 	binding, err := rbacv1.NewClusterRoleBinding(ctx, logical, &rbacv1.ClusterRoleBindingArgs{
 		Metadata: meta,
-		RoleRef: rbacv1.RoleRefArgs{
-			ApiGroup: pulumi.String("rbac.authorization.k8s.io"), Kind: pulumi.String("ClusterRole"), Name: pulumi.String(name),
-		},
-		Subjects: rbacv1.SubjectArray{rbacv1.SubjectArgs{
-			Kind: pulumi.String("ServiceAccount"), Name: pulumi.String(account), Namespace: pulumi.String(wellknown.RunnersNamespace),
-		}},
+		RoleRef:  roleRef("ClusterRole", name),
+		Subjects: accountSubject(account, wellknown.RunnersNamespace),
 	}, append(opts, pulumi.DependsOn([]pulumi.Resource{sa, role}))...)
 	if err != nil {
 		return nil, err
 	}
 	return []pulumi.Resource{role, binding}, nil
+}
+
+// roleRef names the Role or ClusterRole a binding grants.
+func roleRef(kind, name string) rbacv1.RoleRefArgs {
+	return rbacv1.RoleRefArgs{ApiGroup: pulumi.String("rbac.authorization.k8s.io"), Kind: pulumi.String(kind), Name: pulumi.String(name)}
+}
+
+// accountSubject is a binding's one subject: the ServiceAccount account of namespace.
+func accountSubject(account, namespace string) rbacv1.SubjectArray {
+	return rbacv1.SubjectArray{rbacv1.SubjectArgs{Kind: pulumi.String("ServiceAccount"), Name: pulumi.String(account), Namespace: pulumi.String(namespace)}}
 }
 
 func policyRules(rules []k8srbacv1.PolicyRule) rbacv1.PolicyRuleArray {

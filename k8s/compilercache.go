@@ -126,6 +126,17 @@ func CompilerCacheServerArgs(svc config.CompilerCacheService, region string) []s
 	return append(args, "--htpasswd_file="+compilerCacheAuthDir+"/"+compilerCacheAuthKey, "--allow_unauthenticated_reads")
 }
 
+// restrictedReadOnly is a container's share of Pod Security's restricted level (no privilege
+// escalation, no capability), on a read-only root: the system nodes' own servers (the
+// compiler cache's, the retrier) write only to their volumes.
+func restrictedReadOnly() *corev1.SecurityContext {
+	return &corev1.SecurityContext{
+		AllowPrivilegeEscalation: ptr(false),
+		ReadOnlyRootFilesystem:   ptr(true),
+		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+	}
+}
+
 // CompilerCacheServer is svc's Deployment: one server on the system nodes, its local copy on
 // an emptyDir, as the image's own non-root user.
 func CompilerCacheServer(svc config.CompilerCacheService, region string, cache ImageCache) appsv1.Deployment {
@@ -157,12 +168,8 @@ func CompilerCacheServer(svc config.CompilerCacheService, region string, cache I
 				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("50m"), corev1.ResourceMemory: resource.MustParse("128Mi"), corev1.ResourceEphemeralStorage: disk},
 				Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("512Mi"), corev1.ResourceEphemeralStorage: disk},
 			},
-			SecurityContext: &corev1.SecurityContext{
-				AllowPrivilegeEscalation: ptr(false),
-				ReadOnlyRootFilesystem:   ptr(true),
-				Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-			},
-			VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/data"}},
+			SecurityContext: restrictedReadOnly(),
+			VolumeMounts:    []corev1.VolumeMount{{Name: "data", MountPath: "/data"}},
 		}},
 		Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: &disk}}}},
 	}

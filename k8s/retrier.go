@@ -57,11 +57,7 @@ func RetrierDeployment(r config.Retrier, gh config.GitHub, pools []config.GPUPoo
 	user := int64(1001) // the runner image's user "runner" (actions/runner v2.336.0, its Dockerfile)
 	url := fmt.Sprintf("%s/%s/gpuci_linux_amd64", versions.GpuciReleases, r.GpuciVersion)
 	const bin = "/opt/gpuci"
-	restricted := &corev1.SecurityContext{
-		AllowPrivilegeEscalation: ptr(false),
-		ReadOnlyRootFilesystem:   ptr(true),
-		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-	}
+	restricted := restrictedReadOnly()
 	small := corev1.ResourceRequirements{
 		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("64Mi")},
 		Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("256Mi")},
