@@ -248,3 +248,14 @@ func (c *Config) validateRetryRunner(p *parser) {
 		p.fail(KeyRetryRunnerGroup, fmt.Sprintf("%q must be a runner group's name as GitHub shows it (no surrounding spaces, at most 100 characters)", g), "lux-gpu-retry")
 	}
 }
+
+// KubernetesMinor is KubernetesVersion's minor version (35 for "1.35"); validate has checked
+// its form, so anything else is 0.
+func (c *Config) KubernetesMinor() int {
+	m := k8sVersionRE.FindStringSubmatch(c.KubernetesVersion)
+	if m == nil {
+		return 0
+	}
+	minor, _ := strconv.Atoi(m[1])
+	return minor
+}

@@ -161,6 +161,9 @@ func gpuJobJourney(t *testing.T, ctx context.Context, core kubernetes.Interface,
 		require.NoError(t, err)
 		assert.Equal(t, n.Labels[corev1.LabelTopologyZone], p.Labels[corev1.LabelTopologyZone], "the runner pod knows its node's zone")
 		assert.NotEmpty(t, p.Labels[corev1.LabelTopologyZone])
+		// Its capacity type is not (the stack is at 1.35, whose API server serves no
+		// MutatingAdmissionPolicy; the warm window's, after the 1.36 upgrade, is).
+		assert.NotContains(t, p.Annotations, wellknown.LaunchedCapacityAnnotation, "1.35: no launched-capacity policy declared")
 		t.Logf("queued → running: %s", time.Since(start).Round(time.Second))
 	})
 

@@ -34,7 +34,10 @@ import (
 //   - Karpenter: the karpenter-crd release, then the controller's, both upgraded in place;
 //     every NodePool and EC2NodeClass kept (same UID, same spec generation), and a job that
 //     runs on a GPU node through the up still runs there after it;
-//   - nothing else: nothing created, deleted or replaced, no other Kubernetes resource changed.
+//   - the API server's launched-capacity policy and its binding created (1.36 serves their API:
+//     k8s.LaunchedCapacityPolicy), after the control plane's update;
+//   - nothing else: nothing else created, nothing deleted or replaced, no other Kubernetes
+//     resource changed.
 //
 // It returns the system nodes after.
 // Which AWS changes force a replacement is pulumi-aws's rule, not the fake's, which updates in
@@ -90,14 +93,20 @@ func platformBumped(t *testing.T, ctx context.Context, h *harness, core kubernet
 	require.NoError(t, err)
 	changes := *up.Summary.ResourceChanges
 	t.Logf("up: %v", changes)
-	assert.Zero(t, changes["create"]+changes["delete"]+changes["replace"], "nothing created, deleted or replaced")
+	assert.Zero(t, changes["delete"]+changes["replace"], "nothing deleted or replaced")
+	assert.Equal(t, 2, changes["create"], "the launched-capacity policy and its binding, and nothing else, created")
 
 	_, after := h.state(t, ctx)
 	crdRelease := releaseURN(t, after, wellknown.KarpenterCRDRelease)
 	controllerRelease := releaseURN(t, after, wellknown.KarpenterRelease)
 	var changed []string
 	span := map[string]stepSpan{}
+	var created []stepSpan
 	for _, s := range changedSteps(steps) {
+		if s.op == "create" {
+			created = append(created, s)
+			continue
+		}
 		span[s.urn] = s
 		changed = append(changed, s.resource())
 		if s.urn != crdRelease && s.urn != controllerRelease {
@@ -114,6 +123,12 @@ func platformBumped(t *testing.T, ctx context.Context, h *harness, core kubernet
 	// update while its nodes lag (fakeaws versionSkew, from EKS's user guide): the order is
 	// EKS's rule here, not only the dependency's.
 	assert.LessOrEqual(t, cluster.end, nodeGroup.begin, "the control plane first, then the system nodes")
+	require.Len(t, created, 2)
+	for _, c := range created {
+		assert.Contains(t, []string{"kubernetes:admissionregistration.k8s.io/v1:MutatingAdmissionPolicy::gpu-ci-arc-launched-capacity",
+			"kubernetes:admissionregistration.k8s.io/v1:MutatingAdmissionPolicyBinding::gpu-ci-arc-launched-capacity"}, c.resource())
+		assert.LessOrEqual(t, cluster.end, c.begin, "%s is created once the control plane serves its API", c.resource())
+	}
 	require.Contains(t, span, crdRelease, "the karpenter-crd release is upgraded")
 	require.Contains(t, span, controllerRelease, "the karpenter release is upgraded")
 	assert.LessOrEqual(t, span[crdRelease].end, span[controllerRelease].begin, "the CRDs first, then the controller")

@@ -208,6 +208,14 @@ func warmWindow(t tb, ctx context.Context, core kubernetes.Interface, kube dynam
 		assert.True(t, onWarm, "%s: the job's pod is on one of the window's nodes", pool)
 		_, placeholder := running(pool)[bound.Spec.NodeName]
 		assert.False(t, placeholder, "%s: the placeholder on %s made way", pool, bound.Spec.NodeName)
+		// The control plane is at 1.36 now: the API server annotated the pod with its node's
+		// capacity type as it bound it (k8s.LaunchedCapacityPolicy), which a runner-form job's
+		// summary reads.
+		n, err := core.CoreV1().Nodes().Get(ctx, bound.Spec.NodeName, metav1.GetOptions{})
+		require.NoError(t, err)
+		require.NotEmpty(t, n.Labels[karpv1.CapacityTypeLabelKey])
+		assert.Equal(t, n.Labels[karpv1.CapacityTypeLabelKey], bound.Annotations[wellknown.LaunchedCapacityAnnotation],
+			"%s: the API server told the job pod its node's capacity type", pool)
 		// The Job replaces the placeholder (after the Job controller's backoff: the stand-in's
 		// pods exit as if killed; a real placeholder exits 0 and is replaced at once), and at
 		// the gpuLimit the replacement waits: no NodeClaim for it, none for the job.

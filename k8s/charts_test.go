@@ -301,6 +301,11 @@ func TestScaleSetChartRendersBothJobForms(t *testing.T) {
 	require.GreaterOrEqual(t, zone, 0, "the hooks learn the node's zone")
 	require.NotNil(t, pod.Containers[0].Env[zone].ValueFrom)
 	assert.Equal(t, "metadata.labels['topology.kubernetes.io/zone']", pod.Containers[0].Env[zone].ValueFrom.FieldRef.FieldPath, "from the pod's own label, through the chart's merge")
+	launched := slices.IndexFunc(pod.Containers[0].Env, func(e corev1.EnvVar) bool { return e.Name == "GPUCI_LAUNCHED_CAPACITY" })
+	require.GreaterOrEqual(t, launched, 0, "the hooks learn the node's capacity type")
+	require.NotNil(t, pod.Containers[0].Env[launched].ValueFrom)
+	assert.Equal(t, "metadata.annotations['"+wellknown.LaunchedCapacityAnnotation+"']", pod.Containers[0].Env[launched].ValueFrom.FieldRef.FieldPath,
+		"from the annotation the API server sets as it binds the pod (k8s.LaunchedCapacityPolicy), through the chart's merge")
 	require.Len(t, pod.Containers[0].VolumeMounts, 1, "the hooks' volume, through the chart's merge")
 	assert.Equal(t, corev1.VolumeMount{Name: "gpuci-job-hooks", MountPath: "/opt/gpuci/hooks", ReadOnly: true}, pod.Containers[0].VolumeMounts[0])
 	require.Len(t, pod.Volumes, 1)

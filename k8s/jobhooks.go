@@ -29,17 +29,40 @@ const (
 
 // JobHookEnv is what a pool's runner gives its hooks: where they are, the job's form, and what
 // the summary says of the pool (its capacity types, the price of every catalogued GPU type at
-// its capacity type, GitHub's price for the same minutes). Every catalogued type, not only the
-// pool's: an edit of the pool's instanceTypes then leaves its runners' template alone, so it
-// does not roll the scale set's runners (make e2e's pool edit changes only the NodePools).
+// its capacity type, GitHub's price for the same minutes). A pool that allows both spot and
+// on-demand is priced at spot, and carries the on-demand prices too for a job whose node the
+// summary knows to be on-demand (GPUCI_LAUNCHED_CAPACITY, or the container form's Node). Every
+// catalogued type, not only the pool's: an edit of the pool's instanceTypes then leaves its
+// runners' template alone, so it does not roll the scale set's runners (make e2e's pool edit
+// changes only the NodePools).
 func JobHookEnv(pool config.GPUPool, p pricing.Prices) []k8scorev1.EnvVar {
 	table, capacity := p.OnDemand, strings.Join(pool.CapacityTypeNames(), ", ")
+	mixed := pool.Allows(config.CapacitySpot) && len(pool.CapacityTypes) > 1
 	if pool.Allows(config.CapacitySpot) {
 		table = p.Spot
-		if len(pool.CapacityTypes) > 1 {
+		if mixed {
 			capacity = "spot, on-demand when spot is short (priced at spot)"
 		}
 	}
+	env := []k8scorev1.EnvVar{
+		{Name: jobStartedEnv, Value: path.Join(jobhooks.Dir, jobhooks.JobStartedKey)},
+		{Name: jobCompletedEnv, Value: path.Join(jobhooks.Dir, jobhooks.JobCompletedKey)},
+		{Name: "GPUCI_POOL", Value: pool.Name},
+		{Name: "GPUCI_JOB_FORM", Value: string(pool.JobForm)},
+		{Name: "GPUCI_CAPACITY", Value: capacity},
+		{Name: "GPUCI_PRICES", Value: priceList(table)},
+	}
+	if mixed {
+		env = append(env, k8scorev1.EnvVar{Name: "GPUCI_PRICES_ON_DEMAND", Value: priceList(p.OnDemand)})
+	}
+	return append(env,
+		k8scorev1.EnvVar{Name: "GPUCI_GITHUB_PER_MINUTE", Value: fmt.Sprintf("%g", p.HostedT4PerMinute)},
+		k8scorev1.EnvVar{Name: "GPUCI_PRICES_SOURCE", Value: "lux-gpu-ci's pricing/ table"},
+	)
+}
+
+// priceList is "<instance type>=<USD per hour> …" for every catalogued type table prices.
+func priceList(table map[string]float64) string {
 	var prices []string
 	for _, it := range instancetypes.Names() {
 		if price, ok := table[it]; ok {
@@ -47,16 +70,7 @@ func JobHookEnv(pool config.GPUPool, p pricing.Prices) []k8scorev1.EnvVar {
 		}
 	}
 	sort.Strings(prices)
-	return []k8scorev1.EnvVar{
-		{Name: jobStartedEnv, Value: path.Join(jobhooks.Dir, jobhooks.JobStartedKey)},
-		{Name: jobCompletedEnv, Value: path.Join(jobhooks.Dir, jobhooks.JobCompletedKey)},
-		{Name: "GPUCI_POOL", Value: pool.Name},
-		{Name: "GPUCI_JOB_FORM", Value: string(pool.JobForm)},
-		{Name: "GPUCI_CAPACITY", Value: capacity},
-		{Name: "GPUCI_PRICES", Value: strings.Join(prices, " ")},
-		{Name: "GPUCI_GITHUB_PER_MINUTE", Value: fmt.Sprintf("%g", p.HostedT4PerMinute)},
-		{Name: "GPUCI_PRICES_SOURCE", Value: "lux-gpu-ci's pricing/ table"},
-	}
+	return strings.Join(prices, " ")
 }
 
 // zoneEnv is the node's zone for gpu-sampler.sh, which the API server copies onto a pod when it
@@ -73,7 +87,7 @@ func withJobHooks(t k8scorev1.PodTemplateSpec, pool config.GPUPool) k8scorev1.Po
 	c := &t.Spec.Containers[0]
 	c.Env = append(c.Env, JobHookEnv(pool, pricing.Default())...)
 	if pool.JobForm == config.JobFormRunner {
-		c.Env = append(c.Env, zoneEnv)
+		c.Env = append(c.Env, zoneEnv, launchedCapacityEnv)
 	}
 	return t
 }

@@ -54,6 +54,16 @@ func TestJobHookEnvPricesEveryGPUType(t *testing.T) {
 	od := envOf(k8s.JobHookEnv(onDemand, p))
 	assert.Contains(t, strings.Fields(od["GPUCI_PRICES"].Value), "g4dn.xlarge="+fmtPrice(p.OnDemand["g4dn.xlarge"]))
 	assert.Equal(t, "on-demand", od["GPUCI_CAPACITY"].Value)
+	assert.NotContains(t, env, "GPUCI_PRICES_ON_DEMAND", "a spot-only pool runs on spot")
+	assert.NotContains(t, od, "GPUCI_PRICES_ON_DEMAND", "an on-demand pool's prices are on-demand already")
+
+	// A pool of both is priced at spot, and a job whose node was on-demand at on-demand.
+	mixed := config.DefaultPool()
+	mixed.CapacityTypes = []config.CapacityType{config.CapacitySpot, config.CapacityOnDemand}
+	both := envOf(k8s.JobHookEnv(mixed, p))
+	assert.Equal(t, env["GPUCI_PRICES"], both["GPUCI_PRICES"])
+	assert.Equal(t, od["GPUCI_PRICES"].Value, both["GPUCI_PRICES_ON_DEMAND"].Value)
+	assert.Equal(t, "spot, on-demand when spot is short (priced at spot)", both["GPUCI_CAPACITY"].Value)
 
 	assert.Equal(t, "runner", env["GPUCI_JOB_FORM"].Value)
 }

@@ -53,6 +53,10 @@ type Args struct {
 	// by upstream registry; nil pulls every image from its registry.
 	ImageCache ImageCache
 
+	// KubernetesMinor is the control plane's minor version (config.Config.KubernetesMinor):
+	// what its API server serves.
+	KubernetesMinor int
+
 	// SkipAwait installs Helm releases without waiting for readiness (clusters without a
 	// kubelet, such as the e2e API server).
 	SkipAwait bool
@@ -188,18 +192,19 @@ func New(ctx *pulumi.Context, name string, args *Args, opts ...pulumi.ResourceOp
 		return nil, err
 	}
 	runners, err := NewRunners(ctx, name+"-arc", &RunnersArgs{
-		Pools:           args.Pools,
-		GitHub:          args.GitHub,
-		NodePools:       nodePools,
-		SkipAwait:       args.SkipAwait,
-		ControllerChart: charts.of(versions.ARCControllerChart),
-		CRDProvider:     crdProvider,
-		ScaleSetChart:   charts.of(versions.ARCScaleSetChart),
-		ARCVersion:      args.ARCVersion,
-		DrainSeconds:    args.RunnerDrainSeconds,
-		ImageCache:      args.ImageCache,
-		RetryRunner:     args.RetryRunner,
-		CompilerCache:   compilerCache.Resources,
+		Pools:            args.Pools,
+		GitHub:           args.GitHub,
+		NodePools:        nodePools,
+		SkipAwait:        args.SkipAwait,
+		ControllerChart:  charts.of(versions.ARCControllerChart),
+		CRDProvider:      crdProvider,
+		ScaleSetChart:    charts.of(versions.ARCScaleSetChart),
+		ARCVersion:       args.ARCVersion,
+		DrainSeconds:     args.RunnerDrainSeconds,
+		ImageCache:       args.ImageCache,
+		RetryRunner:      args.RetryRunner,
+		CompilerCache:    compilerCache.Resources,
+		LaunchedCapacity: args.KubernetesMinor >= LaunchedCapacityMinKubernetesMinor,
 	}, in...)
 	if err != nil {
 		return nil, err

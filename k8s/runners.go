@@ -39,6 +39,9 @@ type RunnersArgs struct {
 	// CompilerCache is what the pools' builds reach the compiler cache through: their scale
 	// sets start after it and go before it.
 	CompilerCache []pulumi.Resource
+	// LaunchedCapacity declares LaunchedCapacityPolicy (a control plane of Kubernetes 1.36 or
+	// later): every scale set starts after it, so its runners are bound with the annotation.
+	LaunchedCapacity bool
 }
 
 // Runners is the ARC controller, the GitHub credentials Secret and one runner scale set per
@@ -150,6 +153,12 @@ func NewRunners(ctx *pulumi.Context, name string, args *RunnersArgs, opts ...pul
 	if err != nil {
 		return nil, err
 	}
+	var launched []pulumi.Resource
+	if args.LaunchedCapacity {
+		if launched, err = newLaunchedCapacityPolicy(ctx, name, parent, pulumi.DependsOn([]pulumi.Resource{runnersNS})); err != nil {
+			return nil, err
+		}
+	}
 
 	runsOn := pulumi.StringMapMap{}
 	for _, pool := range args.Pools {
@@ -164,8 +173,9 @@ func NewRunners(ctx *pulumi.Context, name string, args *RunnersArgs, opts ...pul
 		// A container-form scale set's runners need their account and job pod template
 		// until the last of them is gone.
 		deps = append(deps, hooks[pool.Name]...)
-		// Its runners mount the job hooks (and a container-form job pod the GPU sampler).
-		deps = append(deps, jobHooks)
+		// Its runners mount the job hooks (and a container-form job pod the GPU sampler), and
+		// are bound with their node's capacity type.
+		deps = append(append(deps, jobHooks), launched...)
 		// A scale set's release always waits (its chart has no workload to wait for on
 		// install): its uninstall must block until ARC has cleaned the scale set up — its
 		// runners' jobs finished, GitHub's scale set deleted — before the controller, the

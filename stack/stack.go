@@ -37,6 +37,7 @@ func Program(ctx *pulumi.Context) error {
 		Pools:              cfg.Pools(),
 		GitHub:             cfg.GitHub,
 		ImageCache:         aws.ImageCache,
+		KubernetesMinor:    cfg.KubernetesMinor(),
 		SkipAwait:          cfg.HelmSkipAwait,
 		Charts:             k8s.ChartsWith(cfg.HelmCharts),
 		ARCVersion:         cfg.ARCVersion(),

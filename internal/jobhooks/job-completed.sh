@@ -7,8 +7,10 @@
 # It reads gpu-sampler.sh's "gpuci: <key> <value>" lines: the runner form's from RUNNER_TEMP,
 # the container form's as job-started.sh's follower copied them from the job container's log.
 # From the stack (k8s.JobHookEnv): GPUCI_POOL, GPUCI_JOB_FORM, GPUCI_CAPACITY (the pool's
-# capacity types), GPUCI_PRICES ("<instance type>=<USD per hour> …" at its capacity type),
-# GPUCI_GITHUB_PER_MINUTE and GPUCI_PRICES_SOURCE.
+# capacity types), GPUCI_PRICES ("<instance type>=<USD per hour> …" at its capacity type;
+# GPUCI_PRICES_ON_DEMAND too for a pool of both), GPUCI_GITHUB_PER_MINUTE and
+# GPUCI_PRICES_SOURCE; a runner-form runner's GPUCI_LAUNCHED_CAPACITY (its node's, from the
+# API server: k8s.LaunchedCapacityPolicy; empty before Kubernetes 1.36).
 # The runner runs it with `bash -e` (actions/runner ScriptHandler.cs), and a failed completed
 # hook fails the job: nothing here may.
 set +e -o pipefail
@@ -22,7 +24,6 @@ for p in sampler follower; do
 	[[ -n $pid ]] && kill "$pid" 2>/dev/null
 done
 log=$state/log
-capacity=${GPUCI_CAPACITY:-?}
 # The facts are untrusted: the job's code can write the lines the sampler writes (the runner
 # form's log is in its RUNNER_TEMP; the container form's is its own container's stdout). Here,
 # in a container-form runner, is the hooks' token the job does not have. So a fact is only
@@ -30,23 +31,38 @@ capacity=${GPUCI_CAPACITY:-?}
 # a command substitution in an array subscript), or a node name checked as one before it goes
 # into a URL.
 fact() { sed -n "s/^gpuci: $1 //p" "$log" 2>/dev/null | head -1; }
+# Spot or on-demand, as Karpenter launched the job's node: the runner form's from its pod's
+# annotation, the container form's from the job pod's Node.
+launched=${GPUCI_LAUNCHED_CAPACITY:-}
 if [[ ${GPUCI_JOB_FORM:-runner} == container ]]; then
 	# The follower's longest read is the whole log.
 	log=$(ls -S "$state"/log.* 2>/dev/null | head -1)
-	# Spot or on-demand, as Karpenter launched the job pod's node (k8s.ContainerHooksNodeRules).
-	# The label's line, whether the API server indents its JSON (it does for curl's user agent:
-	# k8s.io/apiserver v0.36.3 pkg/endpoints/handlers/negotiation/negotiate.go:116) or not.
+	# The Node's label, read with the hooks' account (k8s.ContainerHooksNodeRules), whether the
+	# API server indents its JSON (it does for curl's user agent: k8s.io/apiserver v0.36.3
+	# pkg/endpoints/handlers/negotiation/negotiate.go:116) or not.
 	sa=${GPUCI_SERVICEACCOUNT_DIR:-/var/run/secrets/kubernetes.io/serviceaccount}
 	node=$(fact node)
+	launched=""
 	if [[ $node =~ ^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$ ]]; then
 		launched=$(curl -fsS --max-time 10 --cacert "$sa/ca.crt" -H "Authorization: Bearer $(cat "$sa/token")" \
 			"https://${KUBERNETES_SERVICE_HOST}:${KUBERNETES_SERVICE_PORT}/api/v1/nodes/$node" 2>/dev/null |
 			sed -n 's/.*"karpenter\.sh\/capacity-type": *"\([a-z-]*\)".*/\1/p' | head -1)
-		if [[ -n $launched && $launched != "${GPUCI_CAPACITY:-}" ]]; then
-			capacity="$launched (the pool: ${GPUCI_CAPACITY:-?})"
-		fi
 	fi
 fi
+# Unknown (a control plane before 1.36, a Node not read): the pool's types and prices.
+capacity=${GPUCI_CAPACITY:-?}
+prices=${GPUCI_PRICES:-}
+case $launched in
+spot) capacity=spot ;;
+on-demand)
+	capacity=on-demand
+	# A pool of both priced its jobs at spot: this one is priced at what it ran on.
+	if [[ -n ${GPUCI_PRICES_ON_DEMAND:-} ]]; then
+		capacity="on-demand (spot was short)"
+		prices=$GPUCI_PRICES_ON_DEMAND
+	fi
+	;;
+esac
 
 now=${GPUCI_NOW:-$(date +%s)} # the clock (a test fixes it)
 started=$(number "$(cat "$state/started" 2>/dev/null)")
@@ -100,7 +116,7 @@ if [[ -n $node_up && -n $pod_up ]]; then
 fi
 
 price=""
-for kv in ${GPUCI_PRICES:-}; do
+for kv in $prices; do
 	[[ ${kv%%=*} == "$instance" ]] && price=${kv#*=}
 done
 {

@@ -85,6 +85,7 @@ func newHost(t *testing.T, m machine) *host {
 		"FAKE_SMI_SAMPLES="+filepath.Join(h.dir, "samples"), "GPUCI_SAMPLE_SECONDS=0.05",
 		"GPUCI_DMI_DIR="+filepath.Join(h.dir, "dmi"), "GPUCI_DEV_DIR="+filepath.Join(h.dir, "dev"), "GPUCI_PROC_DIR="+filepath.Join(h.dir, "proc"),
 		"GPUCI_POOL=gpu-spot", "GPUCI_CAPACITY=spot, on-demand when spot is short", "GPUCI_PRICES=g4dn.xlarge=0.2497 g5.xlarge=0.5328",
+		"GPUCI_PRICES_ON_DEMAND=g4dn.xlarge=0.526 g5.xlarge=1.006",
 		"GPUCI_GITHUB_PER_MINUTE=0.052", "GPUCI_PRICES_SOURCE=test prices")
 	return h
 }
@@ -153,12 +154,13 @@ func TestARunnerFormSummaryHoldsEveryFieldFromTheSamples(t *testing.T) {
 	sampler, err := os.ReadFile(filepath.Join(h.temp, "gpuci", "sampler"))
 	require.NoError(t, err)
 
-	out, err = h.hook(t, jobhooks.JobCompletedKey, "GPUCI_JOB_FORM=runner", "GPUCI_NOW="+strconv.FormatInt(started+600, 10))
+	// Its pod was bound to a spot node on Kubernetes 1.36 (k8s.LaunchedCapacityPolicy).
+	out, err = h.hook(t, jobhooks.JobCompletedKey, "GPUCI_JOB_FORM=runner", "GPUCI_LAUNCHED_CAPACITY=spot", "GPUCI_NOW="+strconv.FormatInt(started+600, 10))
 	require.NoError(t, err, out)
 	summary := h.summaryText(t)
 	for _, want := range []string{
 		"### GPU job on gpu-spot: 10.0 min on g4dn.xlarge",
-		"| Instance | g4dn.xlarge in us-west-2b, spot, on-demand when spot is short |",
+		"| Instance | g4dn.xlarge in us-west-2b, spot |",
 		// booted at started-100, runner up 48 s later, the job 52 s after that.
 		"| Wait | a new node (cold): node booted → runner up 48 s → job start 52 s; queued before it: `gpuci stats` |",
 		"| GPU | Tesla T4, driver 570.133.20, CUDA 12.8, 15360 MiB |",
@@ -328,13 +330,14 @@ func TestAContainerFormSummaryComesFromTheJobPodsLog(t *testing.T) {
 	summary := runner.summaryText(t)
 	for _, want := range []string{
 		"### GPU job on gpu-spot: 10.0 min on g4dn.xlarge",
-		"| Instance | g4dn.xlarge in us-west-2a, on-demand (the pool: spot, on-demand when spot is short) |",
+		"| Instance | g4dn.xlarge in us-west-2a, on-demand (spot was short) |",
 		// node booted at started+40, the pod bound at +70, the container up at +88.
 		"| Wait | a new node (cold): job start → node booted 40 s → pod bound 30 s → job container up 18 s; queued before it: `gpuci stats` |",
 		"| GPU | Tesla T4, driver 570.133.20, CUDA 12.8, 15360 MiB |",
 		"| GPU use | 50% mean, 100% peak; memory peak 7000 MiB (4 samples) |",
-		"| Cost | $0.0416 here (g4dn.xlarge at $0.2497/h), $0.5200 at GitHub's price ($0.052/min) |",
-		"| GPU idle | $0.0208 of it (50% of the time, by the mean) |",
+		// On-demand, priced as such: 10 min at $0.526/h = $0.0877, idle half of it $0.0438.
+		"| Cost | $0.0877 here (g4dn.xlarge at $0.5260/h), $0.5200 at GitHub's price ($0.052/min) |",
+		"| GPU idle | $0.0438 of it (50% of the time, by the mean) |",
 	} {
 		assert.Contains(t, summary, want)
 	}
@@ -442,6 +445,36 @@ func TestAHostileJobsLinesRunNothing(t *testing.T) {
 	s := runner.summaryText(t)
 	assert.Contains(t, s, "| Wait | not measured")
 	assert.Contains(t, s, "| Instance | g4dn.xlarge, spot, on-demand when spot is short |", "no capacity type from a node the line named")
+}
+
+// A runner-form job's node, as the API server annotated its pod when it bound it
+// (GPUCI_LAUNCHED_CAPACITY), names its capacity type and its price in a pool of both; without
+// it (a control plane before 1.36), or with anything but a capacity type, the summary says the
+// pool's types at the pool's price.
+func TestARunnerFormSummarySaysWhatItsNodeIs(t *testing.T) {
+	t.Parallel()
+	for launched, want := range map[string][2]string{
+		// 5 min at $0.2497/h = $0.0208; at $0.526/h = $0.0438.
+		"spot":               {"| Instance | g4dn.xlarge, spot |", "| Cost | $0.0208 here (g4dn.xlarge at $0.2497/h)"},
+		"on-demand":          {"| Instance | g4dn.xlarge, on-demand (spot was short) |", "| Cost | $0.0438 here (g4dn.xlarge at $0.5260/h)"},
+		"":                   {"| Instance | g4dn.xlarge, spot, on-demand when spot is short |", "| Cost | $0.0208 here (g4dn.xlarge at $0.2497/h)"},
+		"on-demand$(reboot)": {"| Instance | g4dn.xlarge, spot, on-demand when spot is short |", "| Cost | $0.0208 here (g4dn.xlarge at $0.2497/h)"},
+		"reserved":           {"| Instance | g4dn.xlarge, spot, on-demand when spot is short |", "| Cost | $0.0208 here (g4dn.xlarge at $0.2497/h)"},
+	} {
+		t.Run(fmt.Sprintf("%q", launched), func(t *testing.T) {
+			t.Parallel()
+			h := newHost(t, machine{noDevice: true})
+			state := filepath.Join(h.temp, "gpuci")
+			require.NoError(t, os.MkdirAll(state, 0o755))
+			require.NoError(t, os.WriteFile(filepath.Join(state, "log"), []byte("gpuci: instance g4dn.xlarge\n"), 0o644))
+			require.NoError(t, os.WriteFile(filepath.Join(state, "started"), []byte("1000"), 0o644))
+			out, err := h.hook(t, jobhooks.JobCompletedKey, "GPUCI_JOB_FORM=runner", "GPUCI_LAUNCHED_CAPACITY="+launched, "GPUCI_NOW=1300")
+			require.NoError(t, err, out)
+			s := h.summaryText(t)
+			assert.Contains(t, s, want[0])
+			assert.Contains(t, s, want[1])
+		})
+	}
 }
 
 // An image without nvidia-smi (its NVIDIA_DRIVER_CAPABILITIES lacks utility) but with its GPU

@@ -78,3 +78,9 @@ const (
 	// ScaleSetLabel, on a listener pod, names its runner scale set.
 	ScaleSetLabel = "actions.github.com/scale-set-name"
 )
+
+// LaunchedCapacityAnnotation, on a pod of the runners' namespace bound to a Karpenter node, is
+// that node's capacity type ("spot" or "on-demand"): the API server copies it from the Node as
+// it binds the pod (k8s.LaunchedCapacityPolicy), and a runner-form runner reads it through the
+// downward API, having no token to read its Node with.
+const LaunchedCapacityAnnotation = "lux-gpu-ci.luxfi.com/capacity-type"

@@ -1,0 +1,45 @@
+package stack_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+const (
+	mapType        = "kubernetes:admissionregistration.k8s.io/v1:MutatingAdmissionPolicy"
+	mapBindingType = "kubernetes:admissionregistration.k8s.io/v1:MutatingAdmissionPolicyBinding"
+)
+
+// On a control plane of Kubernetes 1.36 or later, the API server annotates a runners'
+// namespace pod it binds to a Karpenter node with the node's capacity type, and a runner-form
+// runner reads it through the downward API: the policy takes the Node as its parameter, fails
+// open, and every scale set starts after it. On 1.35 (dev's version) its API is not served,
+// and nothing is declared. make e2e shows the real API server annotating a runner it binds.
+func TestTheAPIServerTellsARunnerItsCapacityType(t *testing.T) {
+	dev := runDev(t)
+	assert.Empty(t, dev.all(mapType), "1.35 serves no admissionregistration.k8s.io/v1 MutatingAdmissionPolicy")
+	assert.Empty(t, dev.all(mapBindingType))
+
+	m := runDev(t, "kubernetesVersion", "1.36")
+	policy, binding := m.one(t, mapType), m.one(t, mapBindingType)
+	assert.Equal(t, map[string]any{"apiVersion": "v1", "kind": "Node"}, path(policy.Inputs, "spec", "paramKind"))
+	assert.Equal(t, []any{map[string]any{"apiGroups": []any{""}, "apiVersions": []any{"v1"}, "operations": []any{"CREATE"}, "resources": []any{"pods/binding"}}},
+		path(policy.Inputs, "spec", "matchConstraints", "resourceRules"))
+	assert.Equal(t, "Ignore", path(policy.Inputs, "spec", "failurePolicy"), "a pod binds whatever the policy does")
+	assert.Equal(t, "gpuci-launched-capacity", path(binding.Inputs, "spec", "policyName"))
+	assert.Equal(t, map[string]any{"kubernetes.io/metadata.name": "arc-runners"}, path(binding.Inputs, "spec", "matchResources", "namespaceSelector", "matchLabels"), "the runners' pods only")
+	assert.Equal(t, "Allow", path(binding.Inputs, "spec", "paramRef", "parameterNotFoundAction"), "a pod bound to a system node binds as before")
+	assert.Contains(t, binding.Deps(), policy.Key())
+
+	scaleSets := 0
+	for _, r := range m.all("kubernetes:helm.sh/v3:Release") {
+		if path(r.Inputs, "namespace") != "arc-runners" || r.Name == "gpu-ci-arc-lux-gpu-retry" {
+			continue
+		}
+		scaleSets++
+		assert.Contains(t, r.Deps(), binding.Key(), "%s's runners are bound after the policy, and it stays while they run", r.Name)
+	}
+	require.Equal(t, 3, scaleSets, "dev's two pools and the twin")
+}
