@@ -216,6 +216,7 @@ func warmWindow(t tb, ctx context.Context, core kubernetes.Interface, kube dynam
 		require.NotEmpty(t, n.Labels[karpv1.CapacityTypeLabelKey])
 		assert.Equal(t, n.Labels[karpv1.CapacityTypeLabelKey], bound.Annotations[wellknown.LaunchedCapacityAnnotation],
 			"%s: the API server told the job pod its node's capacity type", pool)
+		t.Logf("%s: the job pod's annotation: %s=%s", pool, wellknown.LaunchedCapacityAnnotation, bound.Annotations[wellknown.LaunchedCapacityAnnotation])
 		// The Job replaces the placeholder (after the Job controller's backoff: the stand-in's
 		// pods exit as if killed; a real placeholder exits 0 and is replaced at once), and at
 		// the gpuLimit the replacement waits: no NodeClaim for it, none for the job.

@@ -24,9 +24,10 @@ import (
 // gets the annotation with its node name, before its kubelet sees it, so an env var from the
 // downward API holds it when the runner starts (launchedCapacityEnv).
 //
-// The policy's parameter is the Node: the binding selects every Node that has the label, and
-// the policy is evaluated once per such Node, annotating only for the one the pod is bound to.
-// It fails open (a pod binds without the annotation, and its summary says the pool's types).
+// The policy's parameter is the Node: its binding selects every Node that has the label, and
+// the policy's match condition keeps only the one the pod is bound to, before any mutation. It
+// fails open: a pod always binds, without the annotation if anything fails (a Node the API
+// server's cache does not hold yet), and its summary then says the pool's types.
 const (
 	LaunchedCapacityPolicy = "gpuci-launched-capacity"
 	// LaunchedCapacityMinKubernetesMinor is the first Kubernetes minor whose API server serves
@@ -37,11 +38,13 @@ const (
 	LaunchedCapacityMinKubernetesMinor = 36
 )
 
-// launchedCapacityExpression is the policy's mutation: the Binding's annotation from the Node
-// that is its target, nothing for any other Node.
-var launchedCapacityExpression = fmt.Sprintf(`params.metadata.name != object.target.name ? Object{} :
-Object{metadata: Object.metadata{annotations: {%q: params.metadata.labels[%q]}}}`,
-	wellknown.LaunchedCapacityAnnotation, karpv1.CapacityTypeLabelKey)
+// launchedCapacityMatch keeps, of the Nodes the binding selects, the Binding's target;
+// launchedCapacityMutation annotates the Binding with that Node's capacity type.
+var (
+	launchedCapacityMatch    = "params.metadata.name == object.target.name"
+	launchedCapacityMutation = fmt.Sprintf("Object{metadata: Object.metadata{annotations: {%q: params.metadata.labels[%q]}}}",
+		wellknown.LaunchedCapacityAnnotation, karpv1.CapacityTypeLabelKey)
+)
 
 // launchedCapacityEnv gives a runner-form runner its node's capacity type, or "" where the
 // policy did not annotate its pod (a control plane before 1.36).
@@ -62,11 +65,14 @@ func newLaunchedCapacityPolicy(ctx *pulumi.Context, name string, opts ...pulumi.
 					Operations: pulumi.StringArray{pulumi.String("CREATE")}, Resources: pulumi.StringArray{pulumi.String("pods/binding")},
 				},
 			}},
+			MatchConditions: admissionv1.MatchConditionArray{admissionv1.MatchConditionArgs{
+				Name: pulumi.String("bound-to-this-node"), Expression: pulumi.String(launchedCapacityMatch),
+			}},
 			FailurePolicy:      pulumi.String("Ignore"),
 			ReinvocationPolicy: pulumi.String("Never"),
 			Mutations: admissionv1.MutationArray{admissionv1.MutationArgs{
 				PatchType:          pulumi.String("ApplyConfiguration"),
-				ApplyConfiguration: &admissionv1.ApplyConfigurationArgs{Expression: pulumi.String(launchedCapacityExpression)},
+				ApplyConfiguration: &admissionv1.ApplyConfigurationArgs{Expression: pulumi.String(launchedCapacityMutation)},
 			}},
 		},
 	}, opts...)
@@ -81,7 +87,7 @@ func newLaunchedCapacityPolicy(ctx *pulumi.Context, name string, opts ...pulumi.
 				Selector: &metav1.LabelSelectorArgs{MatchExpressions: metav1.LabelSelectorRequirementArray{
 					metav1.LabelSelectorRequirementArgs{Key: pulumi.String(karpv1.CapacityTypeLabelKey), Operator: pulumi.String("Exists")},
 				}},
-				// A pod bound to a node without the label (a system node) binds as before.
+				// No GPU node yet (no Node has the label) is not an error: nothing to copy.
 				ParameterNotFoundAction: pulumi.String("Allow"),
 			},
 			MatchResources: &admissionv1.MatchResourcesArgs{NamespaceSelector: &metav1.LabelSelectorArgs{

@@ -28,9 +28,17 @@ func TestTheAPIServerTellsARunnerItsCapacityType(t *testing.T) {
 	assert.Equal(t, []any{map[string]any{"apiGroups": []any{""}, "apiVersions": []any{"v1"}, "operations": []any{"CREATE"}, "resources": []any{"pods/binding"}}},
 		path(policy.Inputs, "spec", "matchConstraints", "resourceRules"))
 	assert.Equal(t, "Ignore", path(policy.Inputs, "spec", "failurePolicy"), "a pod binds whatever the policy does")
+	// What the expressions do is make e2e's to show, against the real API server: here, that the
+	// Node is matched before the mutation, which then needs no branch for the others.
+	conditions := path(policy.Inputs, "spec", "matchConditions").([]any)
+	require.Len(t, conditions, 1)
+	assert.Equal(t, "params.metadata.name == object.target.name", path(conditions[0], "expression"))
+	assert.Equal(t, "ApplyConfiguration", path(policy.Inputs, "spec", "mutations").([]any)[0].(map[string]any)["patchType"])
 	assert.Equal(t, "gpuci-launched-capacity", path(binding.Inputs, "spec", "policyName"))
 	assert.Equal(t, map[string]any{"kubernetes.io/metadata.name": "arc-runners"}, path(binding.Inputs, "spec", "matchResources", "namespaceSelector", "matchLabels"), "the runners' pods only")
-	assert.Equal(t, "Allow", path(binding.Inputs, "spec", "paramRef", "parameterNotFoundAction"), "a pod bound to a system node binds as before")
+	assert.Equal(t, map[string]any{"matchExpressions": []any{map[string]any{"key": "karpenter.sh/capacity-type", "operator": "Exists"}}},
+		path(binding.Inputs, "spec", "paramRef", "selector"), "the Nodes Karpenter launched")
+	assert.Equal(t, "Allow", path(binding.Inputs, "spec", "paramRef", "parameterNotFoundAction"), "no GPU node yet is not an error")
 	assert.Contains(t, binding.Deps(), policy.Key())
 
 	scaleSets := 0
