@@ -40,9 +40,9 @@ func (c *Config) validate(p *parser) {
 		p.fail(KeyClusterName, fmt.Sprintf("%q has two '-' in a row, which ECR refuses in the image cache's repository names", c.ClusterName), strings.Join(strings.FieldsFunc(c.ClusterName, func(r rune) bool { return r == '-' }), "-"))
 	}
 
-	if m := k8sVersionRE.FindStringSubmatch(c.KubernetesVersion); m == nil {
+	if minor := c.KubernetesMinor(); minor == 0 {
 		p.fail(KeyKubernetesVersion, fmt.Sprintf("%q is not a Kubernetes minor version like %q", c.KubernetesVersion, versions.KubernetesDefault), versions.KubernetesDefault)
-	} else if minor, _ := strconv.Atoi(m[1]); minor < versions.KubernetesMin || minor > versions.KubernetesMax {
+	} else if minor < versions.KubernetesMin || minor > versions.KubernetesMax {
 		p.fail(KeyKubernetesVersion, fmt.Sprintf("%s is outside 1.%d–1.%d, the versions EKS and Karpenter 1.14 both support", c.KubernetesVersion, versions.KubernetesMin, versions.KubernetesMax), versions.KubernetesDefault)
 	}
 
@@ -249,8 +249,8 @@ func (c *Config) validateRetryRunner(p *parser) {
 	}
 }
 
-// KubernetesMinor is KubernetesVersion's minor version (35 for "1.35"); validate has checked
-// its form, so anything else is 0.
+// KubernetesMinor is KubernetesVersion's minor version (35 for "1.35"), or 0 if it is not of
+// that form (which validate refuses).
 func (c *Config) KubernetesMinor() int {
 	m := k8sVersionRE.FindStringSubmatch(c.KubernetesVersion)
 	if m == nil {

@@ -37,12 +37,13 @@ const (
 // changes only the NodePools).
 func JobHookEnv(pool config.GPUPool, p pricing.Prices) []k8scorev1.EnvVar {
 	table, capacity := p.OnDemand, strings.Join(pool.CapacityTypeNames(), ", ")
-	mixed := pool.Allows(config.CapacitySpot) && len(pool.CapacityTypes) > 1
-	if pool.Allows(config.CapacitySpot) {
+	spot := pool.Allows(config.CapacitySpot)
+	mixed := spot && pool.Allows(config.CapacityOnDemand)
+	if spot {
 		table = p.Spot
-		if mixed {
-			capacity = "spot, on-demand when spot is short (priced at spot)"
-		}
+	}
+	if mixed {
+		capacity = "spot, on-demand when spot is short (priced at spot)"
 	}
 	env := []k8scorev1.EnvVar{
 		{Name: jobStartedEnv, Value: path.Join(jobhooks.Dir, jobhooks.JobStartedKey)},
