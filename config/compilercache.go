@@ -47,10 +47,7 @@ func (p GPUPool) CompilerCacheService() string {
 	if p.CompilerCache == CacheNone {
 		return ""
 	}
-	if p.RetryTwinOf != "" {
-		return p.RetryTwinOf
-	}
-	return p.Name
+	return p.JobsOf()
 }
 
 // CompilerCaches are the stack's compiler cache services, one per pool that has a cache (a

@@ -22,7 +22,7 @@ func parsePools(t *testing.T, pools string) (*config.Config, error) {
 // NodePool and the cost model use is a time.Duration, never text to parse again.
 func TestPoolFieldsAreTypedAtTheBoundary(t *testing.T) {
 	c, err := parsePools(t, `[{"name": "gpu-a", "instanceTypes": ["g4dn.xlarge"], "consolidateAfter": "1m30s", "expireAfter": "Never",
-		"terminationGracePeriod": "2h", "jobForm": "container", "capacityTypes": ["spot", "on-demand"]}]`)
+		"terminationGracePeriod": "2h", "jobForm": "container", "runnerGroup": "gpu-trusted", "trustedRepositoriesOnly": true, "capacityTypes": ["spot", "on-demand"]}]`)
 	require.NoError(t, err)
 	pool := c.GPUPools[0]
 	assert.Equal(t, 90*time.Second, pool.ConsolidateAfter.Std())

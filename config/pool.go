@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/luxfi/lux-gpu-ci/internal/wellknown"
 	"github.com/luxfi/lux-gpu-ci/versions"
 )
 
@@ -44,6 +45,12 @@ type GPUPool struct {
 	// organization's default group. ARC finds an existing scale set by name within its
 	// group and reuses it, so the group is part of a scale set's identity.
 	RunnerGroup string `json:"runnerGroup,omitempty"`
+	// TrustedRepositoriesOnly is the stack file's word that RunnerGroup admits only
+	// repositories whose every job the pool's other jobs may see (no public repository, no
+	// fork's pull request). A container-form pool needs it: its runners share one account,
+	// which starts, reads and execs into every job pod of the pool (docs/operations.md,
+	// "What a job can reach"); gpuci verify checks the group's real settings.
+	TrustedRepositoriesOnly bool `json:"trustedRepositoriesOnly,omitempty"`
 	// MaxRunners caps concurrent jobs; each runner takes one GPU.
 	MaxRunners int `json:"maxRunners"`
 	// RunnerImage is the runner container image: by default the current release, pulled on
@@ -76,6 +83,28 @@ type GPUPool struct {
 	RetryTwinOf string `json:"-"`
 	// warmProblems are what is wrong with WarmSchedule (problems reports them).
 	warmProblems []fieldProblem
+}
+
+// JobsOf is the pool whose jobs p runs: p itself, or on a twin the pool it re-runs jobs for.
+// The two share what follows a job rather than a node: the compiler cache, and in the
+// container form the job pods' namespace and account.
+func (p GPUPool) JobsOf() string {
+	if p.RetryTwinOf != "" {
+		return p.RetryTwinOf
+	}
+	return p.Name
+}
+
+// RunnerPodNamespaces are where the pools' runner and job pods run: the runners' namespace,
+// then each container-form pool's jobs' namespace (a twin's is its pool's), in pool order.
+func RunnerPodNamespaces(pools []GPUPool) []string {
+	out := []string{wellknown.RunnersNamespace}
+	for _, p := range pools {
+		if ns := wellknown.ContainerJobsNamespace(p.JobsOf()); p.JobForm == JobFormContainer && !slices.Contains(out, ns) {
+			out = append(out, ns)
+		}
+	}
+	return out
 }
 
 // retryTwinSuffix names a twin's NodePool, scale set and routing label after its pool's.

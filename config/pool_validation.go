@@ -207,6 +207,16 @@ func (pool GPUPool) problems() []fieldProblem {
 	if pool.JobForm != JobFormRunner && pool.JobForm != JobFormContainer {
 		bad("jobForm", fmt.Sprintf("%q is not %q (steps run in the runner, which holds the GPU) or %q (every job declares container:, and its pod gets the GPU)", pool.JobForm, JobFormRunner, JobFormContainer))
 	}
+	// A container-form pool's runners share one account that may start, read and exec into
+	// every job pod of the pool: one job of the pool can reach the others (k8s.ContainerHooksRules).
+	if pool.JobForm == JobFormContainer {
+		switch {
+		case pool.RunnerGroup == "":
+			bad("runnerGroup", "is not set, so the pool's runners are in the organization's Default group, which every repository may use: a container-form pool's jobs can reach each other's pods, so name a runner group that admits only trusted repositories (docs/operations.md, \"What a job can reach\"), and set trustedRepositoriesOnly: true")
+		case !pool.TrustedRepositoriesOnly:
+			bad("trustedRepositoriesOnly", fmt.Sprintf("is not true: a container-form pool's jobs can reach each other's pods, so its runner group must admit only trusted repositories (no public repository, no fork's pull request); limit group %q so in the organization's settings, then set trustedRepositoriesOnly: true (gpuci verify checks the group)", pool.RunnerGroup))
+		}
+	}
 	if pool.Warm != nil {
 		// A window's CronJob is <name>-warm-<i>, and a CronJob's name is at most 52 characters
 		// (its Jobs' names add 11).

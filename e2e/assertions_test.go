@@ -176,7 +176,9 @@ func assertContainerForm(t *testing.T, ctx context.Context, restCfg *rest.Config
 	var tmpl corev1.PodTemplateSpec
 	raw, _, _ := unstructured.NestedMap(set.Object, "spec", "template")
 	require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(raw, &tmpl))
-	assert.Equal(t, wellknown.ContainerHooksServiceAccount, tmpl.Spec.ServiceAccountName)
+	const jobsNS = "arc-jobs-gpu-spot-container"
+	account := wellknown.ContainerHooksAccount("gpu-spot-container")
+	assert.Equal(t, account, tmpl.Spec.ServiceAccountName, "the pool's own account")
 	// The job pod template, and the job hooks that write the job's summary.
 	require.Len(t, tmpl.Spec.Volumes, 2)
 	mounted := map[string]map[string]string{}
@@ -193,22 +195,33 @@ func assertContainerForm(t *testing.T, ctx context.Context, restCfg *rest.Config
 	require.Len(t, job.Spec.Containers, 1)
 	assert.Equal(t, "1", job.Spec.Containers[0].Resources.Limits.Name(wellknown.GPUResource, "").String(), "the job pod gets the GPU")
 	assert.Equal(t, "gpu-spot-container", job.Spec.NodeSelector[wellknown.NodePoolLabel])
+	sampler, err := kube.Resource(configMaps).Namespace(jobsNS).Get(ctx, "gpuci-job-hooks", metav1.GetOptions{})
+	require.NoError(t, err, "the job pods mount the GPU sampler from their own namespace")
+	_, found, _ := unstructured.NestedString(sampler.Object, "data", "gpu-sampler.sh")
+	assert.True(t, found, "the sampler")
 
 	core, err := kubernetes.NewForConfig(restCfg)
 	require.NoError(t, err)
-	runner := "system:serviceaccount:arc-runners:" + wellknown.ContainerHooksServiceAccount
+	runner := "system:serviceaccount:arc-runners:" + account
 	for _, c := range []struct {
 		ns, verb, resource, subresource, group string
 		allowed                                bool
 	}{
-		{"arc-runners", "create", "pods", "", "", true},
-		{"arc-runners", "delete", "pods", "", "", true},
-		{"arc-runners", "create", "pods", "exec", "", true},
-		{"arc-runners", "watch", "pods", "log", "", true},
-		{"arc-runners", "create", "secrets", "", "", true},
-		{"arc-runners", "patch", "pods", "", "", false},
-		{"arc-runners", "create", "jobs", "", "batch", false},
-		{"arc-runners", "create", "rolebindings", "", "rbac.authorization.k8s.io", false},
+		// What the hooks need, in the pool's jobs' namespace only.
+		{jobsNS, "create", "pods", "", "", true},
+		{jobsNS, "delete", "pods", "", "", true},
+		{jobsNS, "create", "pods", "exec", "", true},
+		{jobsNS, "watch", "pods", "log", "", true},
+		{jobsNS, "create", "secrets", "", "", true},
+		{jobsNS, "patch", "pods", "", "", false},
+		{jobsNS, "create", "jobs", "", "batch", false},
+		{jobsNS, "create", "rolebindings", "", "rbac.authorization.k8s.io", false},
+		// Nothing where ARC's credential, the runners' JIT configs and the other pools' runners are.
+		{"arc-runners", "get", "secrets", "", "", false},
+		{"arc-runners", "list", "secrets", "", "", false},
+		{"arc-runners", "create", "pods", "", "", false},
+		{"arc-runners", "create", "pods", "exec", "", false},
+		{"arc-systems", "get", "secrets", "", "", false},
 		{"kube-system", "create", "pods", "", "", false},
 		{"kube-system", "get", "secrets", "", "", false},
 		// A job pod's node by its name, for the job summary's spot or on-demand; no listing.
@@ -227,7 +240,7 @@ func assertContainerForm(t *testing.T, ctx context.Context, restCfg *rest.Config
 
 // assertClusterEmpty checks that destroy left nothing of ours in the API server.
 func assertClusterEmpty(t *testing.T, ctx context.Context, kube dynamic.Interface) {
-	for _, ns := range []string{"nvidia-device-plugin", "arc-systems", "arc-runners", "gpuci-retrier"} {
+	for _, ns := range []string{"nvidia-device-plugin", "arc-systems", "arc-runners", "arc-jobs-gpu-spot-container", "gpuci-retrier"} {
 		waitGone(t, ctx, kube.Resource(namespaces), ns)
 	}
 	// Karpenter's CRDs carry Helm's keep policy (k8s.KarpenterCRDValues): the karpenter-crd

@@ -78,11 +78,12 @@ func compilerCacheBuilds(t *testing.T, ctx context.Context, core kubernetes.Inte
 	pods := core.CoreV1().Pods(wellknown.RunnersNamespace)
 	runner, err := pods.Create(ctx, runnerPod(t, ctx, kube, "lux-gpu-t4", "lux-gpu-t4-ccache-runner-a"), metav1.CreateOptions{})
 	require.NoError(t, err)
-	job, err := pods.Create(ctx, containerJobPod(t, ctx, core, "lux-gpu-t4-container", "lux-gpu-t4-container-ccache-runner-b"), metav1.CreateOptions{})
+	jobPod := containerJobPod(t, ctx, core, kube, "lux-gpu-t4-container", "lux-gpu-t4-container-ccache-runner-b")
+	job, err := core.CoreV1().Pods(jobPod.Namespace).Create(ctx, jobPod, metav1.CreateOptions{})
 	require.NoError(t, err)
 	defer func() {
 		for _, p := range []*corev1.Pod{runner, job} {
-			_ = pods.Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)})
+			_ = core.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)})
 		}
 	}()
 	writerEnv, readerEnv := ccacheEnv(t, runner.Spec.Containers[0]), ccacheEnv(t, job.Spec.Containers[0])

@@ -27,15 +27,18 @@ import (
 
 // hostileJobs runs before any node exists (the pods stay Pending: their code is played by the
 // test, with the identity the pod would have): a runner-form job (its steps run in the runner
-// pod), a container-form job (in the job pod the hooks create from the pool's template) and a
-// job on the retry runner (whatever workflow the retry runner's group admits runs with its
-// account). Each tries to read the GitHub credential in arc-runners and its copy in
-// arc-systems, read the pods (a container job's pod spec holds its job's secrets), exec into
-// another runner, write a ConfigMap the runners trust (a pool's job pod template), plant an
-// evidence store for gpuci retry, and start a privileged or host-path pod; all are refused.
-// Then the container hooks' account, which may create pods, tries a privileged and a
-// host-path pod: Pod Security admission refuses them. Last, every pod in the namespace is
-// under the deny-all NetworkPolicy and exactly one egress policy of its role (the API server
+// pod), a container-form job (in the job pod the hooks create from the pool's template, in the
+// pool's own namespace), the container-form runner itself (a job can run code there through
+// the runner's PATH unless the entry points hold: internal/jobhooks; here its account is what
+// such code would hold) and a job on the retry runner (whatever workflow the retry runner's
+// group admits runs with its account). Each tries to read the GitHub credential in
+// arc-runners and its copy in arc-systems, another runner's JIT config, the pods (a container
+// job's pod spec holds its job's secrets), exec into another pool's runner, write a ConfigMap
+// the runners trust (a pool's job pod template), plant an evidence store for gpuci retry, and
+// start a pod outside its namespace; all are refused. Then the container hooks' account,
+// which may create pods in its pool's jobs' namespace, tries a privileged and a host-path pod
+// there: Pod Security admission refuses them. Last, every pod in the two namespaces is under
+// the deny-all NetworkPolicy and exactly one egress policy of its role (the API server
 // selects; the VPC CNI enforces on EKS, nothing does here).
 func hostileJobs(t *testing.T, ctx context.Context, restCfg *rest.Config, core kubernetes.Interface, kube dynamic.Interface) {
 	pods := core.CoreV1().Pods(wellknown.RunnersNamespace)
@@ -48,15 +51,29 @@ func hostileJobs(t *testing.T, ctx context.Context, restCfg *rest.Config, core k
 		require.NoError(t, err, "Pod Security admission admits %s's runner as its template makes it", p.Name)
 		created[p.Name] = c
 	}
-	job, err := pods.Create(ctx, containerJobPod(t, ctx, core, "lux-gpu-t4-container", relay.Name), metav1.CreateOptions{})
-	require.NoError(t, err, "and the container-form job pod the hooks make from the pool's template")
-	created[job.Name] = job
+	jobPod := containerJobPod(t, ctx, core, kube, "lux-gpu-t4-container", relay.Name)
+	jobsNS := jobPod.Namespace
+	require.Equal(t, wellknown.ContainerJobsNamespace("gpu-spot-container"), jobsNS, "the runner names its pool's namespace to the hooks")
+	job, err := core.CoreV1().Pods(jobsNS).Create(ctx, jobPod, metav1.CreateOptions{})
+	require.NoError(t, err, "and the container-form job pod the hooks make from the pool's template, in the pool's namespace")
+	// The runner-form runner's JIT config, as ARC's controller stores it: a Secret named for
+	// its EphemeralRunner, beside it (resourcebuilder.go newEphemeralRunnerJitSecret at
+	// gha-runner-scale-set-0.14.2; the runner reads it as ACTIONS_RUNNER_INPUT_JITCONFIG).
+	jit, err := core.CoreV1().Secrets(wellknown.RunnersNamespace).Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: runnerForm.Name, Namespace: wellknown.RunnersNamespace},
+		Data:       map[string][]byte{"jitToken": []byte("a runner's registration")},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
 	defer func() {
 		for name := range created {
 			_ = pods.Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)})
 		}
-		for _, p := range hostilePods() { // there only if an attempt was let through
-			_ = pods.Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)})
+		_ = core.CoreV1().Pods(jobsNS).Delete(ctx, job.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)})
+		_ = core.CoreV1().Secrets(wellknown.RunnersNamespace).Delete(ctx, jit.Name, metav1.DeleteOptions{})
+		for _, p := range hostilePods(jobsNS) { // there only if an attempt was let through
+			for _, ns := range []string{wellknown.RunnersNamespace, jobsNS, metav1.NamespaceSystem} {
+				_ = core.CoreV1().Pods(ns).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)})
+			}
 		}
 	}()
 
@@ -66,57 +83,82 @@ func hostileJobs(t *testing.T, ctx context.Context, restCfg *rest.Config, core k
 		assert.Empty(t, tokenVolumes(p), "%s (where a job's code runs) mounts no service-account token", p.Name)
 	}
 	assert.NotEmpty(t, tokenVolumes(created[retryRunner.Name]), "the retry runner's token is its job's: gpuci retry reads events with it")
+	assert.NotEmpty(t, tokenVolumes(created[relay.Name]), "the container-form runner's token is the hooks'")
 	anonymous, err := kubernetes.NewForConfig(rest.AnonymousClientConfig(restCfg))
 	require.NoError(t, err)
 	tryEverything(t, ctx, "an anonymous request (a job's code, which holds no token)", anonymous, relay.Name)
 
-	// Were a token to leak, its account could do no more: the runner-form runner's (the
-	// chart's no-permission account), the job pod's (the namespace's default) and the retry
-	// runner's, each bound to its pod as the kubelet would mount it.
-	// Each tries to exec into the container-form runner, another job's.
-	for _, p := range []*corev1.Pod{created[runnerForm.Name], job, created[retryRunner.Name]} {
+	// Were a token to leak, or a job's code run in the container-form runner, its account could
+	// do no more: the runner-form runner's (the chart's no-permission account), the job pod's
+	// (its namespace's default), the container-form runner's (its pool's hooks account) and the
+	// retry runner's, each bound to its pod as the kubelet would mount it. Each tries to exec
+	// into another pool's runner and to read its JIT config.
+	for _, p := range []*corev1.Pod{created[runnerForm.Name], job, created[relay.Name], created[retryRunner.Name]} {
+		other := runnerForm.Name
+		if p.Name == runnerForm.Name {
+			other = relay.Name
+		}
 		client := asPod(t, ctx, restCfg, core, p)
-		tryEverything(t, ctx, "the account of "+p.Name+" ("+p.Spec.ServiceAccountName+")", client, relay.Name)
+		tryEverything(t, ctx, "the account of "+p.Namespace+"/"+p.Name+" ("+p.Spec.ServiceAccountName+")", client, other)
 	}
+	// The job pod's own account has nothing in its own namespace either.
+	jobAccount := asPod(t, ctx, restCfg, core, job)
+	_, err = jobAccount.CoreV1().Pods(jobsNS).List(ctx, metav1.ListOptions{})
+	assert.True(t, apierrors.IsForbidden(err), "a job pod's account lists no pod of its namespace: %v", err)
+	_, err = jobAccount.CoreV1().Secrets(jobsNS).List(ctx, metav1.ListOptions{})
+	assert.True(t, apierrors.IsForbidden(err), "nor its Secrets (the other jobs' registry credentials): %v", err)
 
-	// The container hooks' account must create pods (its job's), so RBAC lets it: Pod Security
-	// admission is what keeps a privileged or host-path pod off the system node.
+	// The container hooks' account must create pods (its job's) in its pool's namespace, so
+	// RBAC lets it there: Pod Security admission is what keeps a privileged or host-path pod
+	// off the GPU node.
 	hooks := asPod(t, ctx, restCfg, core, created[relay.Name])
-	for what, pod := range hostilePods() {
-		_, err := hooks.CoreV1().Pods(wellknown.RunnersNamespace).Create(ctx, pod, metav1.CreateOptions{})
+	for what, pod := range hostilePods(jobsNS) {
+		_, err := hooks.CoreV1().Pods(jobsNS).Create(ctx, pod, metav1.CreateOptions{})
 		if assert.Error(t, err, "the hooks' account creates %s", what) {
 			assert.True(t, apierrors.IsForbidden(err), "refused: %v", err)
 			assert.Contains(t, err.Error(), "violates PodSecurity", "by Pod Security admission, past RBAC: %v", err)
 		}
 	}
+	plain := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "hostile-elsewhere"}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "x", Image: "busybox"}}}}
+	for _, ns := range []string{wellknown.RunnersNamespace, metav1.NamespaceSystem, wellknown.ARCNamespace} {
+		_, err := hooks.CoreV1().Pods(ns).Create(ctx, plain, metav1.CreateOptions{})
+		assert.True(t, apierrors.IsForbidden(err), "the hooks' account creates no pod outside its pool's namespace (%s): %v", ns, err)
+	}
 
-	// Every pod in the namespace is denied in and out, then allowed out by its role's policy
-	// alone: a job's pod to DNS and public addresses, a relay also to the API server.
-	policies, err := core.NetworkingV1().NetworkPolicies(wellknown.RunnersNamespace).List(ctx, metav1.ListOptions{})
-	require.NoError(t, err)
-	require.Len(t, policies.Items, 4, "deny-all, job-egress, relay-egress, predates-runner-roles")
-	selected := map[string][]string{} // pod → the policies that select it
-	for _, np := range policies.Items {
-		sel, err := metav1.LabelSelectorAsSelector(&np.Spec.PodSelector)
+	// Every pod in the two namespaces is denied in and out, then allowed out by its role's
+	// policy alone: a job's pod to DNS and public addresses, a relay also to the API server.
+	selected := map[string][]string{} // namespace/pod → the policies that select it
+	for ns, want := range map[string]int{wellknown.RunnersNamespace: 4, jobsNS: 2} {
+		policies, err := core.NetworkingV1().NetworkPolicies(ns).List(ctx, metav1.ListOptions{})
 		require.NoError(t, err)
-		list, err := pods.List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
-		require.NoError(t, err)
-		for _, p := range list.Items {
-			selected[p.Name] = append(selected[p.Name], np.Name)
+		require.Len(t, policies.Items, want, "%s: deny-all, job-egress (and in the runners', relay-egress, predates-runner-roles)", ns)
+		for _, np := range policies.Items {
+			sel, err := metav1.LabelSelectorAsSelector(&np.Spec.PodSelector)
+			require.NoError(t, err)
+			list, err := core.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
+			require.NoError(t, err)
+			for _, p := range list.Items {
+				selected[ns+"/"+p.Name] = append(selected[ns+"/"+p.Name], np.Name)
+			}
 		}
 	}
-	assert.ElementsMatch(t, []string{k8s.DenyAllPolicy, k8s.JobEgressPolicy}, selected[runnerForm.Name], "a runner-form runner runs its job's code")
-	assert.ElementsMatch(t, []string{k8s.DenyAllPolicy, k8s.JobEgressPolicy}, selected[job.Name], "so does a container-form job's pod")
-	assert.ElementsMatch(t, []string{k8s.DenyAllPolicy, k8s.RelayEgressPolicy}, selected[relay.Name], "a container-form runner relays to the API server")
-	assert.ElementsMatch(t, []string{k8s.DenyAllPolicy, k8s.RelayEgressPolicy}, selected[retryRunner.Name], "so does the retry runner")
+	in := func(p *corev1.Pod) string { return p.Namespace + "/" + p.Name }
+	assert.ElementsMatch(t, []string{k8s.DenyAllPolicy, k8s.JobEgressPolicy}, selected[in(created[runnerForm.Name])], "a runner-form runner runs its job's code")
+	assert.ElementsMatch(t, []string{k8s.DenyAllPolicy, k8s.JobEgressPolicy}, selected[in(job)], "so does a container-form job's pod, in its pool's namespace")
+	assert.ElementsMatch(t, []string{k8s.DenyAllPolicy, k8s.RelayEgressPolicy}, selected[in(created[relay.Name])], "a container-form runner relays to the API server")
+	assert.ElementsMatch(t, []string{k8s.DenyAllPolicy, k8s.RelayEgressPolicy}, selected[in(created[retryRunner.Name])], "so does the retry runner")
 	// The policy for pods older than the roles (k8s.RunnersNetworkPolicies) selects none that
 	// ARC, the hooks or the scale sets made: every pod there was made with a role.
-	all, err := pods.List(ctx, metav1.ListOptions{})
-	require.NoError(t, err)
-	require.GreaterOrEqual(t, len(all.Items), 4, "the runners and the job pod above")
-	for _, p := range all.Items {
-		assert.NotContains(t, selected[p.Name], k8s.PredatesRolesPolicy, "%s was made with a role: %v", p.Name, p.Labels)
-		assert.Len(t, selected[p.Name], 2, "%s: deny-all and its role's egress", p.Name)
+	var all []corev1.Pod
+	for _, ns := range []string{wellknown.RunnersNamespace, jobsNS} {
+		list, err := core.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		require.NoError(t, err)
+		all = append(all, list.Items...)
+	}
+	require.GreaterOrEqual(t, len(all), 4, "the runners and the job pod above")
+	for _, p := range all {
+		assert.NotContains(t, selected[in(&p)], k8s.PredatesRolesPolicy, "%s was made with a role: %v", p.Name, p.Labels)
+		assert.Len(t, selected[in(&p)], 2, "%s: deny-all and its role's egress", in(&p))
 	}
 }
 
@@ -134,6 +176,8 @@ func tryEverything(t *testing.T, ctx context.Context, who string, client kuberne
 	refused("read the GitHub credential", err)
 	_, err = client.CoreV1().Secrets(wellknown.RunnersNamespace).List(ctx, metav1.ListOptions{})
 	refused("list the runners' Secrets (their JIT configs)", err)
+	_, err = client.CoreV1().Secrets(wellknown.RunnersNamespace).Get(ctx, otherRunner, metav1.GetOptions{})
+	refused("read another runner's JIT config", err)
 	_, err = client.CoreV1().Secrets(wellknown.ARCNamespace).List(ctx, metav1.ListOptions{})
 	refused("list arc-systems' Secrets (the listeners' copies of the credential)", err)
 	_, err = client.CoreV1().Pods(wellknown.RunnersNamespace).List(ctx, metav1.ListOptions{})
@@ -158,18 +202,21 @@ func tryEverything(t *testing.T, ctx context.Context, who string, client kuberne
 		Data:       map[string]string{"job-424242": "2026-12-05T00:00:00Z cluster: spot-interrupted"},
 	}, metav1.CreateOptions{})
 	refused("plant retry evidence", err)
-	for what, pod := range hostilePods() {
+	for what, pod := range hostilePods(wellknown.RunnersNamespace) {
 		_, err := client.CoreV1().Pods(wellknown.RunnersNamespace).Create(ctx, pod, metav1.CreateOptions{})
 		refused("create "+what, err)
 	}
+	kubeSystem := hostilePods(metav1.NamespaceSystem)["a pod mounting the node's root"]
+	_, err = client.CoreV1().Pods(metav1.NamespaceSystem).Create(ctx, kubeSystem, metav1.CreateOptions{})
+	refused("create a pod in kube-system", err)
 }
 
-// hostilePods are what a job would start to take the node: a privileged pod, and one that
-// mounts the node's root.
-func hostilePods() map[string]*corev1.Pod {
+// hostilePods are what a job would start, in namespace, to take the node: a privileged pod,
+// and one that mounts the node's root.
+func hostilePods(namespace string) map[string]*corev1.Pod {
 	pod := func(name string, mutate func(*corev1.PodSpec)) *corev1.Pod {
 		p := &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: wellknown.RunnersNamespace},
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
 			Spec: corev1.PodSpec{
 				NodeSelector: map[string]string{wellknown.SystemNodeLabel: wellknown.SystemNodeValue},
 				Containers:   []corev1.Container{{Name: "x", Image: "busybox"}},

@@ -24,14 +24,21 @@ import (
 // containerJobPod is the pod the runner container hooks (v0.8.1) create for a container-form
 // job: the pool's hook template from its ConfigMap, as the runner mounts it, with the
 // template's "$job" container as the job container (the workflow's container: names its
-// image), named and labelled for its runner as the hooks name and label it.
-func containerJobPod(t tb, ctx context.Context, core kubernetes.Interface, scaleSet, runner string) *corev1.Pod {
+// image), named and labelled for its runner as the hooks name and label it, in the namespace
+// the runner's env names to the hooks (ACTIONS_RUNNER_KUBERNETES_NAMESPACE: index.ts
+// namespace(), which is the runner account's own namespace when unset).
+func containerJobPod(t tb, ctx context.Context, core kubernetes.Interface, kube dynamic.Interface, scaleSet, runner string) *corev1.Pod {
 	cm, err := core.CoreV1().ConfigMaps(wellknown.RunnersNamespace).Get(ctx, scaleSet+"-job-pod", metav1.GetOptions{})
 	require.NoError(t, err, "the pool's hook template")
 	var tmpl corev1.PodTemplateSpec
 	require.NoError(t, yaml.Unmarshal([]byte(cm.Data["job-pod.yaml"]), &tmpl))
 	pod := &corev1.Pod{ObjectMeta: tmpl.ObjectMeta, Spec: tmpl.Spec}
 	pod.Name, pod.Namespace = runner[:min(len(runner), 63-len("-workflow"))]+"-workflow", wellknown.RunnersNamespace
+	for _, e := range runnerPod(t, ctx, kube, scaleSet, runner).Spec.Containers[0].Env {
+		if e.Name == "ACTIONS_RUNNER_KUBERNETES_NAMESPACE" {
+			pod.Namespace = e.Value
+		}
+	}
 	if pod.Labels == nil {
 		pod.Labels = map[string]string{}
 	}
@@ -59,7 +66,6 @@ func containerJobPod(t tb, ctx context.Context, core kubernetes.Interface, scale
 // (It runs on the container pool while gpu-spot's empty node is being consolidated.)
 func spotInterruption(t tb, ctx context.Context, restCfg *rest.Config, core kubernetes.Interface, kube dynamic.Interface, k *karpenter, gpuci, kubeconfig string, systemNodes []string) {
 	const pool, scaleSet = "gpu-spot-container", "lux-gpu-t4-container"
-	pods := core.CoreV1().Pods(wellknown.RunnersNamespace)
 	defer func() {
 		if t.Failed() {
 			dumpScheduling(t, ctx, core)
@@ -99,8 +105,8 @@ func spotInterruption(t tb, ctx context.Context, restCfg *rest.Config, core kube
 
 	// EC2 reclaims the instance two minutes after its warning, and the job's pod goes with it;
 	// the runner fails the job and ARC ends it.
-	require.NoError(t, pods.Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}))
-	require.NoError(t, pods.Delete(ctx, runner.Name, metav1.DeleteOptions{}))
+	require.NoError(t, core.CoreV1().Pods(placed.Namespace).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}))
+	require.NoError(t, core.CoreV1().Pods(runner.Namespace).Delete(ctx, runner.Name, metav1.DeleteOptions{}))
 	k.awaitGone(t, ctx, kube, pool, instance, time.Minute, "the interrupted node and its instance are gone")
 
 	// The job failed; the retry workflow runs on the stack's retry runner, its pods gone.
@@ -129,15 +135,15 @@ func summaryReadsTheJobsNode(t tb, ctx context.Context, restCfg *rest.Config, co
 // beside the interruption rather than after it.
 func rerunOnTheTwin(t tb, ctx context.Context, core kubernetes.Interface, kube dynamic.Interface, k *karpenter, systemNodes []string) {
 	const twin, scaleSet = "gpu-spot-container-on-demand", "lux-gpu-t4-container-on-demand"
-	pods := core.CoreV1().Pods(wellknown.RunnersNamespace)
 	runner, job, claim := containerJobOnANewNode(t, ctx, core, kube, systemNodes, twin, scaleSet, scaleSet+"-e2e-runner-z")
+	assert.Equal(t, wellknown.ContainerJobsNamespace("gpu-spot-container"), job.Namespace, "a twin's job pods are its pool's, in its pool's namespace")
 	assert.Equal(t, karpv1.CapacityTypeOnDemand, claim.Labels[karpv1.CapacityTypeLabelKey], "on-demand: no second interruption")
 	for _, c := range poolClaims(t, ctx, kube, "gpu-spot-container") {
 		assert.NotEqual(t, job.Spec.NodeName, c.Status.NodeName, "not on a node of the spot pool")
 	}
 
-	require.NoError(t, pods.Delete(ctx, job.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}))
-	require.NoError(t, pods.Delete(ctx, runner.Name, metav1.DeleteOptions{}))
+	require.NoError(t, core.CoreV1().Pods(job.Namespace).Delete(ctx, job.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}))
+	require.NoError(t, core.CoreV1().Pods(runner.Namespace).Delete(ctx, runner.Name, metav1.DeleteOptions{}))
 	// The journey shows an empty node consolidated; here its NodeClaim is deleted, as a NodePool
 	// removal does, and Karpenter's termination turns that into a terminated instance without
 	// consolidation's waits (consolidateAfter, then commandValidationDelay's 15 s in
@@ -150,9 +156,10 @@ func rerunOnTheTwin(t tb, ctx context.Context, core kubernetes.Interface, kube d
 // set's runner on a system node, its job pod from the pool's hook template, which makes
 // Karpenter launch exactly one node of the pool, where the job pod runs.
 func containerJobOnANewNode(t tb, ctx context.Context, core kubernetes.Interface, kube dynamic.Interface, systemNodes []string, pool, scaleSet, runnerName string) (runner, job *corev1.Pod, claim karpv1.NodeClaim) {
-	pods := core.CoreV1().Pods(wellknown.RunnersNamespace)
 	runner = systemRunner(t, ctx, core, kube, systemNodes, scaleSet, runnerName)
-	created, err := pods.Create(ctx, containerJobPod(t, ctx, core, scaleSet, runner.Name), metav1.CreateOptions{})
+	jobPod := containerJobPod(t, ctx, core, kube, scaleSet, runner.Name)
+	pods := core.CoreV1().Pods(jobPod.Namespace)
+	created, err := pods.Create(ctx, jobPod, metav1.CreateOptions{})
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {
 		job, err = pods.Get(ctx, created.Name, metav1.GetOptions{})

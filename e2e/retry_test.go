@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -27,6 +28,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/luxfi/lux-gpu-ci/internal/wellknown"
+	"github.com/luxfi/lux-gpu-ci/k8s"
 )
 
 // retryScaleSet is dev's retryScaleSetName: its runner's account is the one gpuci retry reads
@@ -157,8 +159,10 @@ func retryFromTheCluster(t tb, ctx context.Context, core kubernetes.Interface, g
 	kubeconfig, account := accountKubeconfig(t, ctx, core, adminKubeconfig, dir, wellknown.RunnersNamespace, wellknown.RetryServiceAccount)
 
 	// What else the account may not do, a hostile job under it tries (hostileJobs).
-	_, err = account.CoreV1().Events(wellknown.RunnersNamespace).List(ctx, metav1.ListOptions{})
-	require.NoError(t, err, "it reads the runners' events")
+	for _, ns := range []string{wellknown.RunnersNamespace, wellknown.ContainerJobsNamespace("gpu-spot-container")} {
+		_, err = account.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
+		require.NoError(t, err, "it reads the events where the runners and the job pods run (%s)", ns)
+	}
 
 	gh := &githubRun{jobs: []githubJob{
 		{id: 101, name: "in-container", runner: interruptedRunner, note: "Error: Process completed with exit code 137.", started: started, completed: time.Now()},
@@ -167,8 +171,11 @@ func retryFromTheCluster(t tb, ctx context.Context, core kubernetes.Interface, g
 	srv := gh.serve(t)
 	defer srv.Close()
 
-	cmd := exec.CommandContext(ctx, gpuci, "retry", "--cluster", "--kubeconfig", kubeconfig,
-		"--scale-sets", "lux-gpu-t4,lux-gpu-t4-container", "--repo", "luxfi/app", "--run-id", strconv.Itoa(retryRunID), "--json")
+	// The retry workflow's step, as gpuci workflows writes it for this stack file
+	// (examples/workflows, which a unit test holds to gpuci's output), with the kubeconfig of
+	// the runner's account and --json.
+	args := append(retryWorkflowStep(t, "luxfi/app", strconv.Itoa(retryRunID)), "--kubeconfig", kubeconfig, "--json")
+	cmd := exec.CommandContext(ctx, gpuci, args...)
 	cmd.Env = append(os.Environ(), "GITHUB_TOKEN=ghs_e2e", "GITHUB_API_URL="+srv.URL, "KUBECONFIG=")
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -195,6 +202,26 @@ func retryFromTheCluster(t tb, ctx context.Context, core kubernetes.Interface, g
 	defer gh.mu.Unlock()
 	assert.Equal(t, []int64{101}, gh.jobReruns, "exactly the interrupted job is re-run")
 	assert.Zero(t, gh.failedJobsRerunCalls, "never the run's failed jobs: unit failed by itself")
+}
+
+// retryWorkflowStep is the gpuci command line of examples/workflows/retry-interrupted.yml's
+// re-run step, its two variables given.
+func retryWorkflowStep(t tb, repo, runID string) []string {
+	b, err := os.ReadFile(filepath.Join("..", "examples", "workflows", "retry-interrupted.yml"))
+	require.NoError(t, err)
+	for _, line := range strings.Split(string(b), "\n") {
+		cmd, ok := strings.CutPrefix(strings.TrimSpace(line), "run: gpuci retry ")
+		if !ok {
+			continue
+		}
+		args := []string{"retry"}
+		for _, f := range strings.Fields(cmd) {
+			args = append(args, strings.NewReplacer(`"$GITHUB_REPOSITORY"`, repo, `"$RUN_ID"`, runID).Replace(f))
+		}
+		return args
+	}
+	require.FailNow(t, "examples/workflows/retry-interrupted.yml runs no gpuci retry")
+	return nil
 }
 
 // retrierSweepsTheOrg is the in-cluster retrier's pass after the same run: the command and
@@ -256,7 +283,7 @@ func retrierSweepsTheOrg(t tb, ctx context.Context, core kubernetes.Interface, g
 	_, err = account.CoreV1().Secrets(wellknown.RetrierNamespace).Get(ctx, wellknown.RetrierTokenSecret, metav1.GetOptions{})
 	assert.True(t, apierrors.IsForbidden(err), "nor its own token, which only its pod's env holds: %v", err)
 	// No account of the runners' namespace reads the token.
-	for _, sa := range []string{wellknown.ContainerHooksServiceAccount, wellknown.RetryServiceAccount, "default"} {
+	for _, sa := range []string{wellknown.ContainerHooksAccount("gpu-spot-container"), k8s.LegacyContainerHooksAccount, wellknown.RetryServiceAccount, "default"} {
 		review, err := core.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
 			User: "system:serviceaccount:" + wellknown.RunnersNamespace + ":" + sa, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + wellknown.RunnersNamespace, "system:authenticated"},
 			ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: wellknown.RetrierNamespace, Verb: "get", Resource: "secrets", Name: wellknown.RetrierTokenSecret},

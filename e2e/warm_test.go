@@ -78,7 +78,7 @@ func warmWindowConfigured(t *testing.T, ctx context.Context, h *harness, core ku
 	require.True(t, time.Now().Before(opens), "the up ended before the window opens (else its CronJob waits a day)")
 
 	runner := runnerPod(t, ctx, kube, "lux-gpu-t4", "lux-gpu-t4-warm-runner-a")
-	job := containerJobPod(t, ctx, core, "lux-gpu-t4-container", "lux-gpu-t4-container-warm-runner-b")
+	job := containerJobPod(t, ctx, core, kube, "lux-gpu-t4-container", "lux-gpu-t4-container-warm-runner-b")
 
 	// No spot capacity of the container-form pool's types, in any of the stack's zones.
 	np, err := kube.Resource(nodePools).Get(ctx, "gpu-spot-container", metav1.GetOptions{})

@@ -109,7 +109,7 @@ func TestNewcomersPath(t *testing.T) {
 	grown := strings.Replace(string(starter), "      runnerLabels: [self-hosted, linux, amd64, cuda, gpu, starter-t4]\n",
 		"      runnerLabels: [self-hosted, linux, amd64, cuda, gpu, starter-t4]\n      onDemandRetry: true\n"+
 			"    - name: gpu-spot-container\n      instanceTypes: [g4dn.xlarge]\n      capacityTypes: [spot]\n      gpuLimit: 1\n      maxRunners: 1\n"+
-			"      jobForm: container\n      runnerScaleSetName: lux-starter-t4-container\n      runnerLabels: [self-hosted, linux, amd64, cuda, gpu, starter-t4-container]\n", 1)
+			"      jobForm: container\n      runnerGroup: gpu-trusted\n      trustedRepositoriesOnly: true\n      runnerScaleSetName: lux-starter-t4-container\n      runnerLabels: [self-hosted, linux, amd64, cuda, gpu, starter-t4-container]\n", 1)
 	require.NotEqual(t, string(starter), grown, "the starter's pool is where the test grows it")
 	require.NoError(t, os.WriteFile(filepath.Join(stacks, "Pulumi.starter.yaml"), []byte(grown), 0o644))
 	pre := exec.Command("make", "-s", "-C", "..", "preflight")

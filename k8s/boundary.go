@@ -81,12 +81,21 @@ func RunnersNetworkPolicies() []networkingv1.NetworkPolicy {
 	noRole := k8smeta.LabelSelector{MatchExpressions: []k8smeta.LabelSelectorRequirement{{Key: wellknown.RunnerRoleLabel, Operator: k8smeta.LabelSelectorOpDoesNotExist}}}
 	return []networkingv1.NetworkPolicy{
 		DenyAll(ns),
-		networkPolicy(ns, JobEgressPolicy, role(wellknown.RunnerRoleJob), egress,
-			[]networkingv1.NetworkPolicyEgressRule{dnsEgress(), internetEgress(privateRanges), compilerCacheEgress()}),
+		jobEgressPolicy(ns),
 		networkPolicy(ns, RelayEgressPolicy, role(wellknown.RunnerRoleRelay), egress,
 			[]networkingv1.NetworkPolicyEgressRule{dnsEgress(), internetEgress(privateRanges), tcpEgress(clusterRanges, apiServerPort)}),
 		networkPolicy(ns, PredatesRolesPolicy, noRole, egress, []networkingv1.NetworkPolicyEgressRule{{}}),
 	}
+}
+
+// jobEgressPolicy is where a pod that runs a job's code (wellknown.RunnerRoleJob) in namespace
+// may connect: DNS, the internet (not the cluster's private addresses nor the link-local
+// ones) and its pool's compiler cache server.
+func jobEgressPolicy(namespace string) networkingv1.NetworkPolicy {
+	return networkPolicy(namespace, JobEgressPolicy,
+		k8smeta.LabelSelector{MatchLabels: map[string]string{wellknown.RunnerRoleLabel: wellknown.RunnerRoleJob}},
+		[]networkingv1.PolicyType{networkingv1.PolicyTypeEgress},
+		[]networkingv1.NetworkPolicyEgressRule{dnsEgress(), internetEgress(privateRanges), compilerCacheEgress()})
 }
 
 // DenyAll denies every pod of namespace every connection, in and out.

@@ -4,6 +4,8 @@ package k8s_test
 // modules go.mod pins), and the pins that must agree.
 
 import (
+	psaapi "k8s.io/pod-security-admission/api"
+	psapolicy "k8s.io/pod-security-admission/policy"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -291,8 +293,8 @@ func TestScaleSetChartRendersBothJobForms(t *testing.T) {
 		"CCACHE_BASEDIR":        "/home/runner/_work",
 		"CCACHE_COMPILERCHECK":  "content",
 		// The runner's job hooks, from their ConfigMap.
-		"ACTIONS_RUNNER_HOOK_JOB_STARTED":   "/opt/gpuci/hooks/job-started.sh",
-		"ACTIONS_RUNNER_HOOK_JOB_COMPLETED": "/opt/gpuci/hooks/job-completed.sh",
+		"ACTIONS_RUNNER_HOOK_JOB_STARTED":   "/opt/gpuci/hooks/job-started.js",
+		"ACTIONS_RUNNER_HOOK_JOB_COMPLETED": "/opt/gpuci/hooks/job-completed.js",
 		"GPUCI_POOL":                        "gpu-spot",
 	} {
 		assert.Equal(t, v, runnerEnv[k], "%s, through the chart's merge", k)
@@ -324,7 +326,8 @@ func TestScaleSetChartRendersBothJobForms(t *testing.T) {
 
 	set, objs = render(config.JobFormContainer)
 	pod = set.Spec.Template.Spec
-	assert.Equal(t, wellknown.ContainerHooksServiceAccount, pod.ServiceAccountName)
+	assert.Equal(t, wellknown.ContainerHooksAccount("gpu-spot"), pod.ServiceAccountName, "the pool's own account")
+	assertRestricted(t, "a container-form runner", set.Spec.Template)
 	assert.Nil(t, pod.AutomountServiceAccountToken, "the hooks reach the API server with the runner's token")
 	for _, o := range objs {
 		assert.False(t, o.Kind == "ServiceAccount" || strings.HasSuffix(o.Name, "-kube-mode"), "the chart adds %s/%s: our account replaces it", o.Kind, o.Name)
@@ -337,11 +340,13 @@ func TestScaleSetChartRendersBothJobForms(t *testing.T) {
 	e := env(runner)
 	assert.Equal(t, "/home/runner/job-pod-template/job-pod.yaml", e["ACTIONS_RUNNER_CONTAINER_HOOK_TEMPLATE"], "our variable survives the chart's merge")
 	assert.Equal(t, "1200", e["ACTIONS_RUNNER_PREPARE_JOB_TIMEOUT_SECONDS"], "our job pod wait survives the chart's merge")
-	assert.Equal(t, "/home/runner/k8s-novolume/index.js", e["ACTIONS_RUNNER_CONTAINER_HOOKS"], "the chart sets the hooks")
+	assert.Equal(t, "/opt/gpuci/hooks/container-hooks.js", e["ACTIONS_RUNNER_CONTAINER_HOOKS"], "our entry point to the hooks survives the chart's merge (it would set the image's own)")
+	assert.Equal(t, "/home/runner/k8s-novolume/index.js", e["GPUCI_CONTAINER_HOOKS"], "which runs the image's")
+	assert.Equal(t, "arc-jobs-gpu-spot", e["ACTIONS_RUNNER_KUBERNETES_NAMESPACE"], "the job pods go to the pool's own namespace")
 	assert.Equal(t, "true", e["ACTIONS_RUNNER_REQUIRE_JOB_CONTAINER"])
 	// Its job hooks follow the job container's log and write the summary; the zone is the job
 	// pod's, which the sampler there reports, not this system node's.
-	assert.Equal(t, "/opt/gpuci/hooks/job-completed.sh", e["ACTIONS_RUNNER_HOOK_JOB_COMPLETED"], "through the chart's merge")
+	assert.Equal(t, "/opt/gpuci/hooks/job-completed.js", e["ACTIONS_RUNNER_HOOK_JOB_COMPLETED"], "through the chart's merge")
 	assert.Equal(t, "container", e["GPUCI_JOB_FORM"], "through the chart's merge")
 	assert.NotContains(t, e, "GPUCI_ZONE")
 	require.Len(t, runner.VolumeMounts, 2)
@@ -361,6 +366,7 @@ func TestScaleSetChartRendersBothJobForms(t *testing.T) {
 	var retrySet runnerSet
 	find(t, objs, "AutoscalingRunnerSet", "lux-gpu-retry", &retrySet)
 	assert.Equal(t, wellknown.RetryServiceAccount, retrySet.Spec.Template.Spec.ServiceAccountName, "the account gpuci retry --cluster reads with")
+	assertRestricted(t, "the retry runner", retrySet.Spec.Template)
 	assert.Equal(t, "gpu-retry", retrySet.Spec.RunnerGroup, "registered in its own runner group, where the chart puts it for the controller")
 	for _, o := range objs {
 		assert.False(t, o.Kind == "ServiceAccount", "the chart adds %s/%s: our account replaces it", o.Kind, o.Name)
@@ -401,4 +407,18 @@ func TestARCControllerChartTurnsMetricsOn(t *testing.T) {
 		assert.Contains(t, c.Args, arg)
 	}
 	assert.Contains(t, c.Ports, corev1.ContainerPort{Name: "metrics", ContainerPort: 8080, Protocol: corev1.ProtocolTCP})
+}
+
+// assertRestricted: the pod, as the chart renders it, meets Pod Security's restricted level,
+// judged by the pod-security-admission library the API server runs (its default checks at
+// the latest version).
+func assertRestricted(t *testing.T, what string, tmpl corev1.PodTemplateSpec) {
+	t.Helper()
+	evaluator, err := psapolicy.NewEvaluator(psapolicy.DefaultChecks(), nil)
+	require.NoError(t, err)
+	results := evaluator.EvaluatePod(psaapi.LevelVersion{Level: psaapi.LevelRestricted, Version: psaapi.LatestVersion()}, &tmpl.ObjectMeta, &tmpl.Spec)
+	require.NotEmpty(t, results, "the restricted level's checks ran")
+	for _, r := range results {
+		assert.True(t, r.Allowed, "%s breaks the restricted level: %s: %s", what, r.ForbiddenReason, r.ForbiddenDetail)
+	}
 }

@@ -232,9 +232,14 @@ func CompilerCacheNetworkPolicies(services []config.CompilerCacheService) []netw
 		np := networkPolicy(ns, wellknown.CompilerCacheName(svc.Name)+"-clients",
 			k8smeta.LabelSelector{MatchLabels: map[string]string{wellknown.CompilerCacheLabel: svc.Name}},
 			[]networkingv1.PolicyType{networkingv1.PolicyTypeIngress}, nil)
+		// A job's pod: a runner-form runner in the runners' namespace, a container-form job's
+		// pod in its pool's jobs' namespace (the service is named for that pool).
 		np.Spec.Ingress = []networkingv1.NetworkPolicyIngressRule{{
 			From: []networkingv1.NetworkPolicyPeer{{
-				NamespaceSelector: &k8smeta.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": wellknown.RunnersNamespace}},
+				NamespaceSelector: &k8smeta.LabelSelector{MatchExpressions: []k8smeta.LabelSelectorRequirement{{
+					Key: "kubernetes.io/metadata.name", Operator: k8smeta.LabelSelectorOpIn,
+					Values: []string{wellknown.RunnersNamespace, wellknown.ContainerJobsNamespace(svc.Name)},
+				}}},
 				PodSelector: &k8smeta.LabelSelector{MatchLabels: map[string]string{
 					wellknown.CompilerCacheLabel: svc.Name, wellknown.RunnerRoleLabel: wellknown.RunnerRoleJob,
 				}},

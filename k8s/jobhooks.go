@@ -19,7 +19,8 @@ import (
 // job: the runner reads ACTIONS_RUNNER_HOOK_JOB_STARTED and _COMPLETED and runs the scripts
 // they name, failing the job when the started one fails. A container-form job pod runs the GPU
 // sampler as its job container's postStart hook. The scripts come from one ConfigMap in the
-// runners' namespace.
+// runners' namespace, and the sampler from one of the same name in each container-form pool's
+// jobs' namespace (a pod mounts only its own namespace's ConfigMaps).
 const (
 	JobHooksConfigMap = "gpuci-job-hooks"
 	jobHooksVolume    = "gpuci-job-hooks"
@@ -46,8 +47,10 @@ func JobHookEnv(pool config.GPUPool, p pricing.Prices) []k8scorev1.EnvVar {
 		capacity = "spot, on-demand when spot is short (priced at spot)"
 	}
 	env := []k8scorev1.EnvVar{
-		{Name: jobStartedEnv, Value: path.Join(jobhooks.Dir, jobhooks.JobStartedKey)},
-		{Name: jobCompletedEnv, Value: path.Join(jobhooks.Dir, jobhooks.JobCompletedKey)},
+		// .js entry points, which the runner runs with its own node: no job's PATH chooses
+		// what runs them (internal/jobhooks/trusted-env.js).
+		{Name: jobStartedEnv, Value: path.Join(jobhooks.Dir, jobhooks.JobStartedEntryKey)},
+		{Name: jobCompletedEnv, Value: path.Join(jobhooks.Dir, jobhooks.JobCompletedEntryKey)},
 		{Name: "GPUCI_POOL", Value: pool.Name},
 		{Name: "GPUCI_JOB_FORM", Value: string(pool.JobForm)},
 		{Name: "GPUCI_CAPACITY", Value: capacity},

@@ -9,6 +9,7 @@ package k8s_test
 
 import (
 	"net/netip"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -194,23 +195,33 @@ func portsMatch(ports []networkingv1.NetworkPolicyPort, d destination) bool {
 // Pod Identity agent, not IMDS nor the cluster.
 func TestOnlyAPoolsJobsReachItsCacheServer(t *testing.T) {
 	// gpu-spot's cache is read-write; gpu-spot-container's reads gpu-spot's prefix.
-	policies := append(k8s.RunnersNetworkPolicies(), k8s.CompilerCacheNetworkPolicies([]config.CompilerCacheService{
-		{Name: "gpu-spot", Prefix: "gpu-spot", Access: config.CacheReadWrite},
-		{Name: "gpu-spot-container", Prefix: "gpu-spot", Access: config.CacheReadOnly},
-	})...)
+	// gpu-spot-container's job pods are in its own namespace.
+	policies := slices.Concat(k8s.RunnersNetworkPolicies(), k8s.ContainerJobsNetworkPolicies("arc-jobs-gpu-spot-container"),
+		k8s.CompilerCacheNetworkPolicies([]config.CompilerCacheService{
+			{Name: "gpu-spot", Prefix: "gpu-spot", Access: config.CacheReadWrite},
+			{Name: "gpu-spot-container", Prefix: "gpu-spot", Access: config.CacheReadOnly},
+		}))
 	cacheNS := map[string]string{"kubernetes.io/metadata.name": "gpuci-cache"}
 	runnersNS := map[string]string{"kubernetes.io/metadata.name": "arc-runners"}
 	server := func(pool string) endpoint {
 		return endpoint{ns: cacheNS, pod: map[string]string{"app.kubernetes.io/name": "compiler-cache", wellknown.CompilerCacheLabel: pool}, ip: "10.0.1.50", port: 8080}
 	}
+	jobIn := func(ns, pool string) endpoint {
+		return endpoint{ns: map[string]string{"kubernetes.io/metadata.name": ns}, pod: map[string]string{wellknown.RunnerRoleLabel: wellknown.RunnerRoleJob, wellknown.CompilerCacheLabel: pool}}
+	}
 	jobOf := func(pool string) endpoint {
-		return endpoint{ns: runnersNS, pod: map[string]string{wellknown.RunnerRoleLabel: wellknown.RunnerRoleJob, wellknown.CompilerCacheLabel: pool}}
+		if pool == "gpu-spot-container" {
+			return jobIn("arc-jobs-gpu-spot-container", pool)
+		}
+		return jobIn("arc-runners", pool)
 	}
 	relay := endpoint{ns: runnersNS, pod: map[string]string{wellknown.RunnerRoleLabel: wellknown.RunnerRoleRelay}}
 
 	assert.True(t, connects(t, policies, jobOf("gpu-spot"), server("gpu-spot")), "a read-write pool's job reaches its server")
 	assert.True(t, connects(t, policies, jobOf("gpu-spot-container"), server("gpu-spot-container")), "a read-only pool's job reaches its own")
 	assert.False(t, connects(t, policies, jobOf("gpu-spot-container"), server("gpu-spot")), "and not the server that writes the bucket")
+	assert.False(t, connects(t, policies, jobIn("arc-jobs-gpu-spot-container", "gpu-spot"), server("gpu-spot")),
+		"a pod of another pool's jobs' namespace, whatever its labels, is not a gpu-spot job")
 	assert.False(t, connects(t, policies, relay, server("gpu-spot")), "a relay builds nothing")
 	assert.False(t, connects(t, policies, endpoint{ns: runnersNS, pod: map[string]string{wellknown.RunnerRoleLabel: wellknown.RunnerRoleJob}}, server("gpu-spot")), "a job pod of no pool's cache")
 
@@ -224,6 +235,27 @@ func TestOnlyAPoolsJobsReachItsCacheServer(t *testing.T) {
 	assert.True(t, connects(t, policies, srv, agent), "its credentials")
 	assert.False(t, connects(t, policies, srv, imds), "never the node's role")
 	assert.False(t, connects(t, policies, srv, kubelet))
+}
+
+// A container-form pool's jobs' namespace: its job pods reach what a job's pod in the
+// runners' namespace reaches (DNS, the internet), nothing of the cluster, and nothing reaches
+// them.
+func TestAContainerPoolsJobsNamespaceIsABoundary(t *testing.T) {
+	const ns = "arc-jobs-gpu-spot-container"
+	policies := k8s.ContainerJobsNetworkPolicies(ns)
+	require.NotEmpty(t, policies)
+	job := map[string]string{wellknown.RunnerRoleLabel: wellknown.RunnerRoleJob, wellknown.PoolLabel: "gpu-spot-container"}
+	for _, np := range policies {
+		require.Equal(t, ns, np.Namespace, np.Name)
+	}
+	for _, d := range []destination{kubeDNS, github} {
+		assert.True(t, egressAllowed(t, policies, job, d), "a job pod reaches %s", d.what)
+	}
+	for _, d := range []destination{apiENI, apiCluster, kubelet, karpenter, imds, podIdentity, otherPodHTTP} {
+		assert.False(t, egressAllowed(t, policies, job, d), "a job pod does not reach %s", d.what)
+	}
+	assert.True(t, ingressIsolated(t, policies, job), "nothing connects to a job pod")
+	assert.False(t, egressAllowed(t, policies, map[string]string{"app": "x"}, github), "a pod of no role there reaches nothing")
 }
 
 // endpoint is a pod (its namespace's and its own labels) or an address, and a TCP port.

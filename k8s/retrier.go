@@ -47,14 +47,15 @@ func RetrierCommandArgs(gh config.GitHub, pools []config.GPUPool) []string {
 	for _, p := range pools {
 		names = append(names, p.RunnerScaleSetName)
 	}
-	return []string{"retry", "--org", gh.Org, "--scale-sets", strings.Join(names, ","), "--every", RetrierSweepEvery}
+	return []string{"retry", "--org", gh.Org, "--scale-sets", strings.Join(names, ","),
+		"--pod-namespaces", strings.Join(config.RunnerPodNamespaces(pools), ","), "--every", RetrierSweepEvery}
 }
 
 // RetrierDeployment is the retrier: one replica, as the runner image's non-root user, with
 // its gpuci fetched and checked by an init container into a volume only the pod sees.
 func RetrierDeployment(r config.Retrier, gh config.GitHub, pools []config.GPUPool, cache ImageCache) appsv1.Deployment {
 	labels := map[string]string{"app.kubernetes.io/name": wellknown.RetrierName}
-	user := int64(1001) // the runner image's user "runner" (actions/runner v2.336.0, its Dockerfile)
+	user := runnerUser
 	url := fmt.Sprintf("%s/%s/gpuci_linux_amd64", versions.GpuciReleases, r.GpuciVersion)
 	const bin = "/opt/gpuci"
 	restricted := restrictedReadOnly()

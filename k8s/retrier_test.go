@@ -23,7 +23,9 @@ import (
 func TestRetrierDeployment(t *testing.T) {
 	pool := config.DefaultPool()
 	pool.OnDemandRetry = true
-	pools := []config.GPUPool{pool, pool.RetryTwin()}
+	container := config.DefaultPool()
+	container.Name, container.RunnerScaleSetName, container.JobForm = "gpu-c", "lux-gpu-c", config.JobFormContainer
+	pools := []config.GPUPool{pool, pool.RetryTwin(), container}
 	r := config.Retrier{GpuciVersion: "v0.4.0", GpuciSHA256: "00"}
 	d := k8s.RetrierDeployment(r, config.GitHub{Org: "luxfi"}, pools, testCache)
 	assert.Equal(t, wellknown.RetrierNamespace, d.Namespace)
@@ -38,8 +40,9 @@ func TestRetrierDeployment(t *testing.T) {
 	require.Len(t, spec.Containers, 1)
 	c := spec.Containers[0]
 	assert.Equal(t, []string{"/opt/gpuci/gpuci"}, c.Command)
-	assert.Equal(t, []string{"retry", "--org", "luxfi", "--scale-sets", "lux-gpu-t4,lux-gpu-t4-on-demand", "--every", "1m"}, c.Args,
-		"every pool's and twin's scale set")
+	assert.Equal(t, []string{"retry", "--org", "luxfi", "--scale-sets", "lux-gpu-t4,lux-gpu-t4-on-demand,lux-gpu-c",
+		"--pod-namespaces", "arc-runners,arc-jobs-gpu-c", "--every", "1m"}, c.Args,
+		"every pool's and twin's scale set, and where their runner and job pods run")
 	require.Len(t, c.Env, 1)
 	assert.Equal(t, "GITHUB_TOKEN", c.Env[0].Name)
 	assert.Equal(t, wellknown.RetrierTokenSecret, c.Env[0].ValueFrom.SecretKeyRef.Name, "from the Secret in its own namespace")

@@ -54,7 +54,7 @@ func NewRetrier(ctx *pulumi.Context, name string, args *RetrierArgs, opts ...pul
 		return nil, err
 	}
 	deps := []pulumi.Resource{ns, sa}
-	reads := RetryReaderRules()
+	reads := RetryReaderRules(args.Pools)
 	for _, readNS := range slices.Sorted(maps.Keys(reads)) {
 		rules := reads[readNS]
 		rbac, err := newAccountRoleOf(ctx, name+"-"+readNS, wellknown.RetrierServiceAccount, wellknown.RetrierNamespace, readNS, rules, sa,

@@ -21,11 +21,16 @@ import (
 
 // RetryReaderRules are what gpuci retry --cluster reads (live.ReadInterruptions), by
 // namespace: Karpenter's SpotInterrupted events on Nodes (a cluster-scoped object's events
-// are recorded in "default"), and in the runners' namespace the scheduler's Scheduled events
-// that say where each runner's pod ran. Events only: no pod, no Secret, no write.
-func RetryReaderRules() map[string][]k8srbacv1.PolicyRule {
+// are recorded in "default"), and where the pools' pods run (config.RunnerPodNamespaces: the
+// runners' namespace, each container-form pool's jobs') the scheduler's Scheduled events that
+// say where each runner's or job's pod ran. Events only: no pod, no Secret, no write.
+func RetryReaderRules(pools []config.GPUPool) map[string][]k8srbacv1.PolicyRule {
 	events := []k8srbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"get", "list"}}}
-	return map[string][]k8srbacv1.PolicyRule{k8smeta.NamespaceDefault: events, wellknown.RunnersNamespace: events}
+	out := map[string][]k8srbacv1.PolicyRule{k8smeta.NamespaceDefault: events}
+	for _, ns := range config.RunnerPodNamespaces(pools) {
+		out[ns] = events
+	}
+	return out
 }
 
 // RetryRunnerTemplate is the retry runner's pod: the current runner image (pulled on each

@@ -122,15 +122,30 @@ var systemRunnerResources = k8scorev1.ResourceRequirements{
 	Limits:   k8scorev1.ResourceList{k8scorev1.ResourceMemory: resource.MustParse("1Gi")},
 }
 
+// runnerUser is the runner image's user "runner" (actions/runner v2.336.0 images/Dockerfile:
+// adduser --uid 1001, its own group 1001). The image names it, not its number, so a pod that
+// must run as non-root says the number.
+const runnerUser = int64(1001)
+
 // systemRunnerPod is a runner pod for the system nodes (a container-form pool's, the retry
 // runner's): no GPU and no GPU toleration, systemRunnerResources, under account, whose token
-// it uses to reach the API server for its job (RunnerRoleRelay).
+// it uses to reach the API server for its job (RunnerRoleRelay). It meets Pod Security's
+// restricted level although its namespace enforces baseline: a relay shares the system nodes
+// with Karpenter's and the retrier's credentials and with ARC, and runs nothing that needs
+// root. No privilege escalation means no sudo (the image's sudo is setuid, which no_new_privs
+// disarms), all capabilities dropped, the runtime's default seccomp profile, the image's
+// non-root user.
 func systemRunnerPod(account, image string, pull k8scorev1.PullPolicy) k8scorev1.PodTemplateSpec {
+	user := runnerUser
 	return k8scorev1.PodTemplateSpec{
 		ObjectMeta: k8smeta.ObjectMeta{Labels: map[string]string{wellknown.RunnerRoleLabel: wellknown.RunnerRoleRelay}},
 		Spec: k8scorev1.PodSpec{
 			ServiceAccountName: account,
 			NodeSelector:       map[string]string{wellknown.SystemNodeLabel: wellknown.SystemNodeValue},
+			SecurityContext: &k8scorev1.PodSecurityContext{
+				RunAsNonRoot: ptr(true), RunAsUser: &user, RunAsGroup: &user,
+				SeccompProfile: &k8scorev1.SeccompProfile{Type: k8scorev1.SeccompProfileTypeRuntimeDefault},
+			},
 			Containers: []k8scorev1.Container{{
 				// ARC requires the runner container to be called "runner".
 				Name:            "runner",
@@ -138,6 +153,10 @@ func systemRunnerPod(account, image string, pull k8scorev1.PullPolicy) k8scorev1
 				ImagePullPolicy: pull,
 				Command:         []string{"/home/runner/run.sh"},
 				Resources:       systemRunnerResources,
+				SecurityContext: &k8scorev1.SecurityContext{
+					AllowPrivilegeEscalation: ptr(false),
+					Capabilities:             &k8scorev1.Capabilities{Drop: []k8scorev1.Capability{"ALL"}},
+				},
 			}},
 		},
 	}

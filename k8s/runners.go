@@ -2,12 +2,15 @@ package k8s
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 
 	corev1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/core/v1"
 	metav1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/meta/v1"
 	policyv1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/policy/v1"
+	rbacv1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/rbac/v1"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+	k8spolicyv1 "k8s.io/api/policy/v1"
 	k8smeta "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/luxfi/lux-gpu-ci/config"
@@ -189,7 +192,12 @@ func NewRunners(ctx *pulumi.Context, name string, args *RunnersArgs, opts ...pul
 		runsOn[pool.RunnerScaleSetName] = pulumi.ToStringMap(RunsOn(pool))
 	}
 	if retry := args.RetryRunner; retry.ScaleSetName != "" {
-		account, err := newRetryReader(ctx, name, parent, pulumi.DependsOn([]pulumi.Resource{runnersNS}))
+		// Its Roles go where the pools' pods run: after the jobs' namespaces exist.
+		var jobsNamespaces []pulumi.Resource
+		for _, deps := range hooks {
+			jobsNamespaces = append(jobsNamespaces, deps...)
+		}
+		account, err := newRetryReader(ctx, name, args.Pools, parent, pulumi.DependsOn(append([]pulumi.Resource{runnersNS}, jobsNamespaces...)))
 		if err != nil {
 			return nil, err
 		}
@@ -247,22 +255,34 @@ func newRunningJobsBudgets(ctx *pulumi.Context, name string, pools []config.GPUP
 	return created, nil
 }
 
-// newContainerHooks creates what container-form pools' runners use: one ServiceAccount, Role
-// and RoleBinding (ContainerHooksRules) shared by them, and each pool's job pod template. It
-// returns, by pool name, the resources a pool's scale set depends on (none for runner-form
+// newContainerHooks creates what container-form pools' runners and jobs use. For each pool
+// whose jobs they are (config.GPUPool.JobsOf: a twin shares its pool's): the jobs' namespace
+// with its boundary (Pod Security, NetworkPolicies), its budget and the GPU sampler's
+// ConfigMap, and the runners' account, in the runners' namespace, with its rights in the jobs'
+// namespace only. For each container-form pool: its job pod template, which its runners mount.
+// It returns, by pool name, the resources a pool's scale set depends on (none for runner-form
 // pools; nothing at all when no pool uses the container form).
 func newContainerHooks(ctx *pulumi.Context, name string, pools []config.GPUPool, opts ...pulumi.ResourceOption) (map[string][]pulumi.Resource, error) {
 	byPool := map[string][]pulumi.Resource{}
-	var rbac []pulumi.Resource
+	var legacy []pulumi.Resource
+	domains := map[string][]pulumi.Resource{}
 	for _, pool := range pools {
 		if pool.JobForm != config.JobFormContainer {
 			continue
 		}
-		if rbac == nil {
+		if legacy == nil {
 			var err error
-			if rbac, err = newContainerHooksRBAC(ctx, name, opts...); err != nil {
+			if legacy, err = newLegacyContainerHooksRBAC(ctx, name, opts...); err != nil {
 				return nil, err
 			}
+		}
+		jobs := pool.JobsOf()
+		if domains[jobs] == nil {
+			created, err := newContainerJobs(ctx, name, jobs, pools, opts...)
+			if err != nil {
+				return nil, fmt.Errorf("pool %s: its jobs' namespace: %w", jobs, err)
+			}
+			domains[jobs] = created
 		}
 		tmpl, err := JobPodTemplateYAML(pool)
 		if err != nil {
@@ -275,13 +295,72 @@ func newContainerHooks(ctx *pulumi.Context, name string, pools []config.GPUPool,
 		if err != nil {
 			return nil, err
 		}
-		byPool[pool.Name] = append([]pulumi.Resource{cm}, rbac...)
+		byPool[pool.Name] = slices.Concat([]pulumi.Resource{cm}, domains[jobs], legacy)
 	}
 	return byPool, nil
 }
 
-func newContainerHooksRBAC(ctx *pulumi.Context, name string, opts ...pulumi.ResourceOption) ([]pulumi.Resource, error) {
-	account := wellknown.ContainerHooksServiceAccount
+// newContainerJobs creates the jobs' namespace of the container-form pool jobs and its
+// runners' account (see newContainerHooks). The namespace's policies and budget come before
+// anything the account could start there.
+func newContainerJobs(ctx *pulumi.Context, name, jobs string, pools []config.GPUPool, opts ...pulumi.ResourceOption) ([]pulumi.Resource, error) {
+	nsName, account := wellknown.ContainerJobsNamespace(jobs), wellknown.ContainerHooksAccount(jobs)
+	ns, err := corev1.NewNamespace(ctx, name+"-"+nsName, &corev1.NamespaceArgs{
+		Metadata: &metav1.ObjectMetaArgs{Name: pulumi.String(nsName), Labels: pulumi.ToStringMap(ContainerJobsNamespaceLabels())},
+	}, opts...)
+	if err != nil {
+		return nil, err
+	}
+	inNS := append(slices.Clone(opts), pulumi.DependsOn([]pulumi.Resource{ns}))
+	var boundary []pulumi.Resource
+	for _, np := range ContainerJobsNetworkPolicies(nsName) {
+		r, err := newObject(ctx, name+"-"+nsName+"-"+np.Name, np.TypeMeta, np.ObjectMeta, np, inNS...)
+		if err != nil {
+			return nil, fmt.Errorf("network policy %s: %w", np.Name, err)
+		}
+		boundary = append(boundary, r)
+	}
+	budget := RunningJobsBudgets(pools)[RunningJobsBudget]
+	pdb, err := newObject(ctx, name+"-"+nsName+"-"+RunningJobsBudget, k8smeta.TypeMeta{APIVersion: "policy/v1", Kind: "PodDisruptionBudget"},
+		k8smeta.ObjectMeta{Name: RunningJobsBudget, Namespace: nsName}, k8spolicyv1.PodDisruptionBudget{Spec: budget}, inNS...)
+	if err != nil {
+		return nil, err
+	}
+	// The job pods mount the GPU sampler from their own namespace (JobPodTemplate).
+	sampler, err := corev1.NewConfigMap(ctx, name+"-"+nsName+"-job-hooks", &corev1.ConfigMapArgs{
+		Metadata: &metav1.ObjectMetaArgs{Name: pulumi.String(JobHooksConfigMap), Namespace: pulumi.String(nsName)},
+		Data:     pulumi.StringMap{jobhooks.GPUSamplerKey: pulumi.String(jobhooks.GPUSampler)},
+	}, inNS...)
+	if err != nil {
+		return nil, err
+	}
+	sa, err := corev1.NewServiceAccount(ctx, name+"-"+account, &corev1.ServiceAccountArgs{
+		Metadata: &metav1.ObjectMetaArgs{Name: pulumi.String(account), Namespace: pulumi.String(wellknown.RunnersNamespace)},
+	}, opts...)
+	if err != nil {
+		return nil, err
+	}
+	rbacAfter := append(slices.Clone(opts), pulumi.DependsOn(slices.Concat([]pulumi.Resource{ns, pdb, sampler}, boundary)))
+	rbac, err := newAccountRole(ctx, name+"-"+account, account, nsName, ContainerHooksRules(), sa, rbacAfter...)
+	if err != nil {
+		return nil, err
+	}
+	nodes, err := rbacv1.NewClusterRoleBinding(ctx, name+"-"+account+"-nodes", &rbacv1.ClusterRoleBindingArgs{
+		Metadata: &metav1.ObjectMetaArgs{Name: pulumi.String(account + "-nodes")},
+		RoleRef:  roleRef("ClusterRole", ContainerHooksNodeReader),
+		Subjects: accountSubject(account, wellknown.RunnersNamespace),
+	}, append(slices.Clone(opts), pulumi.DependsOn([]pulumi.Resource{sa}))...)
+	if err != nil {
+		return nil, err
+	}
+	return slices.Concat([]pulumi.Resource{ns, pdb, sampler, sa, nodes}, boundary, rbac), nil
+}
+
+// newLegacyContainerHooksRBAC keeps LegacyContainerHooksAccount, its Role in the runners'
+// namespace and the node reader's ClusterRole (which the pools' accounts are bound to), under
+// the names they always had.
+func newLegacyContainerHooksRBAC(ctx *pulumi.Context, name string, opts ...pulumi.ResourceOption) ([]pulumi.Resource, error) {
+	account := LegacyContainerHooksAccount
 	sa, err := corev1.NewServiceAccount(ctx, name+"-container-hooks", &corev1.ServiceAccountArgs{
 		Metadata: &metav1.ObjectMetaArgs{Name: pulumi.String(account), Namespace: pulumi.String(wellknown.RunnersNamespace)},
 	}, opts...)
@@ -323,17 +402,13 @@ func secretInput(s config.Secret) pulumi.StringOutput {
 func newJobHooks(ctx *pulumi.Context, name string, opts ...pulumi.ResourceOption) (pulumi.Resource, error) {
 	return corev1.NewConfigMap(ctx, name+"-job-hooks", &corev1.ConfigMapArgs{
 		Metadata: &metav1.ObjectMetaArgs{Name: pulumi.String(JobHooksConfigMap), Namespace: pulumi.String(wellknown.RunnersNamespace)},
-		Data: pulumi.StringMap{
-			jobhooks.JobStartedKey:   pulumi.String(jobhooks.JobStarted),
-			jobhooks.JobCompletedKey: pulumi.String(jobhooks.JobCompleted),
-			jobhooks.GPUSamplerKey:   pulumi.String(jobhooks.GPUSampler),
-		},
+		Data:     pulumi.ToStringMap(jobhooks.Files()),
 	}, opts...)
 }
 
 // newRetryReader creates the retry runner's account and, in each namespace it reads, a Role
 // and RoleBinding (RetryReaderRules).
-func newRetryReader(ctx *pulumi.Context, name string, opts ...pulumi.ResourceOption) ([]pulumi.Resource, error) {
+func newRetryReader(ctx *pulumi.Context, name string, pools []config.GPUPool, opts ...pulumi.ResourceOption) ([]pulumi.Resource, error) {
 	sa, err := corev1.NewServiceAccount(ctx, name+"-retry", &corev1.ServiceAccountArgs{
 		Metadata: &metav1.ObjectMetaArgs{Name: pulumi.String(wellknown.RetryServiceAccount), Namespace: pulumi.String(wellknown.RunnersNamespace)},
 	}, opts...)
@@ -341,8 +416,9 @@ func newRetryReader(ctx *pulumi.Context, name string, opts ...pulumi.ResourceOpt
 		return nil, err
 	}
 	out := []pulumi.Resource{sa}
-	for _, ns := range []string{k8smeta.NamespaceDefault, wellknown.RunnersNamespace} {
-		rbac, err := newAccountRole(ctx, name+"-retry-"+ns, wellknown.RetryServiceAccount, ns, RetryReaderRules()[ns], sa, opts...)
+	reads := RetryReaderRules(pools)
+	for _, ns := range slices.Sorted(maps.Keys(reads)) {
+		rbac, err := newAccountRole(ctx, name+"-retry-"+ns, wellknown.RetryServiceAccount, ns, reads[ns], sa, opts...)
 		if err != nil {
 			return nil, err
 		}

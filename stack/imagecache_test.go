@@ -259,7 +259,7 @@ func TestAnOwnImageTheNodesMayNotPullIsRefused(t *testing.T) {
 	pools := func(runnerImage, warmImage string) string {
 		return `[{"name": "gpu-spot", "instanceTypes": ["g4dn.xlarge"], "gpuLimit": 1, "runnerScaleSetName": "lux-gpu-t4", "runnerLabels": ["self-hosted", "gpu", "r"],
 		  "runnerImage": "` + runnerImage + `"},
-		 {"name": "gpu-spot-container", "instanceTypes": ["g4dn.xlarge"], "gpuLimit": 1, "runnerScaleSetName": "lux-gpu-t4-container", "runnerLabels": ["self-hosted", "gpu", "c"], "jobForm": "container",
+		 {"name": "gpu-spot-container", "instanceTypes": ["g4dn.xlarge"], "gpuLimit": 1, "runnerScaleSetName": "lux-gpu-t4-container", "runnerLabels": ["self-hosted", "gpu", "c"], "jobForm": "container", "runnerGroup": "gpu-trusted", "trustedRepositoriesOnly": true,
 		  "warm": {"windows": [{"days": "daily", "from": "08:00", "to": "09:00", "nodes": 1}], "images": ["` + warmImage + `"]}}]`
 	}
 	cases := []struct {

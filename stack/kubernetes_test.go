@@ -4,7 +4,9 @@ package stack_test
 
 import (
 	"fmt"
+	"maps"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -264,7 +266,6 @@ func TestContainerJobForm(t *testing.T) {
 	assert.Equal(t, 0.0, path(releaseNamed(t, m, "lux-gpu-t4").Inputs["values"], "minRunners"), "no idle runner-form runner: it would hold a GPU node")
 	assert.Equal(t, 0.0, path(releaseNamed(t, m, "lux-gpu-t4-on-demand").Inputs["values"], "minRunners"), "no idle runner on a twin")
 	tmpl := path(v, "template")
-	assert.Equal(t, "arc-container-hooks", path(tmpl, "spec", "serviceAccountName"), "set, so the chart makes no Role of its own")
 	assert.Equal(t, map[string]any{"lux-gpu-ci.luxfi.com/node-role": "system"}, path(tmpl, "spec", "nodeSelector"), "the runner pod is no GPU pod")
 	assert.Nil(t, path(tmpl, "spec", "tolerations"), "cannot land on (and keep up) a GPU node")
 	assert.Nil(t, path(tmpl, "metadata", "annotations"), "system nodes are not Karpenter's to disrupt")
@@ -305,30 +306,68 @@ func TestContainerJobForm(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, want, path(cm.Inputs, "data", "job-pod.yaml"))
 
-	// The hooks' permissions (the hooks' own requiredPermissions), bound to its account only.
-	sa := m.get(t, "kubernetes:core/v1:ServiceAccount", "gpu-ci-arc-container-hooks")
-	assert.Equal(t, "arc-container-hooks", path(sa.Inputs, "metadata", "name"))
-	role := m.one(t, "kubernetes:rbac.authorization.k8s.io/v1:Role")
-	assert.Equal(t, "arc-runners", path(role.Inputs, "metadata", "namespace"))
-	assert.Equal(t, []any{
+	// The pool's own account, in the runners' namespace, with the hooks' permissions (their
+	// own requiredPermissions) in the pool's jobs' namespace and nowhere else.
+	const jobsNS, account = "arc-jobs-gpu-spot-container", "arc-hooks-gpu-spot-container"
+	assert.Equal(t, account, path(tmpl, "spec", "serviceAccountName"), "set, so the chart makes no Role of its own")
+	assert.Contains(t, env, map[string]any{"name": "ACTIONS_RUNNER_KUBERNETES_NAMESPACE", "value": jobsNS}, "the hooks start the job pods there")
+	sa := m.get(t, "kubernetes:core/v1:ServiceAccount", "gpu-ci-arc-"+account)
+	assert.Equal(t, map[string]any{"name": account, "namespace": "arc-runners"}, sa.Inputs["metadata"])
+	ns := m.get(t, "kubernetes:core/v1:Namespace", "gpu-ci-arc-"+jobsNS)
+	assert.Equal(t, map[string]any{
+		"pod-security.kubernetes.io/enforce": "baseline", "pod-security.kubernetes.io/audit": "restricted", "pod-security.kubernetes.io/warn": "restricted",
+		"lux-gpu-ci.luxfi.com/container-jobs": "true",
+	}, path(ns.Inputs, "metadata", "labels"), "the runners' Pod Security levels; marked as a jobs' namespace")
+	hooksRules := []any{
 		map[string]any{"apiGroups": []any{""}, "resources": []any{"pods"}, "verbs": []any{"get", "list", "create", "delete"}},
 		map[string]any{"apiGroups": []any{""}, "resources": []any{"pods/exec"}, "verbs": []any{"get", "create"}},
 		map[string]any{"apiGroups": []any{""}, "resources": []any{"pods/log"}, "verbs": []any{"get", "list", "watch"}},
 		map[string]any{"apiGroups": []any{""}, "resources": []any{"secrets"}, "verbs": []any{"get", "list", "create", "delete"}},
-	}, path(role.Inputs, "rules"))
-	binding := m.one(t, "kubernetes:rbac.authorization.k8s.io/v1:RoleBinding")
-	assert.Equal(t, map[string]any{"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "arc-container-hooks"}, path(binding.Inputs, "roleRef"))
-	assert.Equal(t, []any{map[string]any{"kind": "ServiceAccount", "name": "arc-container-hooks", "namespace": "arc-runners"}}, path(binding.Inputs, "subjects"))
+	}
+	role := m.get(t, "kubernetes:rbac.authorization.k8s.io/v1:Role", "gpu-ci-arc-"+account)
+	assert.Equal(t, map[string]any{"name": account, "namespace": jobsNS}, role.Inputs["metadata"])
+	assert.Equal(t, hooksRules, path(role.Inputs, "rules"))
+	binding := m.get(t, "kubernetes:rbac.authorization.k8s.io/v1:RoleBinding", "gpu-ci-arc-"+account)
+	assert.Equal(t, jobsNS, path(binding.Inputs, "metadata", "namespace"))
+	assert.Equal(t, map[string]any{"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": account}, path(binding.Inputs, "roleRef"))
+	assert.Equal(t, []any{map[string]any{"kind": "ServiceAccount", "name": account, "namespace": "arc-runners"}}, path(binding.Inputs, "subjects"))
+	for _, b := range m.all("kubernetes:rbac.authorization.k8s.io/v1:RoleBinding") {
+		if path(b.Inputs, "metadata", "namespace") == "arc-runners" {
+			assert.NotContains(t, fmt.Sprint(b.Inputs["subjects"]), account, "%s grants the pool's account nothing in the runners' namespace (ARC's credential, the runners' JIT configs)", b.Name)
+		}
+	}
 	// Cluster-wide, one read: a job pod's Node by name, for the summary's spot or on-demand.
 	nodes := m.one(t, "kubernetes:rbac.authorization.k8s.io/v1:ClusterRole")
 	assert.Equal(t, []any{map[string]any{"apiGroups": []any{""}, "resources": []any{"nodes"}, "verbs": []any{"get"}}}, path(nodes.Inputs, "rules"))
-	nodesBinding := m.one(t, "kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding")
+	nodesBinding := m.get(t, "kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding", "gpu-ci-arc-"+account+"-nodes")
 	assert.Equal(t, map[string]any{"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "arc-container-hooks-nodes"}, path(nodesBinding.Inputs, "roleRef"))
-	assert.Equal(t, []any{map[string]any{"kind": "ServiceAccount", "name": "arc-container-hooks", "namespace": "arc-runners"}}, path(nodesBinding.Inputs, "subjects"))
+	assert.Equal(t, []any{map[string]any{"kind": "ServiceAccount", "name": account, "namespace": "arc-runners"}}, path(nodesBinding.Inputs, "subjects"))
+	// The jobs' namespace's own boundary, budget and the sampler its job pods mount.
+	var policies []string
+	for _, np := range m.all("kubernetes:networking.k8s.io/v1:NetworkPolicy") {
+		if path(np.Inputs, "metadata", "namespace") == jobsNS {
+			policies = append(policies, path(np.Inputs, "metadata", "name").(string))
+		}
+	}
+	assert.Equal(t, []string{"deny-all", "job-egress"}, policies)
+	pdb := m.get(t, "kubernetes:policy/v1:PodDisruptionBudget", "gpu-ci-arc-"+jobsNS+"-running-jobs")
+	assert.Equal(t, jobsNS, path(pdb.Inputs, "metadata", "namespace"))
+	assert.Equal(t, map[string]any{"lux-gpu-ci.luxfi.com/runner-role": "job"}, path(pdb.Inputs, "spec", "selector", "matchLabels"))
+	sampler := m.get(t, "kubernetes:core/v1:ConfigMap", "gpu-ci-arc-"+jobsNS+"-job-hooks")
+	assert.Equal(t, map[string]any{"name": "gpuci-job-hooks", "namespace": jobsNS}, sampler.Inputs["metadata"])
+	assert.Equal(t, []string{"gpu-sampler.sh"}, slices.Collect(maps.Keys(sampler.Inputs["data"].(map[string]any))), "the job pod's sampler only")
 
-	// Destroy: the scale set (and so its runners) goes before what its runners use.
+	// The account every container-form runner had before, kept for the runners an up leaves
+	// running (k8s.LegacyContainerHooksAccount); no runner template names it.
+	legacy := m.get(t, "kubernetes:rbac.authorization.k8s.io/v1:Role", "gpu-ci-arc-container-hooks")
+	assert.Equal(t, map[string]any{"name": "arc-container-hooks", "namespace": "arc-runners"}, legacy.Inputs["metadata"])
+	for _, r := range m.all("kubernetes:helm.sh/v3:Release") {
+		assert.NotEqual(t, "arc-container-hooks", path(r.Inputs["values"], "template", "spec", "serviceAccountName"), "%s's runners", r.Name)
+	}
+
+	// Destroy: the scale set (and so its runners) goes before what its runners and jobs use.
 	deps := releaseNamed(t, m, "lux-gpu-t4-container").Deps()
-	for _, r := range []registered{cm, sa, role, binding, nodes, nodesBinding} {
+	for _, r := range []registered{cm, sa, ns, role, binding, nodes, nodesBinding, pdb, sampler, legacy} {
 		assert.Contains(t, deps, r.Key())
 	}
 	assert.NotContains(t, releaseNamed(t, m, "lux-gpu-t4").Deps(), cm.Key(), "the runner-form scale set does not wait for it")
@@ -447,11 +486,20 @@ func TestOnDemandRetryTwin(t *testing.T) {
 func TestRunningJobsBudgets(t *testing.T) {
 	m := runDev(t)
 	budgets := map[string]map[string]any{}
+	var jobsBudget map[string]any
 	for _, pdb := range m.all("kubernetes:policy/v1:PodDisruptionBudget") {
-		assert.Equal(t, "arc-runners", path(pdb.Inputs, "metadata", "namespace"))
-		budgets[path(pdb.Inputs, "metadata", "name").(string)] = pdb.Inputs["spec"].(map[string]any)
+		switch ns := path(pdb.Inputs, "metadata", "namespace"); ns {
+		case "arc-runners":
+			budgets[path(pdb.Inputs, "metadata", "name").(string)] = pdb.Inputs["spec"].(map[string]any)
+		case "arc-jobs-gpu-spot-container":
+			assert.Equal(t, "running-jobs", path(pdb.Inputs, "metadata", "name"))
+			jobsBudget = pdb.Inputs["spec"].(map[string]any)
+		default:
+			t.Errorf("a budget in namespace %v", ns)
+		}
 	}
 	require.Len(t, budgets, 2)
+	assert.Equal(t, budgets["running-jobs"], jobsBudget, "the container-form pool's job pods, in their own namespace, under the same budget")
 	pool := []any{map[string]any{"key": "lux-gpu-ci.luxfi.com/pool", "operator": "Exists"}}
 	jobs, runners := budgets["running-jobs"], budgets["busy-runners"]
 	assert.Equal(t, pool, path(jobs, "selector", "matchExpressions"), "a pool's pods")
@@ -553,7 +601,7 @@ func TestAnInstanceTypesEditLeavesTheScaleSetAlone(t *testing.T) {
 	m := runDev(t, "gpuPools", `[{"name": "gpu-spot", "instanceTypes": ["g4dn.xlarge", "g4dn.2xlarge"], "capacityTypes": ["spot"], "gpuLimit": 1, "consolidateAfter": "30s",
 		"runnerScaleSetName": "lux-gpu-t4", "runnerLabels": ["self-hosted", "linux", "amd64", "cuda", "gpu", "t4"], "maxRunners": 1, "onDemandRetry": true},
 		{"name": "gpu-spot-container", "instanceTypes": ["g4dn.xlarge"], "capacityTypes": ["spot"], "gpuLimit": 1, "consolidateAfter": "30s",
-		"runnerScaleSetName": "lux-gpu-t4-container", "runnerLabels": ["self-hosted", "linux", "amd64", "cuda", "gpu", "t4-container"], "maxRunners": 1, "jobForm": "container"}]`)
+		"runnerScaleSetName": "lux-gpu-t4-container", "runnerLabels": ["self-hosted", "linux", "amd64", "cuda", "gpu", "t4-container"], "maxRunners": 1, "jobForm": "container", "runnerGroup": "gpu-trusted", "trustedRepositoriesOnly": true}]`)
 	assert.Equal(t, before, releaseNamed(t, m, "lux-gpu-t4").Inputs["values"])
 	// The on-demand twin too, whose table prices g4dn.2xlarge.
 	assert.Equal(t, releaseNamed(t, runDev(t), "lux-gpu-t4-on-demand").Inputs["values"], releaseNamed(t, m, "lux-gpu-t4-on-demand").Inputs["values"])

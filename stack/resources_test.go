@@ -67,26 +67,29 @@ func TestDevStackResourceCounts(t *testing.T) {
 		"lux-gpu-ci:k8s:Runners":                       1,
 		"pulumi:providers:kubernetes":                  2, // the cluster's, and the one that adopts ARC's CRDs
 		"kubernetes:helm.sh/v3:Release":                7, // karpenter-crd, karpenter, nvidia-device-plugin, arc, lux-gpu-t4(-on-demand, -container)
-		"kubernetes:core/v1:Namespace":                 4, // nvidia-device-plugin, arc-systems, arc-runners, gpuci-cache
+		"kubernetes:core/v1:Namespace":                 5, // nvidia-device-plugin, arc-systems, arc-runners, gpuci-cache, arc-jobs-gpu-spot-container
 		"kubernetes:core/v1:Secret":                    1,
 		"kubernetes:karpenter.sh/v1:NodePool":          3,
 		"kubernetes:karpenter.k8s.aws/v1:EC2NodeClass": 3,
 		// ARC's four CRDs, from the controller chart of the pinned version.
 		"kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition": 4,
-		// The container-form pool's job pod template and the container hooks' account; the
-		// cache servers' bucket name and accounts; the runners' job hooks.
-		"kubernetes:core/v1:ConfigMap":                        1 + 1 + 1,
-		"kubernetes:core/v1:ServiceAccount":                   1 + 2,
-		"kubernetes:rbac.authorization.k8s.io/v1:Role":        1,
-		"kubernetes:rbac.authorization.k8s.io/v1:RoleBinding": 1,
-		// The container hooks' account reads a job pod's Node (its capacity type).
+		// The container-form pool's job pod template and its jobs' sampler; the cache servers'
+		// bucket name; the runners' job hooks. Accounts: the container-form pool's and the one
+		// its runners had before (k8s.LegacyContainerHooksAccount), the cache servers'.
+		"kubernetes:core/v1:ConfigMap":                        1 + 1 + 1 + 1,
+		"kubernetes:core/v1:ServiceAccount":                   2 + 2,
+		"kubernetes:rbac.authorization.k8s.io/v1:Role":        2,
+		"kubernetes:rbac.authorization.k8s.io/v1:RoleBinding": 2,
+		// The container hooks' accounts read a job pod's Node (its capacity type).
 		"kubernetes:rbac.authorization.k8s.io/v1:ClusterRole":        1,
-		"kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding": 1,
-		// No drain evicts a pod that holds a job: the job pods', the container-form runners'.
-		"kubernetes:policy/v1:PodDisruptionBudget": 2,
-		// The runners' namespace's boundary: deny all, then each role's egress; the cache
-		// servers': deny all, their egress, each server's clients.
-		"kubernetes:networking.k8s.io/v1:NetworkPolicy": 4 + 4,
+		"kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding": 2,
+		// No drain evicts a pod that holds a job: the job pods' (in the runners' namespace and
+		// in the container-form pool's), the container-form runners'.
+		"kubernetes:policy/v1:PodDisruptionBudget": 2 + 1,
+		// The runners' namespace's boundary: deny all, then each role's egress; the
+		// container-form pool's jobs': deny all, the jobs' egress; the cache servers': deny
+		// all, their egress, each server's clients.
+		"kubernetes:networking.k8s.io/v1:NetworkPolicy": 4 + 2 + 4,
 		// A compiler cache server per pool, and its Service.
 		"lux-gpu-ci:k8s:CompilerCache":  1,
 		"kubernetes:apps/v1:Deployment": 2,

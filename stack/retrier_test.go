@@ -39,7 +39,7 @@ func TestTheInClusterRetrier(t *testing.T) {
 
 	events := []any{map[string]any{"apiGroups": []any{""}, "resources": []any{"events"}, "verbs": []any{"get", "list"}}}
 	d := m.get(t, "kubernetes:apps/v1:Deployment", "gpu-ci-retrier")
-	for _, readNS := range []string{"arc-runners", "default"} {
+	for _, readNS := range []string{"arc-runners", "arc-jobs-gpu-spot-container", "default"} {
 		role := m.get(t, "kubernetes:rbac.authorization.k8s.io/v1:Role", "gpu-ci-retrier-"+readNS)
 		assert.Equal(t, map[string]any{"name": "gpuci-retrier", "namespace": readNS}, path(role.Inputs, "metadata"))
 		assert.Equal(t, events, path(role.Inputs, "rules"), "events only: no pod (a job pod's spec holds its job's secrets), no Secret")
@@ -53,5 +53,6 @@ func TestTheInClusterRetrier(t *testing.T) {
 	}
 	assert.Equal(t, "gpuci-retrier", path(d.Inputs, "metadata", "namespace"))
 	c := path(d.Inputs, "spec", "template", "spec", "containers").([]any)[0]
-	assert.Equal(t, []any{"retry", "--org", "luxfi", "--scale-sets", "lux-gpu-t4,lux-gpu-t4-on-demand,lux-gpu-t4-container", "--every", "1m"}, path(c, "args"))
+	assert.Equal(t, []any{"retry", "--org", "luxfi", "--scale-sets", "lux-gpu-t4,lux-gpu-t4-on-demand,lux-gpu-t4-container",
+		"--pod-namespaces", "arc-runners,arc-jobs-gpu-spot-container", "--every", "1m"}, path(c, "args"))
 }

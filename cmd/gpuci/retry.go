@@ -12,6 +12,8 @@ import (
 
 	"github.com/luxfi/lux-gpu-ci/cmd/gpuci/internal/live"
 	"github.com/luxfi/lux-gpu-ci/cmd/gpuci/internal/retry"
+	"github.com/luxfi/lux-gpu-ci/config"
+	"github.com/luxfi/lux-gpu-ci/internal/wellknown"
 )
 
 // runRetry re-runs, once each, the failed jobs of a completed workflow run that lost one of
@@ -21,6 +23,7 @@ func runRetry(args []string) error {
 	fs := flag.NewFlagSet("retry", flag.ExitOnError)
 	st := addStackFlags(fs, "stack whose scale sets' runners count as ours")
 	scaleSets := fs.String("scale-sets", "", "comma-separated scale set names instead of --stack's (where no stack file is at hand)")
+	podNamespaces := fs.String("pod-namespaces", "", "with --scale-sets, the comma-separated namespaces where their runner and job pods run (default "+wellknown.RunnersNamespace+")")
 	repo := fs.String("repo", os.Getenv("GITHUB_REPOSITORY"), "owner/name of the repository (default $GITHUB_REPOSITORY)")
 	runID := fs.Int64("run-id", 0, "the completed workflow run's ID (github.event.workflow_run.id)")
 	dryRun := fs.Bool("dry-run", false, "decide and print, re-run nothing")
@@ -34,7 +37,7 @@ func runRetry(args []string) error {
 		return err
 	}
 	if *org != "" {
-		return runRetrySweep(*org, *scaleSets, *every, *lookback, *kubeconfig, *dryRun, st)
+		return runRetrySweep(*org, *scaleSets, *podNamespaces, *every, *lookback, *kubeconfig, *dryRun, st)
 	}
 	owner, name, ok := strings.Cut(*repo, "/")
 	if !ok || owner == "" || name == "" || *runID <= 0 {
@@ -44,15 +47,16 @@ func runRetry(args []string) error {
 	if token == "" {
 		return fmt.Errorf("GITHUB_TOKEN is not set: in a workflow, pass ${{ github.token }} with permissions actions: write")
 	}
-	names, stack, err := retryScaleSets(*scaleSets, st)
+	ours, err := retryScaleSets(*scaleSets, *podNamespaces, st)
 	if err != nil {
 		return err
 	}
+	stack := ours.stack
 	client, err := githubClient(token)
 	if err != nil {
 		return err
 	}
-	r := retry.Retrier{Client: client, Owner: owner, Repo: name, ScaleSets: names}
+	r := retry.Retrier{Client: client, Owner: owner, Repo: name, ScaleSets: ours.names}
 	ctx := context.Background()
 	if *withCluster || *kubeconfig != "" {
 		if stack == "" && *kubeconfig == "" && os.Getenv("KUBECONFIG") == "" {
@@ -61,7 +65,7 @@ func runRetry(args []string) error {
 		// Asked for, the cluster's evidence is required: deciding without it would quietly
 		// leave container-form jobs failed (a broken account, a wrong kubeconfig) and trust
 		// annotations the cluster would overrule. Nothing is re-run.
-		in, cleanup, err := clusterEvidence(ctx, *kubeconfig, stack)
+		in, cleanup, err := clusterEvidence(ctx, *kubeconfig, stack, ours.podNamespaces)
 		if err != nil {
 			return fmt.Errorf("the cluster cannot be read, so nothing was re-run: %w (fix the retry runner's account or the kubeconfig; without --cluster, GitHub's evidence alone decides)", err)
 		}
@@ -93,12 +97,12 @@ func runRetry(args []string) error {
 
 // clusterEvidence reads what the cluster's events say of recent interruptions. cleanup
 // releases the kubeconfig once the decision is applied.
-func clusterEvidence(ctx context.Context, kubeconfig, stack string) (*live.Interruptions, func(), error) {
+func clusterEvidence(ctx context.Context, kubeconfig, stack string, podNamespaces []string) (*live.Interruptions, func(), error) {
 	kube, _, cleanup, err := clients(kubeconfig, stack)
 	if err != nil {
 		return nil, nil, err
 	}
-	in, err := live.ReadInterruptions(ctx, kube)
+	in, err := live.ReadInterruptions(ctx, kube, podNamespaces)
 	if err != nil {
 		cleanup()
 		return nil, nil, err
@@ -106,25 +110,44 @@ func clusterEvidence(ctx context.Context, kubeconfig, stack string) (*live.Inter
 	return in, cleanup, nil
 }
 
-// retryScaleSets are the scale sets whose lost runners count: the flag's, else the stack's
-// (and the stack then named).
-func retryScaleSets(flagValue string, st stackFlags) (names []string, stack string, err error) {
-	for _, n := range strings.Split(flagValue, ",") {
-		if n = strings.TrimSpace(n); n != "" {
-			names = append(names, n)
+// ourRunners are the scale sets whose lost runners count, where their pods run, and the stack
+// they were read from ("" when the flags named them).
+type ourRunners struct {
+	names, podNamespaces []string
+	stack                string
+}
+
+// retryScaleSets are the scale sets whose lost runners count and their pods' namespaces: the
+// flags', else the stack's (and the stack then named).
+func retryScaleSets(scaleSets, podNamespaces string, st stackFlags) (ourRunners, error) {
+	var ours ourRunners
+	ours.names, ours.podNamespaces = splitList(scaleSets), splitList(podNamespaces)
+	if len(ours.names) > 0 {
+		if len(ours.podNamespaces) == 0 {
+			ours.podNamespaces = []string{wellknown.RunnersNamespace}
 		}
-	}
-	if len(names) > 0 {
-		return names, "", nil
+		return ours, nil
 	}
 	stack, cfg, err := st.load()
 	if err != nil {
-		return nil, "", err
+		return ours, err
 	}
 	for _, p := range cfg.Pools() {
-		names = append(names, p.RunnerScaleSetName)
+		ours.names = append(ours.names, p.RunnerScaleSetName)
 	}
-	return names, stack, nil
+	ours.podNamespaces, ours.stack = config.RunnerPodNamespaces(cfg.Pools()), stack
+	return ours, nil
+}
+
+// splitList is a comma-separated flag's items, trimmed, empty ones left out.
+func splitList(flagValue string) []string {
+	var out []string
+	for _, n := range strings.Split(flagValue, ",") {
+		if n = strings.TrimSpace(n); n != "" {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // runRetrySweep is the in-cluster retrier (k8s.RetrierDeployment runs it): at each pass it
@@ -133,12 +156,12 @@ func retryScaleSets(flagValue string, st stackFlags) (names []string, stack stri
 // Actions read and write on the repositories; it may not read annotations, see ClusterOnly).
 // A pass that fails is reported and the next one tried: the retrier outlives GitHub's and the
 // API server's bad minutes.
-func runRetrySweep(org, scaleSets string, every, lookback time.Duration, kubeconfig string, dryRun bool, st stackFlags) error {
+func runRetrySweep(org, scaleSets, podNamespaces string, every, lookback time.Duration, kubeconfig string, dryRun bool, st stackFlags) error {
 	token := os.Getenv("GITHUB_TOKEN")
 	if token == "" {
 		return fmt.Errorf("GITHUB_TOKEN is not set: the in-cluster retrier reads it from its Secret (config key retrier.githubToken)")
 	}
-	names, stack, err := retryScaleSets(scaleSets, st)
+	ours, err := retryScaleSets(scaleSets, podNamespaces, st)
 	if err != nil {
 		return err
 	}
@@ -148,7 +171,7 @@ func runRetrySweep(org, scaleSets string, every, lookback time.Duration, kubecon
 	}
 	ctx := context.Background()
 	for {
-		pass, err := sweepOnce(ctx, client, org, names, lookback, kubeconfig, stack, dryRun)
+		pass, err := sweepOnce(ctx, client, org, ours, lookback, kubeconfig, dryRun)
 		if err == nil {
 			err = printJSON(pass)
 		}
@@ -162,11 +185,11 @@ func runRetrySweep(org, scaleSets string, every, lookback time.Duration, kubecon
 	}
 }
 
-func sweepOnce(ctx context.Context, client *github.Client, org string, names []string, lookback time.Duration, kubeconfig, stack string, dryRun bool) (retry.Pass, error) {
-	in, cleanup, err := clusterEvidence(ctx, kubeconfig, stack)
+func sweepOnce(ctx context.Context, client *github.Client, org string, ours ourRunners, lookback time.Duration, kubeconfig string, dryRun bool) (retry.Pass, error) {
+	in, cleanup, err := clusterEvidence(ctx, kubeconfig, ours.stack, ours.podNamespaces)
 	if err != nil {
 		return retry.Pass{}, fmt.Errorf("the cluster cannot be read, so nothing was re-run: %w", err)
 	}
 	defer cleanup()
-	return retry.Sweep{Client: client, Org: org, ScaleSets: names, Cluster: in, Lookback: lookback}.Once(ctx, dryRun)
+	return retry.Sweep{Client: client, Org: org, ScaleSets: ours.names, Cluster: in, Lookback: lookback}.Once(ctx, dryRun)
 }

@@ -24,11 +24,14 @@ if [[ ${GPUCI_JOB_FORM:-runner} != container ]]; then
 fi
 
 # The job pod's name and container (runner-container-hooks v0.8.1
-# packages/k8s/src/hooks/constants.ts getJobPodName, JOB_CONTAINER_NAME), read with the
+# packages/k8s/src/hooks/constants.ts getJobPodName, JOB_CONTAINER_NAME), in the pool's jobs'
+# namespace where the hooks start it (ACTIONS_RUNNER_KUBERNETES_NAMESPACE: the hooks'
+# src/k8s/index.ts namespace(); the account's own namespace when unset), read with the
 # runner's own account, which the hooks use for the same pod (pods/log: k8s.ContainerHooksRules).
 sa=${GPUCI_SERVICEACCOUNT_DIR:-/var/run/secrets/kubernetes.io/serviceaccount}
 pod=${ACTIONS_RUNNER_POD_NAME:0:54}-workflow
-pod_url="https://${KUBERNETES_SERVICE_HOST}:${KUBERNETES_SERVICE_PORT}/api/v1/namespaces/$(cat "$sa/namespace")/pods/$pod"
+ns=${ACTIONS_RUNNER_KUBERNETES_NAMESPACE:-$(cat "$sa/namespace")}
+pod_url="https://${KUBERNETES_SERVICE_HOST}:${KUBERNETES_SERVICE_PORT}/api/v1/namespaces/$ns/pods/$pod"
 url="$pod_url/log?container=job&follow=true"
 api() { curl -fsS --cacert "$sa/ca.crt" -H "Authorization: Bearer $(cat "$sa/token")" "$@" 2>/dev/null; }
 # Each attempt reads the pod (kept for when it was bound to its node: job-completed.sh's wait),

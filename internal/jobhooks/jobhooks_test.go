@@ -65,7 +65,7 @@ func newHost(t *testing.T, m machine) *host {
 	for _, d := range []string{h.hooks, h.temp, h.bin, filepath.Join(h.dir, "dmi"), filepath.Join(h.dir, "dev"), filepath.Join(h.dir, "proc", "1")} {
 		require.NoError(t, os.MkdirAll(d, 0o755))
 	}
-	for key, script := range map[string]string{jobhooks.JobStartedKey: jobhooks.JobStarted, jobhooks.JobCompletedKey: jobhooks.JobCompleted, jobhooks.GPUSamplerKey: jobhooks.GPUSampler} {
+	for key, script := range jobhooks.Files() {
 		require.NoError(t, os.WriteFile(filepath.Join(h.hooks, key), []byte(script), 0o555))
 	}
 	if m.withSMI {
@@ -90,14 +90,28 @@ func newHost(t *testing.T, m machine) *host {
 	return h
 }
 
-// hook runs a job hook as the runner does: `bash -e <file>` (actions/runner v2.336.0
-// ScriptHandler.cs, a .sh hook's shell), in the job's environment.
+// entryPoints are the .js files the runner is given for each hook script (k8s.JobHookEnv).
+var entryPoints = map[string]string{jobhooks.JobStartedKey: jobhooks.JobStartedEntryKey, jobhooks.JobCompletedKey: jobhooks.JobCompletedEntryKey}
+
+// hook runs a job hook as the runner does: its .js entry point by the runner's own node
+// (actions/runner v2.336.0 HostContext.cs GetDefaultShellForScript: a .js hook's
+// externals/node20/bin/node), in the job's environment. The entry point runs the script with
+// /bin/bash and the PATH GPUCI_HOOKS_PATH names: here the host's, where its stand-ins are.
 func (h *host) hook(t *testing.T, key string, env ...string) (string, error) {
 	t.Helper()
-	cmd := exec.Command("bash", "-e", filepath.Join(h.hooks, key))
-	cmd.Env = append(h.env, env...)
+	cmd := exec.Command(nodeBinary(t), filepath.Join(h.hooks, entryPoints[key]))
+	cmd.Env = append(append(h.env, "GPUCI_HOOKS_PATH="+h.bin+":/usr/bin:/bin"), env...)
 	out, err := cmd.CombinedOutput()
 	return string(out), err
+}
+
+// nodeBinary is the Node.js the tests run the entry points with, as the runner runs them with
+// its own: required, never skipped.
+func nodeBinary(t *testing.T) string {
+	t.Helper()
+	node, err := exec.LookPath("node")
+	require.NoError(t, err, "the job hooks' entry points are .js files the runner's node runs: the tests need Node.js on PATH")
+	return node
 }
 
 // postStart runs the sampler as the kubelet runs the job container's postStart hook (the
@@ -288,8 +302,10 @@ func containerRunner(t *testing.T, h *host, api *apiServer, podName string) []st
 	require.NoError(t, os.WriteFile(filepath.Join(sa, "ca.crt"), ca, 0o644))
 	host, port, ok := strings.Cut(strings.TrimPrefix(api.URL, "https://"), ":")
 	require.True(t, ok)
+	// The runner's account is of the runners' namespace; its job pods are in its pool's
+	// (k8s: ACTIONS_RUNNER_KUBERNETES_NAMESPACE), where the hooks start them.
 	return []string{"GPUCI_JOB_FORM=container", "GPUCI_SERVICEACCOUNT_DIR=" + sa, "KUBERNETES_SERVICE_HOST=" + host, "KUBERNETES_SERVICE_PORT=" + port,
-		"ACTIONS_RUNNER_POD_NAME=" + podName, "PATH=/usr/bin:/bin", "GPUCI_FOLLOW_RETRY_SECONDS=0.05"}
+		"ACTIONS_RUNNER_POD_NAME=" + podName, "ACTIONS_RUNNER_KUBERNETES_NAMESPACE=arc-jobs-gpu-spot-container", "PATH=/usr/bin:/bin", "GPUCI_FOLLOW_RETRY_SECONDS=0.05"}
 }
 
 // A container-form job: the runner's hooks on a system node, the GPU in the job pod. The
@@ -314,7 +330,7 @@ func TestAContainerFormSummaryComesFromTheJobPodsLog(t *testing.T) {
 	// and -workflow (runner-container-hooks v0.8.1 constants.ts getJobPodName).
 	runnerPod := "lux-gpu-t4-container-x7k2p-runner-abcde-0123456789-0123456789"
 	// Bound to the node 70 s after the job's start (30 s after the node booted).
-	api := newAPIServerWithPod(t, filepath.Join(gpuNode.dir, "container.log"), "/api/v1/namespaces/arc-runners/pods/"+runnerPod[:54]+"-workflow/log", 3,
+	api := newAPIServerWithPod(t, filepath.Join(gpuNode.dir, "container.log"), "/api/v1/namespaces/arc-jobs-gpu-spot-container/pods/"+runnerPod[:54]+"-workflow/log", 3,
 		map[string]string{node: "on-demand"}, time.Unix(started+70, 0)) // spot was short
 	runner := newHost(t, machine{noDevice: true})
 	env := containerRunner(t, runner, api, runnerPod)
@@ -375,7 +391,7 @@ func TestABrokenGPUFailsTheJobInItsFirstSeconds(t *testing.T) {
 			assert.Contains(t, h.read(t, "termination-log"), tc.title+": "+tc.want, "the container's status says why")
 			assert.NotContains(t, h.read(t, "container.log"), "gpuci: sample")
 
-			api := newAPIServer(t, filepath.Join(h.dir, "container.log"), "/api/v1/namespaces/arc-runners/pods/runner-1-workflow/log", 0, nil)
+			api := newAPIServer(t, filepath.Join(h.dir, "container.log"), "/api/v1/namespaces/arc-jobs-gpu-spot-container/pods/runner-1-workflow/log", 0, nil)
 			runner := newHost(t, machine{noDevice: true})
 			env := containerRunner(t, runner, api, "runner-1")
 			out, err = runner.hook(t, jobhooks.JobStartedKey, env...)
@@ -394,7 +410,7 @@ func TestABrokenGPUFailsTheJobInItsFirstSeconds(t *testing.T) {
 // pod was refused) gives up after as long as the hooks wait for the pod, reading nothing.
 func TestTheFollowerGivesUpWithoutAJobPod(t *testing.T) {
 	t.Parallel()
-	api := newAPIServer(t, "/nonexistent", "/api/v1/namespaces/arc-runners/pods/runner-2-workflow/log", 1<<30, nil)
+	api := newAPIServer(t, "/nonexistent", "/api/v1/namespaces/arc-jobs-gpu-spot-container/pods/runner-2-workflow/log", 1<<30, nil)
 	runner := newHost(t, machine{noDevice: true})
 	out, err := runner.hook(t, jobhooks.JobStartedKey, append(containerRunner(t, runner, api, "runner-2"), "ACTIONS_RUNNER_PREPARE_JOB_TIMEOUT_SECONDS=1")...)
 	require.NoError(t, err, out)
@@ -424,7 +440,7 @@ func TestAHostileJobsLinesRunNothing(t *testing.T) {
 		"gpuci: sample 50, 100",
 	}, "\n") + "\n"
 	require.NoError(t, os.WriteFile(filepath.Join(gpuNode.dir, "container.log"), []byte(hostile), 0o644))
-	const logPath = "/api/v1/namespaces/arc-runners/pods/runner-3-workflow/log"
+	const logPath = "/api/v1/namespaces/arc-jobs-gpu-spot-container/pods/runner-3-workflow/log"
 	api := newAPIServer(t, filepath.Join(gpuNode.dir, "container.log"), logPath, 0, nil)
 	runner := newHost(t, machine{noDevice: true})
 	env := containerRunner(t, runner, api, "runner-3")

@@ -26,9 +26,6 @@ const (
 	ARCServiceAccount    = "arc-gha-rs-controller"
 	// GitHubSecretName holds the credentials runners register with.
 	GitHubSecretName = "arc-github-credentials"
-	// ContainerHooksServiceAccount runs container-form runners (and names their Role and
-	// RoleBinding): the permissions the container hooks need, nothing else.
-	ContainerHooksServiceAccount = "arc-container-hooks"
 	// RetryServiceAccount runs the retry runner (config.RetryRunner) and names its Roles:
 	// read the events gpuci retry --cluster decides on, nothing else.
 	RetryServiceAccount = "gpuci-retry"
@@ -38,6 +35,28 @@ const (
 	// field that a later ARC drops (gpuci crd-owners takes such fields over).
 	ARCCRDFieldManager = "lux-gpu-ci"
 )
+
+// A container-form pool's jobs: the container hooks start each job's pod in the pool's own
+// namespace (ContainerJobsNamespace, named to the hooks by ACTIONS_RUNNER_KUBERNETES_NAMESPACE),
+// as the pool's own account (ContainerHooksAccount, a ServiceAccount of the runners'
+// namespace whose rights are all in the jobs' namespace). A retry twin runs its pool's jobs
+// again, so it shares its pool's namespace and account: the pool is the unit of trust.
+const (
+	containerJobsNamespacePrefix = "arc-jobs-"
+	containerHooksAccountPrefix  = "arc-hooks-"
+)
+
+// ContainerJobsLabel marks, with "true", the namespaces of container-form pools' job pods.
+const ContainerJobsLabel = "lux-gpu-ci.luxfi.com/container-jobs"
+
+// ContainerJobsNamespace is the namespace of the job pods of the container-form pool named
+// pool (a pool's name is a DNS label of at most 50 characters: this fits 63).
+func ContainerJobsNamespace(pool string) string { return containerJobsNamespacePrefix + pool }
+
+// ContainerHooksAccount is the ServiceAccount a container-form pool's runners run as (in the
+// runners' namespace): the container hooks' permissions in ContainerJobsNamespace(pool), and
+// nothing in the runners' namespace.
+func ContainerHooksAccount(pool string) string { return containerHooksAccountPrefix + pool }
 
 // Warm capacity (a pool's warm windows): its placeholders run in a namespace of their own, at a
 // priority below every job's, labelled with the pool they keep warm.

@@ -146,6 +146,6 @@ const WarmPools = `[
 	 "runnerLabels": ["self-hosted", "linux", "amd64", "cuda", "gpu", "t4"], "onDemandRetry": true,
 	 "warm": {"timeZone": "Europe/Berlin", "windows": [{"days": "mon-fri", "from": "08:00", "to": "19:00", "nodes": 2}]}},
 	{"name": "gpu-spot-container", "instanceTypes": ["g4dn.xlarge"], "gpuLimit": 1, "maxRunners": 1, "runnerScaleSetName": "lux-gpu-t4-container",
-	 "runnerLabels": ["self-hosted", "linux", "amd64", "cuda", "gpu", "t4-container"], "jobForm": "container",
+	 "runnerLabels": ["self-hosted", "linux", "amd64", "cuda", "gpu", "t4-container"], "jobForm": "container", "runnerGroup": "gpu-trusted", "trustedRepositoriesOnly": true,
 	 "warm": {"windows": [{"days": "sat,sun", "from": "10:00", "to": "12:30", "nodes": 1}], "images": ["nvidia/cuda:12.8.1-devel-ubuntu24.04"]}}
 ]`

@@ -37,7 +37,7 @@ func TestCostReproducesTheSeedArithmetic(t *testing.T) {
 	p.Spot = map[string]float64{"g4dn.xlarge": 0.16}
 	p.PublicIPv4 = 0
 	r, err := cost.Estimate(noCache(t, "gpuPools", `[{"name": "gpu-spot", "instanceTypes": ["g4dn.xlarge"], "runnerScaleSetName": "lux-gpu-t4", "onDemandRetry": true, "compilerCache": "none"},
-		{"name": "gpu-spot-container", "instanceTypes": ["g4dn.xlarge"], "runnerScaleSetName": "lux-gpu-t4-container", "runnerLabels": ["c"], "jobForm": "container", "compilerCache": "none"}]`), p, cost.Usage{BuildsPerDay: 30, MinutesPerBuild: 10})
+		{"name": "gpu-spot-container", "instanceTypes": ["g4dn.xlarge"], "runnerScaleSetName": "lux-gpu-t4-container", "runnerLabels": ["c"], "jobForm": "container", "runnerGroup": "gpu-trusted", "trustedRepositoriesOnly": true, "compilerCache": "none"}]`), p, cost.Usage{BuildsPerDay: 30, MinutesPerBuild: 10})
 	require.NoError(t, err)
 	near(t, 137.82, r.IdleUSD, "idle per month")
 	require.Len(t, r.Pools, 3, "dev's two pools (one per job form, priced alike, each as if it ran every build) and gpu-spot's retry twin")

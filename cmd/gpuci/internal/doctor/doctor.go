@@ -294,7 +294,7 @@ func (d Doctor) staleRunner(ctx context.Context) Finding {
 // hour) and the runner pods that were on each interrupted node: the jobs that went red.
 func (d Doctor) spotInterruptions(ctx context.Context) Finding {
 	f := Finding{Symptom: "Jobs failed by spot interruptions", Fix: "a job on an interrupted node fails (\"The runner has received a shutdown signal\", or in the container form a failed step): gpuci retry (examples/workflows/retry-interrupted.yml) re-runs such runs once, on the pool's on-demand twin with onDemandRetry: true; add on-demand to the pool's capacityTypes if it happens often"}
-	in, err := live.ReadInterruptions(ctx, d.Kube)
+	in, err := live.ReadInterruptions(ctx, d.Kube, config.RunnerPodNamespaces(d.Cfg.Pools()))
 	if err != nil {
 		f.Evidence = append(f.Evidence, err.Error())
 		return f
@@ -313,9 +313,23 @@ func (d Doctor) spotInterruptions(ctx context.Context) Finding {
 	return f
 }
 
+// poolPods lists the pods of the pools: runners in the runners' namespace, container-form
+// jobs' pods in their pools' namespaces.
+func (d Doctor) poolPods(ctx context.Context) (*corev1.PodList, error) {
+	all := &corev1.PodList{}
+	for _, ns := range config.RunnerPodNamespaces(d.Cfg.Pools()) {
+		pods, err := d.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return nil, err
+		}
+		all.Items = append(all.Items, pods.Items...)
+	}
+	return all, nil
+}
+
 func (d Doctor) runnerPending(ctx context.Context, claims *unstructured.UnstructuredList) Finding {
 	f := Finding{Symptom: "Runner pod Pending with no node", Fix: "read the Karpenter log and the NodeClaim and EC2NodeClass conditions below: usually no capacity for the instance types, the pool's gpuLimit reached, a missing spot service-linked role (createSpotServiceLinkedRole), or an EC2NodeClass that is not Ready (its AMI not found; with imageSnapshotID, a snapshot larger than rootVolumeGi, in another region, or under a key Karpenter cannot use)"}
-	pods, err := d.Kube.CoreV1().Pods(wellknown.RunnersNamespace).List(ctx, metav1.ListOptions{})
+	pods, err := d.poolPods(ctx)
 	if err != nil {
 		f.Evidence = append(f.Evidence, err.Error())
 		return f
@@ -449,7 +463,7 @@ func (d Doctor) gpuQuota(claims *unstructured.UnstructuredList) Finding {
 
 func (d Doctor) costSpike(ctx context.Context, nodes []corev1.Node) Finding {
 	f := Finding{Symptom: "Cost spike: GPU nodes up without a job", Fix: "a GPU node should go consolidateAfter after its job; look for minRunners > 0, pods with karpenter.sh/do-not-disrupt that never finish, or stuck NodeClaims"}
-	pods, _ := d.Kube.CoreV1().Pods(wellknown.RunnersNamespace).List(ctx, metav1.ListOptions{})
+	pods, _ := d.poolPods(ctx)
 	busy := map[string]bool{}
 	if pods != nil {
 		for _, p := range pods.Items {

@@ -12,8 +12,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-
-	"github.com/luxfi/lux-gpu-ci/internal/wellknown"
 )
 
 // SpotInterrupted is the reason of the event Karpenter records on a Node (and its NodeClaim)
@@ -57,12 +55,13 @@ type Interruptions struct {
 
 // ReadInterruptions reads Karpenter's SpotInterrupted events on Nodes (a cluster-scoped
 // object's events are recorded in "default") and the scheduler's Scheduled events of the
-// runners' pods. Events only, never a pod: a container-form job's pod carries the job's
-// container.env in its spec, so an account that reads pods reads other repositories' secrets.
-// This is all the retry runner's account may read (k8s.RetryReaderRules).
-func ReadInterruptions(ctx context.Context, kube kubernetes.Interface) (*Interruptions, error) {
+// pods in podNamespaces (where the pools' runner and job pods run: config.RunnerPodNamespaces).
+// Events only, never a pod: a container-form job's pod carries the job's container.env in its
+// spec, so an account that reads pods reads other repositories' secrets. This is all the retry
+// runner's account may read (k8s.RetryReaderRules).
+func ReadInterruptions(ctx context.Context, kube kubernetes.Interface, podNamespaces []string) (*Interruptions, error) {
 	events := &corev1.EventList{}
-	for _, ns := range []string{metav1.NamespaceDefault, wellknown.RunnersNamespace} {
+	for _, ns := range append([]string{metav1.NamespaceDefault}, podNamespaces...) {
 		list, err := kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return nil, fmt.Errorf("reading the events in namespace %s: %w", ns, err)
@@ -71,7 +70,7 @@ func ReadInterruptions(ctx context.Context, kube kubernetes.Interface) (*Interru
 	}
 	in := &Interruptions{placed: map[string]placement{}}
 	for _, e := range events.Items {
-		if e.Reason != "Scheduled" || e.InvolvedObject.Kind != "Pod" || e.InvolvedObject.Namespace != wellknown.RunnersNamespace {
+		if e.Reason != "Scheduled" || e.InvolvedObject.Kind != "Pod" || !slices.Contains(podNamespaces, e.InvolvedObject.Namespace) {
 			continue
 		}
 		if m := scheduledRE.FindStringSubmatch(strings.TrimSpace(e.Message)); m != nil && m[1] == e.InvolvedObject.Name {

@@ -60,9 +60,18 @@ func TestConditions(t *testing.T) {
 // are known alike.
 func TestInterruptions(t *testing.T) {
 	at := func(hh, mm int) metav1.Time { return metav1.NewTime(time.Date(2026, 12, 3, hh, mm, 0, 0, time.UTC)) }
+	// Runners in the runners' namespace, a container-form pool's job pods in its own.
+	const jobs = "arc-jobs-gpu-spot-container"
+	scheduledIn := func(ns, pod, node string, when metav1.Time) *corev1.Event {
+		return &corev1.Event{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: pod + ".s"}, InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: ns, Name: pod},
+			Reason: "Scheduled", Message: "Successfully assigned " + ns + "/" + pod + " to " + node, LastTimestamp: when}
+	}
 	scheduled := func(pod, node string, when metav1.Time) *corev1.Event {
-		return &corev1.Event{ObjectMeta: metav1.ObjectMeta{Namespace: "arc-runners", Name: pod + ".s"}, InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: "arc-runners", Name: pod},
-			Reason: "Scheduled", Message: "Successfully assigned arc-runners/" + pod + " to " + node, LastTimestamp: when}
+		ns := "arc-runners"
+		if strings.HasSuffix(pod, "-workflow") {
+			ns = jobs
+		}
+		return scheduledIn(ns, pod, node, when)
 	}
 	// ARC names runners <scale set>-<5>-runner-<5>: a 45-character scale set makes a runner
 	// name too long for the hooks' job pod name, which they cut to fit.
@@ -84,8 +93,10 @@ func TestInterruptions(t *testing.T) {
 		// A pod's spec would say where it runs, but it is not read: without its event, the
 		// cluster cannot vouch for it.
 		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "arc-runners", Name: "lux-gpu-t4-x-runner-f"}, Spec: corev1.PodSpec{NodeName: "ip-10-0-3-7"}},
+		// A pod of another namespace, where the pools' pods do not run: not ours.
+		scheduledIn("team-x", "lux-gpu-t4-x-runner-g", "ip-10-0-3-7", at(11, 45)),
 	)
-	in, err := live.ReadInterruptions(context.Background(), kube)
+	in, err := live.ReadInterruptions(context.Background(), kube, []string{"arc-runners", jobs})
 	require.NoError(t, err)
 	require.Len(t, in.Events, 1)
 	// The jobs ran from 11:00 to 12:30, GitHub says: the 11:58 interruption is theirs.

@@ -120,7 +120,8 @@ func For(stack string, cfg *config.Config, rel Release) ([]File, error) {
 			rel.URL = DefaultReleasesURL
 		}
 		if err := add("retry-interrupted.yml", map[string]any{"Stack": stack, "RetryScaleSet": rr.ScaleSetName,
-			"RetryRunnerGroup": rr.RunnerGroup, "ScaleSets": strings.Join(scaleSets, ","), "Release": rel}); err != nil {
+			"RetryRunnerGroup": rr.RunnerGroup, "ScaleSets": strings.Join(scaleSets, ","),
+			"PodNamespaces": strings.Join(config.RunnerPodNamespaces(cfg.Pools()), ","), "Release": rel}); err != nil {
 			return nil, err
 		}
 	}
