@@ -132,3 +132,19 @@ func ParseIdentity(get Getter, stackDir string) (*Identity, error) {
 	}
 	return id, nil
 }
+
+// BoundaryPolicyName is the permissions boundary the deploy identity makes for the stack of
+// cluster (infra.NewDeployIdentity): every role the stack makes carries it once a deploy
+// identity serves the stack (Config.PermissionsBoundaryArn).
+func BoundaryPolicyName(cluster string) string { return cluster + "-boundary" }
+
+// PermissionsBoundaryArn is the stack's permissions boundary, in the deploy role's account
+// and partition, when a deploy identity serves the stack (deployRoleArn is set); "" without
+// one. The deploy role changes a role of the stack only when it carries this boundary.
+func (c *Config) PermissionsBoundaryArn() string {
+	parts := strings.SplitN(c.DeployRoleArn, ":", 6) // arn:<partition>:iam::<account>:role/<name>
+	if len(parts) != 6 || parts[2] != "iam" {
+		return ""
+	}
+	return fmt.Sprintf("arn:%s:iam::%s:policy/%s", parts[1], parts[4], BoundaryPolicyName(c.ClusterName))
+}

@@ -28,6 +28,9 @@ var (
 // role "<cluster>-karpenter-node" (64 characters at most) and the policy names.
 const MaxClusterNameLen = 40
 
+// MaxCacheClusterNameLen is the longest cluster name a stack with a compiler cache may have.
+const MaxCacheClusterNameLen = 37 - len("--ccache-")
+
 func (c *Config) validate(p *parser) {
 	switch {
 	case len(c.ClusterName) > MaxClusterNameLen:
@@ -38,6 +41,13 @@ func (c *Config) validate(p *parser) {
 		// The image cache's ECR repository prefixes start with the name (RepositoryPrefix),
 		// and ECR's pattern allows no two separators in a row: the up would fail half-way.
 		p.fail(KeyClusterName, fmt.Sprintf("%q has two '-' in a row, which ECR refuses in the image cache's repository names", c.ClusterName), strings.Join(strings.FieldsFunc(c.ClusterName, func(r rune) bool { return r == '-' }), "-"))
+	}
+
+	// The compiler cache bucket's name starts with the cluster's (infra.CompilerCacheBucketPrefix:
+	// "<cluster>--ccache-"), and S3 takes a 37-character prefix at most.
+	if n := len(c.ClusterName); n > MaxCacheClusterNameLen && len(c.CompilerCaches()) > 0 {
+		p.fail(KeyClusterName, fmt.Sprintf("%q is %d characters; with a compiler cache at most %d leave room for its bucket's name (<cluster>--ccache-, S3's prefix is 37 at most)", c.ClusterName, n, MaxCacheClusterNameLen),
+			"a shorter name, or compilerCache: none on every pool")
 	}
 
 	if minor := c.KubernetesMinor(); minor == 0 {

@@ -7,6 +7,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -313,8 +315,25 @@ func verifyHealthyCluster(t *testing.T, ctx context.Context, gpuci, kubeconfig s
 	}
 
 	// The operator's command itself, as a team runs it, reading the repository's stack file
-	// and this API server's kubeconfig.
+	// and this API server's kubeconfig, and the organization's runner groups the stack file
+	// trusts from GitHub (a stand-in answering in the REST API's shapes: "List self-hosted
+	// runner groups for an organization", "List repository access to a self-hosted runner
+	// group"), as the organization's settings should have them.
+	gh := http.NewServeMux()
+	groups := []map[string]any{
+		{"id": 2, "name": "gpu-trusted", "visibility": "selected", "allows_public_repositories": false},
+		{"id": 3, "name": retryScaleSet, "visibility": "selected", "allows_public_repositories": false},
+	}
+	gh.HandleFunc("GET /api/v3/orgs/luxfi/actions/runner-groups", func(w http.ResponseWriter, r *http.Request) {
+		_ = json.NewEncoder(w).Encode(map[string]any{"total_count": len(groups), "runner_groups": groups})
+	})
+	gh.HandleFunc("GET /api/v3/orgs/luxfi/actions/runner-groups/{id}/repositories", func(w http.ResponseWriter, r *http.Request) {
+		_ = json.NewEncoder(w).Encode(map[string]any{"total_count": 1, "repositories": []map[string]any{{"full_name": "luxfi/app", "private": true}}})
+	})
+	srv := httptest.NewServer(gh)
+	defer srv.Close()
 	cmd := exec.CommandContext(ctx, gpuci, "verify", "--project", repoRoot(t), "--stack", stackName, "--kubeconfig", kubeconfig, "--json")
+	cmd.Env = append(os.Environ(), "GITHUB_TOKEN=ghs_e2e", "GITHUB_API_URL="+srv.URL, "DEPLOY_REPOSITORY=")
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	runErr := cmd.Run()
@@ -326,9 +345,14 @@ func verifyHealthyCluster(t *testing.T, ctx context.Context, gpuci, kubeconfig s
 	}
 	require.NoError(t, json.Unmarshal(stdout.Bytes(), &checks), "gpuci verify --json prints its checks")
 	require.NotEmpty(t, checks, "gpuci verify ran no checks")
+	var groupsChecked int
 	for _, c := range checks {
 		assert.True(t, c.OK, "%s — %s", c.Name, c.Evidence)
+		if strings.HasPrefix(c.Name, "runner group ") {
+			groupsChecked++
+		}
 	}
+	assert.Equal(t, 2, groupsChecked, "the container-form pool's group and the retry runner's, as GitHub has them")
 	require.NoError(t, runErr, "gpuci verify exits 0 only when every check holds")
 }
 

@@ -7,7 +7,9 @@
 #     cache's credentials (imageCache: docker.io, ghcr.io; ghcr.io's a PAT with read:packages)
 #   export DEPLOY_REPOSITORY=luxfi/lux-gpu-ci   # optional: the repository whose deploy.yml deploys
 #     the stack; bootstrap then makes the roles it assumes (hack/identity.sh, make identity) and,
-#     with gh logged in, the repository's environments, variables and passphrase secret
+#     with gh logged in, the repository's environments (the stack's: main only), variables and
+#     passphrase secret; DEPLOY_REVIEWERS=alice,bob also makes deploys and previews wait for one
+#     of them, where the repository's plan offers required reviewers
 #   export RETRIER_GITHUB_TOKEN=github_pat_... GPUCI_RELEASE=v0.4.0 GPUCI_RELEASE_SHA256=...  # optional:
 #     the in-cluster retrier, which re-runs interrupted jobs in every repository
 #   make bootstrap                    # the starter stack; STACK=dev for another; make preflight: the checks only
@@ -198,8 +200,34 @@ echo
 if [[ -n ${DEPLOY_REPOSITORY:-} && ${GH_SETUP:-1} == 1 ]] && command -v gh >/dev/null 2>&1 && gh auth status >/dev/null 2>&1; then
 	repo=$DEPLOY_REPOSITORY
 	step "the deploying repository $repo: its environments $stack and preview, its variables and the passphrase (gh)"
-	gh api -X PUT "repos/$repo/environments/$stack" --silent
-	gh api -X PUT "repos/$repo/environments/preview" --silent
+	# Only main deploys: the stack's environment admits the branch main alone (a deployment
+	# branch policy of its own, GitHub's REST API "Deployment branch policies"), and its deploy
+	# role trusts refs/heads/main alone besides (identity/: AWS STS checks the job's ref claim).
+	# DEPLOY_REVIEWERS (GitHub logins) also makes a deploy wait for one of them, where the
+	# repository's plan offers required reviewers; GitHub refuses them otherwise (422), and the
+	# branch policy stands alone.
+	reviewers= logins=${DEPLOY_REVIEWERS:-}
+	for login in ${logins//,/ }; do
+		id=$(gh api "users/$login" --jq .id) || { echo "DEPLOY_REVIEWERS: no GitHub user $login" >&2; exit 1; }
+		reviewers+="${reviewers:+,}{\"type\":\"User\",\"id\":$id}"
+	done
+	branch_policy='"deployment_branch_policy":{"protected_branches":false,"custom_branch_policies":true}'
+	if [[ -n $reviewers ]] && gh api -X PUT "repos/$repo/environments/$stack" --silent --input - <<<"{$branch_policy,\"reviewers\":[$reviewers]}" 2>/dev/null; then
+		echo "environment $stack: main only, a deploy waits for one of $logins"
+	else
+		if [[ -n $reviewers ]]; then echo "environment $stack: GitHub refused required reviewers (the repository's plan has none); main only"; fi
+		gh api -X PUT "repos/$repo/environments/$stack" --silent --input - <<<"{$branch_policy}"
+	fi
+	if ! gh api "repos/$repo/environments/$stack/deployment-branch-policies" --jq '.branch_policies[].name' | grep -qx main; then
+		gh api -X POST "repos/$repo/environments/$stack/deployment-branch-policies" --silent -f name=main -f type=branch
+	fi
+	# Previews run a pull request's code: its environment waits for a reviewer where the plan
+	# offers them (DEPLOY_REVIEWERS); its role reads, and trusts pull requests' refs alone.
+	if [[ -n $reviewers ]] && gh api -X PUT "repos/$repo/environments/preview" --silent --input - <<<"{\"reviewers\":[$reviewers]}" 2>/dev/null; then
+		echo "environment preview: a preview waits for one of $logins"
+	else
+		gh api -X PUT "repos/$repo/environments/preview" --silent
+	fi
 	gh variable set PULUMI_BACKEND_URL --body "${backend:-}" --repo "$repo"
 	gh variable set LUX_GPU_CI_STACK --body "$stack" --repo "$repo"
 	# The roles' variables hack/identity.sh printed, each with its environment.

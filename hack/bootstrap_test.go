@@ -69,10 +69,18 @@ exit 0
 		"kubectl": "#!/usr/bin/env bash\nexit 0\n",
 		// gh, logged in with FAKE_GH_AUTH=ok; each call is a line of $FAKE_GH_LOG, and a secret
 		// set from standard input lands in $FAKE_GH_LOG.<name>.
+		// An environment's body (--input -) lands in $FAKE_GH_LOG.env.<environment>; with
+		// FAKE_GH_PLAN=free, GitHub refuses required reviewers (422) as a plan without them does.
 		"gh": `#!/usr/bin/env bash
 if [[ "$1 $2" == "auth status" ]]; then [[ ${FAKE_GH_AUTH:-} == ok ]]; exit; fi
 echo "gh $*" >>"${FAKE_GH_LOG:-/dev/null}"
 if [[ "$1 $2" == "secret set" ]]; then cat >"${FAKE_GH_LOG:-/dev/null}.$3"; fi
+if [[ "$1 $2 $3" == "api -X PUT" && "$*" == *"--input -"* ]]; then
+	body=$(cat)
+	if [[ $body == *reviewers* && ${FAKE_GH_PLAN:-} == free ]]; then echo "gh: HTTP 422" >&2; exit 1; fi
+	printf '%s' "$body" >"${FAKE_GH_LOG:-/dev/null}.env.${4##*/}"
+fi
+[[ "$1 $2" == "api users/alice" ]] && echo 4242
 exit 0
 `,
 	}
@@ -270,7 +278,9 @@ func TestBootstrapConfiguresTheDeployingRepository(t *testing.T) {
 	calls, err := os.ReadFile(log)
 	require.NoError(t, err, "bootstrap called gh: %s", out)
 	assert.Equal(t, []string{
-		"gh api -X PUT repos/luxfi/lux-gpu-ci/environments/dev --silent",
+		"gh api -X PUT repos/luxfi/lux-gpu-ci/environments/dev --silent --input -",
+		"gh api repos/luxfi/lux-gpu-ci/environments/dev/deployment-branch-policies --jq .branch_policies[].name",
+		"gh api -X POST repos/luxfi/lux-gpu-ci/environments/dev/deployment-branch-policies --silent -f name=main -f type=branch",
 		"gh api -X PUT repos/luxfi/lux-gpu-ci/environments/preview --silent",
 		"gh variable set PULUMI_BACKEND_URL --body s3://lux-gpu-ci-state --repo luxfi/lux-gpu-ci",
 		"gh variable set LUX_GPU_CI_STACK --body dev --repo luxfi/lux-gpu-ci",
@@ -278,6 +288,10 @@ func TestBootstrapConfiguresTheDeployingRepository(t *testing.T) {
 		"gh variable set AWS_PREVIEW_ROLE_ARN --env preview --body arn:aws:iam::123456789012:role/lux-gpu-ci-preview-luxfi-lux-gpu-ci --repo luxfi/lux-gpu-ci",
 		"gh secret set PULUMI_CONFIG_PASSPHRASE --env dev --repo luxfi/lux-gpu-ci",
 	}, strings.Split(strings.TrimSpace(string(calls)), "\n"))
+	// The stack's environment admits the branches its own policies name (main), no other.
+	body, err := os.ReadFile(log + ".env.dev")
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"deployment_branch_policy": {"protected_branches": false, "custom_branch_policies": true}}`, string(body))
 	passphrase, err := os.ReadFile(log + ".PULUMI_CONFIG_PASSPHRASE")
 	require.NoError(t, err)
 	assert.Equal(t, "correct horse", string(passphrase), "from standard input")
@@ -299,6 +313,36 @@ func TestBootstrapConfiguresTheDeployingRepository(t *testing.T) {
 	require.Error(t, err, "%s", b)
 	assert.Contains(t, string(b), "RETRIER_GITHUB_TOKEN is set, but not GPUCI_RELEASE and GPUCI_RELEASE_SHA256")
 	assert.NotContains(t, string(b), "stand-in pulumi", "nothing was changed")
+}
+
+// DEPLOY_REVIEWERS makes a deploy and a preview wait for a reviewer where the plan offers
+// required reviewers; where GitHub refuses them, the branch policy stands alone and bootstrap
+// says so.
+func TestBootstrapAsksForReviewersWhereThePlanAllows(t *testing.T) {
+	t.Parallel()
+	for plan, want := range map[string]string{
+		"team": `{"deployment_branch_policy": {"protected_branches": false, "custom_branch_policies": true}, "reviewers": [{"type": "User", "id": 4242}]}`,
+		"free": `{"deployment_branch_policy": {"protected_branches": false, "custom_branch_policies": true}}`,
+	} {
+		log := filepath.Join(t.TempDir(), "gh.log")
+		cmd := exec.Command("bash", "bootstrap.sh")
+		cmd.Env = append(bootstrapEnv(), "PATH="+standIns(t), "AWS_REGION=us-west-2", "STACK=dev", "STACK_FILE_DIR="+testkit.FixtureDir(t), "YES=1",
+			"GITHUB_ORG=luxfi", "GITHUB_PAT=ghp_x", "FAKE_QUOTA_L_3819A6DF=8", "FAKE_QUOTA_L_DB2E81BA=4",
+			"PULUMI_BACKEND_URL=s3://lux-gpu-ci-state", "DEPLOY_REPOSITORY=luxfi/lux-gpu-ci", "FAKE_IDENTITY_STACK=dev",
+			"FAKE_GH_AUTH=ok", "FAKE_GH_LOG="+log, "FAKE_GH_PLAN="+plan, "DEPLOY_REVIEWERS=alice")
+		b, err := cmd.CombinedOutput()
+		require.NoError(t, err, "%s", b)
+		body, err := os.ReadFile(log + ".env.dev")
+		require.NoError(t, err)
+		assert.JSONEq(t, want, string(body), "plan %s", plan)
+		if plan == "free" {
+			assert.Contains(t, string(b), "GitHub refused required reviewers")
+		} else {
+			preview, err := os.ReadFile(log + ".env.preview")
+			require.NoError(t, err)
+			assert.JSONEq(t, `{"reviewers": [{"type": "User", "id": 4242}]}`, string(preview))
+		}
+	}
 }
 
 // make identity stops, changing nothing, without a repository, a backend a workflow reaches,

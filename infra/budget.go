@@ -42,7 +42,7 @@ func NewBudget(ctx *pulumi.Context, name string, args *BudgetArgs, opts ...pulum
 		}
 	}
 	budget, err := budgets.NewBudget(ctx, name, &budgets.BudgetArgs{
-		Name:          pulumi.String(args.ClusterName + "-monthly"),
+		Name:          pulumi.String(BudgetName(args.ClusterName)),
 		BudgetType:    pulumi.String("COST"),
 		TimeUnit:      pulumi.String("MONTHLY"),
 		LimitAmount:   pulumi.String(strconv.FormatFloat(args.MonthlyUSD, 'f', 2, 64)),
@@ -59,3 +59,6 @@ func NewBudget(ctx *pulumi.Context, name string, args *BudgetArgs, opts ...pulum
 	}
 	return b, nil
 }
+
+// BudgetName is the cluster's budget, by which the deploy role reaches it.
+func BudgetName(cluster string) string { return cluster + "-monthly" }

@@ -20,6 +20,9 @@ import (
 
 // ClusterArgs describes the EKS cluster and its always-on system node group.
 type ClusterArgs struct {
+	// PermissionsBoundary is the stack's (config.Config.PermissionsBoundaryArn): its system
+	// node role carries it; "" for none.
+	PermissionsBoundary              string
 	Name, Version, Region, Partition string
 
 	VpcID            pulumi.StringInput
@@ -93,7 +96,10 @@ func NewCluster(ctx *pulumi.Context, name string, args *ClusterArgs, opts ...pul
 		Description: "EKS system node group of " + args.Name,
 		Trust:       serviceTrust("ec2.amazonaws.com", []string{"sts:AssumeRole"}),
 		Managed:     managedPolicyARNs(args.Partition, systemNodePolicies),
-		Tags:        b.tags,
+		// The role alone carries the ClusterTag: the launch template's instance tags are
+		// b.tags, and a tag added there would roll the system nodes.
+		Tags:     ownedTags(args.Tags, args.Name),
+		Boundary: args.PermissionsBoundary,
 	})
 	if err != nil {
 		return nil, err

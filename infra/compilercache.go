@@ -16,6 +16,8 @@ import (
 
 // CompilerCacheArgs describes the stack's compiler cache bucket and who may use it.
 type CompilerCacheArgs struct {
+	// Boundary is the stack's permissions boundary, which every server's role carries ("" none).
+	Boundary                                  string
 	ClusterName, Region, Partition, AccountID string
 	EKSClusterName                            pulumi.StringInput
 	// PodIdentityAgent is the add-on that hands the services their credentials.
@@ -53,26 +55,28 @@ var (
 	CompilerCacheWriteActions = []string{"s3:PutObject"}
 )
 
-// NewCompilerCache creates the bucket and the services' roles.
-// CompilerCacheBucketPrefix begins the name of every stack's compiler cache bucket (S3 adds a
-// unique suffix); the deploy identity's policy reaches the buckets by it.
-const CompilerCacheBucketPrefix = "lux-gpu-ci-ccache-"
+// CompilerCacheBucketPrefix begins the name of the cluster's compiler cache bucket (S3 adds a
+// unique suffix): the cluster's name, then "--ccache-". The stack's deploy role and its
+// permissions boundary reach the bucket by it; a cluster's name has no "--"
+// (config: clusterName), so no cluster's prefix begins another's.
+func CompilerCacheBucketPrefix(cluster string) string { return cluster + "--ccache-" }
 
+// NewCompilerCache creates the bucket and the services' roles.
 func NewCompilerCache(ctx *pulumi.Context, name string, args *CompilerCacheArgs, opts ...pulumi.ResourceOption) (*CompilerCache, error) {
 	c := &CompilerCache{}
 	if err := ctx.RegisterComponentResource("lux-gpu-ci:infra:CompilerCache", name, c, opts...); err != nil {
 		return nil, err
 	}
 	parent := pulumi.Parent(c)
-	tags := tagMap(args.Tags, nil)
+	tags := ownedTags(args.Tags, args.ClusterName)
 	var made created
 
 	// A generated name: S3's names are global, and one anyone could guess could be taken
 	// first (and then written by its owner).
 	bucket, err := s3.NewBucketV2(ctx, name, &s3.BucketV2Args{
-		BucketPrefix: pulumi.String(CompilerCacheBucketPrefix),
+		BucketPrefix: pulumi.String(CompilerCacheBucketPrefix(args.ClusterName)),
 		ForceDestroy: pulumi.Bool(true),
-		Tags:         tagMap(args.Tags, map[string]string{"lux-gpu-ci/cluster": args.ClusterName}),
+		Tags:         tags,
 	}, parent)
 	if err != nil {
 		return nil, fmt.Errorf("creating the compiler cache bucket: %w", err)
@@ -144,6 +148,7 @@ func NewCompilerCache(ctx *pulumi.Context, name string, args *CompilerCacheArgs,
 			Description: fmt.Sprintf("Compiler cache server of pool %s in %s: %s on prefix %s/", svc.Name, args.ClusterName, svc.Access, svc.Prefix),
 			Trust:       podIdentityTrust(args.Partition, args.Region, args.AccountID, args.ClusterName, wellknown.CompilerCacheNamespace, sa),
 			Tags:        tags,
+			Boundary:    args.Boundary,
 		})
 		if err != nil {
 			return nil, err

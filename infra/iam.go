@@ -13,10 +13,12 @@ import (
 
 // statement is one IAM policy statement. Resources may hold outputs (a queue or role ARN).
 type statement struct {
-	Sid       string
-	Effect    string // "Allow" unless set
-	Actions   []string
-	Resources pulumi.StringArray
+	Sid     string
+	Effect  string // "Allow" unless set
+	Actions []string
+	// NotActions: every action but these (a permissions boundary's "everything but IAM").
+	NotActions []string
+	Resources  pulumi.StringArray
 	// NotResources: every resource but these (with a Deny: "nothing but these").
 	NotResources pulumi.StringArray
 	Principals   []principal
@@ -52,8 +54,13 @@ type outputCondition struct {
 
 func (s statement) args() iam.GetPolicyDocumentStatementArgs {
 	a := iam.GetPolicyDocumentStatementArgs{
-		Actions: pulumi.ToStringArray(s.Actions),
-		Effect:  pulumi.String("Allow"),
+		Effect: pulumi.String("Allow"),
+	}
+	if len(s.Actions) > 0 {
+		a.Actions = pulumi.ToStringArray(s.Actions)
+	}
+	if len(s.NotActions) > 0 {
+		a.NotActions = pulumi.ToStringArray(s.NotActions)
 	}
 	if s.Sid != "" {
 		a.Sid = pulumi.String(s.Sid)
@@ -129,7 +136,12 @@ type roleSpec struct {
 	Trust       []statement
 	// Managed are policy ARNs to attach, each with its own RolePolicyAttachment.
 	Managed []string
-	Tags    pulumi.StringMap
+	// Tags carry the stack's ClusterTag (ownedTags): the deploy role changes only roles
+	// that do.
+	Tags pulumi.StringMap
+	// Boundary is the stack's permissions boundary (config.Config.PermissionsBoundaryArn), ""
+	// for none: the deploy role changes only roles that carry it.
+	Boundary string
 }
 
 // newRole creates a role and its policy attachments, all children of parent (not of the
@@ -143,6 +155,9 @@ func newRole(ctx *pulumi.Context, parent pulumi.Resource, name string, spec role
 	}
 	if spec.Name != "" {
 		args.Name = pulumi.String(spec.Name)
+	}
+	if spec.Boundary != "" {
+		args.PermissionsBoundary = pulumi.String(spec.Boundary)
 	}
 	role, err := iam.NewRole(ctx, name+"-role", args, pulumi.Parent(parent))
 	if err != nil {

@@ -57,7 +57,7 @@ func NewImageCache(ctx *pulumi.Context, name string, args *ImageCacheArgs, opts 
 		return nil, err
 	}
 	parent := pulumi.Parent(c)
-	tags := tagMap(args.Tags, nil)
+	tags := ownedTags(args.Tags, args.ClusterName)
 	registry := fmt.Sprintf("%s.dkr.ecr.%s.%s", args.AccountID, args.Region, args.DNSSuffix)
 	lifecycle, err := lifecyclePolicy(CachedImagesKept)
 	if err != nil {

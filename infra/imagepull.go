@@ -60,7 +60,7 @@ func NewNodeImagePull(ctx *pulumi.Context, name string, args *NodeImagePullArgs,
 		Name:        pulumi.String(args.ClusterName + "-node-image-pull"),
 		Description: pulumi.String("What the nodes of " + args.ClusterName + " may pull from the account's own ECR repositories"),
 		Policy:      policyDocument(ctx, c, "", ImagePullScope(args.Partition, args.Region, args.AccountID, args.Repositories)),
-		Tags:        tagMap(args.Tags, nil),
+		Tags:        ownedTags(args.Tags, args.ClusterName),
 	}, pulumi.Parent(c))
 	if err != nil {
 		return nil, fmt.Errorf("creating the node image pull policy: %w", err)

@@ -125,6 +125,7 @@ func New(ctx *pulumi.Context, cfg *config.Config) (*Outputs, error) {
 		SystemNodeInstanceType: cfg.SystemNodes.InstanceType,
 		SystemNodeCount:        cfg.SystemNodes.Count,
 		AddonVersions:          cfg.AddonVersions,
+		PermissionsBoundary:    cfg.PermissionsBoundaryArn(),
 		Tags:                   cfg.Tags,
 		Auth:                   cfg.AWS,
 	})
@@ -140,6 +141,7 @@ func New(ctx *pulumi.Context, cfg *config.Config) (*Outputs, error) {
 		PodIdentityAgent:            cluster.PodIdentityAgent,
 		CreateSpotServiceLinkedRole: cfg.CreateSpotServiceLinkedRole,
 		ExistingSpotRoleArn:         existingSpotRole,
+		PermissionsBoundary:         cfg.PermissionsBoundaryArn(),
 		Tags:                        cfg.Tags,
 	})
 	if err != nil {
@@ -192,6 +194,7 @@ func New(ctx *pulumi.Context, cfg *config.Config) (*Outputs, error) {
 			PodIdentityAgent: cluster.PodIdentityAgent,
 			Services:         services,
 			ExpiryDays:       cfg.CompilerCacheExpiryDays,
+			Boundary:         cfg.PermissionsBoundaryArn(),
 			Tags:             cfg.Tags,
 		})
 		if err != nil {
@@ -245,6 +248,12 @@ func privateSubnets(n *Network, nat bool) pulumi.StringArrayInput {
 type created []pulumi.Resource
 
 func (c *created) add(rs ...pulumi.Resource) { *c = append(*c, rs...) }
+
+// ownedTags are the stack's common tags and its ClusterTag: an IAM role or policy, a queue or
+// a rule the deploy role of this stack (and no other's) may change.
+func ownedTags(common map[string]string, cluster string) pulumi.StringMap {
+	return tagMap(common, map[string]string{ClusterTag: cluster})
+}
 
 // tagMap merges the stack's common tags with resource-specific ones (which win).
 func tagMap(common, extra map[string]string) pulumi.StringMap {

@@ -15,6 +15,9 @@ import (
 
 // KarpenterAWSArgs describes the AWS side of Karpenter for one cluster.
 type KarpenterAWSArgs struct {
+	// PermissionsBoundary is the stack's (config.Config.PermissionsBoundaryArn): the node and
+	// controller roles carry it; "" for none.
+	PermissionsBoundary                       string
 	ClusterName, Region, Partition, AccountID string
 	// EKSClusterName is the cluster's name as an output of the EKS cluster, so the access
 	// entry and Pod Identity association wait for (and are deleted before) the cluster.
@@ -71,7 +74,9 @@ func NewKarpenterAWS(ctx *pulumi.Context, name string, args *KarpenterAWSArgs, o
 	if err := ctx.RegisterComponentResource(wellknown.KarpenterAWSComponent, name, k, opts...); err != nil {
 		return nil, err
 	}
-	b := &karpenterBuilder{ctx: ctx, name: name, args: args, component: k, tags: tagMap(args.Tags, nil)}
+	// Everything it makes is the stack's own: its roles, policies, queue and rules carry the
+	// ClusterTag the deploy role acts on.
+	b := &karpenterBuilder{ctx: ctx, name: name, args: args, component: k, tags: ownedTags(args.Tags, args.ClusterName)}
 
 	queue, err := b.interruptionQueue()
 	if err != nil {
@@ -214,6 +219,7 @@ func (b *karpenterBuilder) nodeRole() (*iam.Role, error) {
 		Trust:       serviceTrust("ec2.amazonaws.com", []string{"sts:AssumeRole"}),
 		Managed:     managedPolicyARNs(b.args.Partition, karpenterNodePolicies),
 		Tags:        b.tags,
+		Boundary:    b.args.PermissionsBoundary,
 	})
 	if err != nil {
 		return nil, err
@@ -242,6 +248,7 @@ func (b *karpenterBuilder) controllerRole(nodeRole *iam.Role, queue *sqs.Queue) 
 		Description: "Karpenter controller of " + cluster,
 		Trust:       podIdentityTrust(b.args.Partition, b.args.Region, b.args.AccountID, cluster, wellknown.KarpenterNamespace, wellknown.KarpenterServiceAccount),
 		Tags:        b.tags,
+		Boundary:    b.args.PermissionsBoundary,
 	})
 	if err != nil {
 		return nil, err

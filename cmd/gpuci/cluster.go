@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/luxfi/lux-gpu-ci/cmd/gpuci/internal/doctor"
+	"github.com/luxfi/lux-gpu-ci/cmd/gpuci/internal/githubside"
 	"github.com/luxfi/lux-gpu-ci/cmd/gpuci/internal/stats"
 	"github.com/luxfi/lux-gpu-ci/cmd/gpuci/internal/verify"
 	"github.com/luxfi/lux-gpu-ci/config"
@@ -24,26 +25,30 @@ import (
 // clusterCommand holds what the commands that read a live cluster (verify, doctor) share:
 // the stack whose configuration the cluster should match, and how to reach the cluster.
 type clusterCommand struct {
-	fs         *flag.FlagSet
-	stack      stackFlags
-	kubeconfig *string
-	asJSON     *bool
-	progress   progress
+	fs               *flag.FlagSet
+	stack            stackFlags
+	kubeconfig       *string
+	deployRepository *string
+	asJSON           *bool
+	progress         progress
+	// stackName is the stack open read.
+	stackName string
 }
 
-func newClusterCommand(name string) clusterCommand {
+func newClusterCommand(name string) *clusterCommand {
 	fs := flag.NewFlagSet(name, flag.ExitOnError)
-	return clusterCommand{
-		fs:         fs,
-		stack:      addStackFlags(fs, "stack whose configuration the cluster should match"),
-		kubeconfig: fs.String("kubeconfig", "", "kubeconfig (default: $KUBECONFIG, else the stack's kubeconfig output)"),
-		asJSON:     fs.Bool("json", false, "print JSON"),
-		progress:   newProgress(),
+	return &clusterCommand{
+		fs:               fs,
+		stack:            addStackFlags(fs, "stack whose configuration the cluster should match"),
+		kubeconfig:       fs.String("kubeconfig", "", "kubeconfig (default: $KUBECONFIG, else the stack's kubeconfig output)"),
+		deployRepository: fs.String("deploy-repository", os.Getenv("DEPLOY_REPOSITORY"), "owner/name of the repository whose deploy.yml deploys the stack: its environment is checked too (needs GITHUB_TOKEN; default $DEPLOY_REPOSITORY)"),
+		asJSON:           fs.Bool("json", false, "print JSON"),
+		progress:         newProgress(),
 	}
 }
 
 // open parses args, reads the stack's configuration and connects to the cluster.
-func (c clusterCommand) open(args []string) (*config.Config, kubernetes.Interface, dynamic.Interface, func(), error) {
+func (c *clusterCommand) open(args []string) (*config.Config, kubernetes.Interface, dynamic.Interface, func(), error) {
 	if err := c.fs.Parse(args); err != nil {
 		return nil, nil, nil, nil, err
 	}
@@ -51,6 +56,7 @@ func (c clusterCommand) open(args []string) (*config.Config, kubernetes.Interfac
 	if err != nil {
 		return nil, nil, nil, nil, err
 	}
+	c.stackName = stack
 	c.progress.step("connecting to the cluster of stack %s", stack)
 	kube, dyn, cleanup, err := clients(*c.kubeconfig, stack)
 	return cfg, kube, dyn, cleanup, err
@@ -67,6 +73,13 @@ func runVerify(args []string) error {
 	defer cancel()
 	cmd.progress.step("checking the system nodes, Karpenter, the NodePools, the GPU nodes and ARC")
 	checks := verify.Run(ctx, kube, dyn, cfg)
+	github, err := cmd.githubSide(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	for _, c := range github {
+		checks = append(checks, verify.Check{Name: c.Name, OK: c.OK, Evidence: c.Evidence})
+	}
 	cmd.progress.step("done")
 	if *cmd.asJSON {
 		if err := printJSON(checks); err != nil {
@@ -110,6 +123,13 @@ func runDoctor(args []string) error {
 	}
 	cmd.progress.step("examining each symptom of the troubleshooting table")
 	findings := d.Examine(ctx)
+	github, err := cmd.githubSide(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	for _, c := range github {
+		findings = append(findings, doctor.Finding{Symptom: c.Name, Problem: !c.OK, Evidence: []string{c.Evidence}, Fix: c.Fix})
+	}
 	cmd.progress.step("done")
 	if *cmd.asJSON {
 		if err := printJSON(findings); err != nil {
@@ -215,4 +235,32 @@ func kubeconfigPath(flagValue, stack string) (string, func(), error) {
 		return "", nil, err
 	}
 	return f.Name(), cleanup, f.Close()
+}
+
+// githubSide checks what the stack's boundaries rest on in GitHub (githubside): the runner
+// groups the stack file calls trusted, and with --deploy-repository the stack's environment
+// there. Without GITHUB_TOKEN nothing is asked, and that is a failing check, never a pass.
+func (c *clusterCommand) githubSide(ctx context.Context, cfg *config.Config) ([]githubside.Check, error) {
+	groups := githubside.TrustedGroups(cfg)
+	if len(groups) == 0 && *c.deployRepository == "" {
+		return nil, nil
+	}
+	token := os.Getenv("GITHUB_TOKEN")
+	if token == "" {
+		return []githubside.Check{{
+			Name:     "GitHub settings: the runner groups the stack file trusts (" + strings.Join(groups, ", ") + "), the deploying environment",
+			Evidence: "not checked: GITHUB_TOKEN is not set",
+			Fix:      "export GITHUB_TOKEN=$(gh auth token) (it reads the organization's runner groups and the repository's environments)",
+		}}, nil
+	}
+	gh, err := githubClient(token)
+	if err != nil {
+		return nil, err
+	}
+	c.progress.step("reading the runner groups %v and the deploying environment in GitHub", groups)
+	checks := githubside.RunnerGroups(ctx, gh, cfg.GitHub.Org, groups)
+	if repo := *c.deployRepository; repo != "" {
+		checks = append(checks, githubside.DeployEnvironment(ctx, gh, repo, c.stackName))
+	}
+	return checks, nil
 }

@@ -17,7 +17,8 @@ type PolicyDocument struct {
 type PolicyStatement struct {
 	Sid         string                         `json:"Sid,omitempty"`
 	Effect      string                         `json:"Effect"`
-	Action      []string                       `json:"Action"`
+	Action      []string                       `json:"Action,omitempty"`
+	NotAction   []string                       `json:"NotAction,omitempty"`
 	Resource    []string                       `json:"Resource,omitempty"`
 	NotResource []string                       `json:"NotResource,omitempty"`
 	Principal   any                            `json:"Principal,omitempty"`
@@ -38,7 +39,7 @@ func RenderPolicy(args map[string]any) (string, error) {
 	}
 	for _, raw := range asList(args["statements"]) {
 		s := raw.(map[string]any)
-		st := PolicyStatement{Effect: "Allow", Action: strs(s["actions"]), Resource: strs(s["resources"]), NotResource: strs(s["notResources"])}
+		st := PolicyStatement{Effect: "Allow", Action: strs(s["actions"]), NotAction: strs(s["notActions"]), Resource: strs(s["resources"]), NotResource: strs(s["notResources"])}
 		st.Sid, _ = s["sid"].(string)
 		if e, _ := s["effect"].(string); e != "" {
 			st.Effect = e
@@ -75,6 +76,8 @@ func RenderPolicy(args map[string]any) (string, error) {
 		// a statement names its resources one way or the other, never both; one that grants a
 		// principal (a trust or resource policy) may name none, an identity policy's must.
 		switch {
+		case (st.Action == nil) == (st.NotAction == nil):
+			return "", fmt.Errorf("statement %q must have exactly one of Action and NotAction", st.Sid)
 		case st.Resource != nil && st.NotResource != nil:
 			return "", fmt.Errorf("statement %q has both Resource and NotResource", st.Sid)
 		case st.Principal == nil && st.Resource == nil && st.NotResource == nil:

@@ -138,12 +138,12 @@ func TestDoctorFindsEachSymptom(t *testing.T) {
 			c.Objects = append(c.Objects, gpuNode(1, time.Minute), runner, &corev1.Event{
 				ObjectMeta:     metav1.ObjectMeta{Namespace: "default", Name: "ip-10-0-2-2.18a"},
 				InvolvedObject: corev1.ObjectReference{Kind: "Node", Name: "ip-10-0-2-2"},
-				Reason:         "SpotInterrupted", Message: "Spot interruption warning was triggered", Type: "Normal",
+				Reason:         "SpotInterrupted", Message: "Spot interruption warning was triggered", Type: "Normal", Source: corev1.EventSource{Component: "karpenter"},
 				LastTimestamp: metav1.NewTime(doctorNow.Add(-10 * time.Minute)),
 			}, &corev1.Event{ // the scheduler's record of where the runner went (the doctor reads events, not pods)
 				ObjectMeta:     metav1.ObjectMeta{Namespace: "arc-runners", Name: "lux-gpu-t4-7xk2p-runner-abcde.17f"},
 				InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: "arc-runners", Name: runner.Name},
-				Reason:         "Scheduled", Message: "Successfully assigned arc-runners/" + runner.Name + " to ip-10-0-2-2", Type: "Normal",
+				Reason:         "Scheduled", Message: "Successfully assigned arc-runners/" + runner.Name + " to ip-10-0-2-2", Type: "Normal", Source: corev1.EventSource{Component: "default-scheduler"},
 				LastTimestamp: metav1.NewTime(doctorNow.Add(-20 * time.Minute)),
 			})
 			healthyPlugin(c)

@@ -70,7 +70,7 @@ func ReadInterruptions(ctx context.Context, kube kubernetes.Interface, podNamesp
 	}
 	in := &Interruptions{placed: map[string]placement{}}
 	for _, e := range events.Items {
-		if e.Reason != "Scheduled" || e.InvolvedObject.Kind != "Pod" || !slices.Contains(podNamespaces, e.InvolvedObject.Namespace) {
+		if e.Reason != "Scheduled" || e.InvolvedObject.Kind != "Pod" || !slices.Contains(podNamespaces, e.InvolvedObject.Namespace) || !reportedBy(e, schedulerReporter) {
 			continue
 		}
 		if m := scheduledRE.FindStringSubmatch(strings.TrimSpace(e.Message)); m != nil && m[1] == e.InvolvedObject.Name {
@@ -78,7 +78,7 @@ func ReadInterruptions(ctx context.Context, kube kubernetes.Interface, podNamesp
 		}
 	}
 	for _, e := range events.Items {
-		if e.Reason != SpotInterrupted || e.InvolvedObject.Kind != "Node" {
+		if e.Reason != SpotInterrupted || e.InvolvedObject.Kind != "Node" || !reportedBy(e, karpenterReporter) {
 			continue
 		}
 		i := Interruption{Node: e.InvolvedObject.Name, At: EventTime(e).UTC(), Message: e.Message}
@@ -90,6 +90,22 @@ func ReadInterruptions(ctx context.Context, kube kubernetes.Interface, podNamesp
 		in.Events = append(in.Events, i)
 	}
 	return in, nil
+}
+
+// Who records the events the cluster's evidence rests on: Karpenter's controllers, through
+// controller-runtime's recorder named "karpenter" (sigs.k8s.io/karpenter v1.14.1
+// pkg/controllers/controllers.go:145-188, mgr.GetEventRecorderFor), and the scheduler
+// (kube-scheduler's profile name, "default-scheduler"). An event anyone else wrote — an
+// account that may create events in "default" or in a runners' namespace — is not evidence.
+const (
+	karpenterReporter = "karpenter"
+	schedulerReporter = "default-scheduler"
+)
+
+// reportedBy tells whether e was recorded by component: the core/v1 recorder's source, or
+// the events.k8s.io API's reporting controller.
+func reportedBy(e corev1.Event, component string) bool {
+	return e.Source.Component == component || e.ReportingController == component
 }
 
 // EventTime is when an event last happened: its last timestamp, else its event time (the

@@ -64,7 +64,8 @@ func TestInterruptions(t *testing.T) {
 	const jobs = "arc-jobs-gpu-spot-container"
 	scheduledIn := func(ns, pod, node string, when metav1.Time) *corev1.Event {
 		return &corev1.Event{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: pod + ".s"}, InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: ns, Name: pod},
-			Reason: "Scheduled", Message: "Successfully assigned " + ns + "/" + pod + " to " + node, LastTimestamp: when}
+			Reason: "Scheduled", Message: "Successfully assigned " + ns + "/" + pod + " to " + node, LastTimestamp: when,
+			Source: corev1.EventSource{Component: "default-scheduler"}}
 	}
 	scheduled := func(pod, node string, when metav1.Time) *corev1.Event {
 		ns := "arc-runners"
@@ -78,7 +79,13 @@ func TestInterruptions(t *testing.T) {
 	long := strings.Repeat("s", 45) + "-abcde-runnerfghij"
 	kube := fake.NewClientset(
 		&corev1.Event{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "ip-10-0-3-7.1"}, InvolvedObject: corev1.ObjectReference{Kind: "Node", Name: "ip-10-0-3-7"},
-			Reason: "SpotInterrupted", Message: "Spot interruption warning was triggered", LastTimestamp: at(11, 58)},
+			Reason: "SpotInterrupted", Message: "Spot interruption warning was triggered", LastTimestamp: at(11, 58), Source: corev1.EventSource{Component: "karpenter"}},
+		// The same reason on another node, written by someone other than Karpenter: not evidence.
+		&corev1.Event{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "ip-10-0-3-8.forged"}, InvolvedObject: corev1.ObjectReference{Kind: "Node", Name: "ip-10-0-3-8"},
+			Reason: "SpotInterrupted", Message: "Spot interruption warning was triggered", LastTimestamp: at(11, 59), Source: corev1.EventSource{Component: "gpuci-job"}},
+		// A Scheduled event the scheduler did not write, placing a runner on the interrupted node.
+		&corev1.Event{ObjectMeta: metav1.ObjectMeta{Namespace: "arc-runners", Name: "forged.s"}, InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: "arc-runners", Name: "lux-gpu-t4-x-runner-h"},
+			Reason: "Scheduled", Message: "Successfully assigned arc-runners/lux-gpu-t4-x-runner-h to ip-10-0-3-7", LastTimestamp: at(11, 30), ReportingController: "mallory"},
 		&corev1.Event{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "other"}, InvolvedObject: corev1.ObjectReference{Kind: "Node", Name: "ip-10-0-3-8"}, Reason: "NodeReady"},
 		// A container-form runner on a system node, its job pod on the interrupted GPU node.
 		scheduled("lux-gpu-t4-container-x-runner-a", "ip-10-0-1-1", at(11, 20)),
