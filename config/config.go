@@ -108,6 +108,8 @@ type Network struct {
 	CIDR    string
 	AZCount int
 	NatMode NATMode
+	// NetworkPolicyMode is the VPC CNI's enforcing mode (networkPolicyEnforcingMode).
+	NetworkPolicyMode NetworkPolicyMode
 }
 
 // SystemNodes is the always-on managed node group that runs Karpenter, CoreDNS and ARC.
@@ -145,7 +147,8 @@ func Parse(stack string, get Getter, isSecret func(key string) bool) (*Config, e
 		Network: Network{
 			CIDR:    p.str(KeyVpcCidr),
 			AZCount: p.integer(KeyAzCount),
-			NatMode: NATMode(p.str(KeyNatMode)),
+			NatMode:           NATMode(p.str(KeyNatMode)),
+			NetworkPolicyMode: NetworkPolicyMode(p.str(KeyNetworkPolicyMode)),
 		},
 		SystemNodes: SystemNodes{
 			InstanceType: p.str(KeySystemNodeInstanceType),

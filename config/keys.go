@@ -12,6 +12,7 @@ const (
 	KeyVpcCidr                     = "vpcCidr"
 	KeyAzCount                     = "azCount"
 	KeyNatMode                     = "natMode"
+	KeyNetworkPolicyMode           = "networkPolicyEnforcingMode"
 	KeySystemNodeInstanceType      = "systemNodeInstanceType"
 	KeySystemNodeCount             = "systemNodeCount"
 	KeyReplaceSystemNodes          = "replaceSystemNodes"
@@ -60,6 +61,22 @@ const (
 	NatNone NATMode = "none"
 )
 
+// NetworkPolicyMode is how the VPC CNI enforces NetworkPolicies (networkPolicyEnforcingMode):
+// its NETWORK_POLICY_ENFORCING_MODE (amazon-vpc-cni-k8s README, v1.17.1+).
+type NetworkPolicyMode string
+
+const (
+	// NetworkPoliciesStrict: a new pod is denied everything until its policies are in place,
+	// and a pod no policy selects stays denied; the stack gives every namespace it runs pods in
+	// its policies (k8s/boundary.go).
+	NetworkPoliciesStrict NetworkPolicyMode = "strict"
+	// NetworkPoliciesStandard: a pod is open until a policy selects it, and a new pod's
+	// policies arrive after it starts (a container job's services could run unrestricted for
+	// those seconds). For one up of a live stack that predates strict mode: its policies land
+	// before the next up turns strict on (docs/operations.md, "Upgrading").
+	NetworkPoliciesStandard NetworkPolicyMode = "standard"
+)
+
 // MaxAZs is the most availability zones the network spreads across.
 const MaxAZs = 3
 
@@ -84,6 +101,7 @@ var Defaults = map[string]any{
 	KeyVpcCidr:                "10.0.0.0/16",
 	KeyAzCount:                2,
 	KeyNatMode:                NatSingle,
+	KeyNetworkPolicyMode:      string(NetworkPoliciesStrict),
 	KeySystemNodeInstanceType: "t3.medium",
 	KeySystemNodeCount:        1,
 	// false: an up refuses what would replace the live system node group (see

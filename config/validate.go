@@ -174,6 +174,9 @@ func (c *Config) validateNetwork(p *parser) {
 	if n.NatMode != NatSingle && n.NatMode != NatNone {
 		p.fail(KeyNatMode, fmt.Sprintf("%q is not %q or %q", n.NatMode, NatSingle, NatNone), string(NatSingle))
 	}
+	if m := n.NetworkPolicyMode; m != NetworkPoliciesStrict && m != NetworkPoliciesStandard {
+		p.fail(KeyNetworkPolicyMode, fmt.Sprintf("%q is not %q (a pod is denied everything until its policies are in place) or %q", m, NetworkPoliciesStrict, NetworkPoliciesStandard), string(NetworkPoliciesStrict))
+	}
 }
 
 func hasAnyPrefix(s string, prefixes ...string) bool {

@@ -320,16 +320,7 @@ func verifyHealthyCluster(t *testing.T, ctx context.Context, gpuci, kubeconfig s
 	// runner groups for an organization", "List repository access to a self-hosted runner
 	// group"), as the organization's settings should have them.
 	gh := http.NewServeMux()
-	groups := []map[string]any{
-		{"id": 2, "name": "gpu-trusted", "visibility": "selected", "allows_public_repositories": false},
-		{"id": 3, "name": retryScaleSet, "visibility": "selected", "allows_public_repositories": false},
-	}
-	gh.HandleFunc("GET /api/v3/orgs/luxfi/actions/runner-groups", func(w http.ResponseWriter, r *http.Request) {
-		_ = json.NewEncoder(w).Encode(map[string]any{"total_count": len(groups), "runner_groups": groups})
-	})
-	gh.HandleFunc("GET /api/v3/orgs/luxfi/actions/runner-groups/{id}/repositories", func(w http.ResponseWriter, r *http.Request) {
-		_ = json.NewEncoder(w).Encode(map[string]any{"total_count": 1, "repositories": []map[string]any{{"full_name": "luxfi/app", "private": true}}})
-	})
+	orgRunnerGroups(gh)
 	srv := httptest.NewServer(gh)
 	defer srv.Close()
 	cmd := exec.CommandContext(ctx, gpuci, "verify", "--project", repoRoot(t), "--stack", stackName, "--kubeconfig", kubeconfig, "--json")
@@ -354,6 +345,23 @@ func verifyHealthyCluster(t *testing.T, ctx context.Context, gpuci, kubeconfig s
 	}
 	assert.Equal(t, 2, groupsChecked, "the container-form pool's group and the retry runner's, as GitHub has them")
 	require.NoError(t, runErr, "gpuci verify exits 0 only when every check holds")
+}
+
+// orgRunnerGroups serves the organization's runner groups the stack file trusts, as its
+// settings should have them (GitHub's REST reference: "List self-hosted runner groups for an
+// organization", "List repository access to a self-hosted runner group"): the container-form
+// pool's and the retry runner's, each limited to selected private repositories.
+func orgRunnerGroups(mux *http.ServeMux) {
+	groups := []map[string]any{
+		{"id": 2, "name": "gpu-trusted", "visibility": "selected", "allows_public_repositories": false},
+		{"id": 3, "name": retryScaleSet, "visibility": "selected", "allows_public_repositories": false},
+	}
+	mux.HandleFunc("GET /api/v3/orgs/luxfi/actions/runner-groups", func(w http.ResponseWriter, r *http.Request) {
+		_ = json.NewEncoder(w).Encode(map[string]any{"total_count": len(groups), "runner_groups": groups})
+	})
+	mux.HandleFunc("GET /api/v3/orgs/luxfi/actions/runner-groups/{id}/repositories", func(w http.ResponseWriter, r *http.Request) {
+		_ = json.NewEncoder(w).Encode(map[string]any{"total_count": 1, "repositories": []map[string]any{{"full_name": "luxfi/app", "private": true}}})
+	})
 }
 
 // buildGpuci builds the operator's command from cmd/gpuci into dir, as a team installs it.

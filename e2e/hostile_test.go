@@ -272,3 +272,37 @@ func asPod(t tb, ctx context.Context, restCfg *rest.Config, core kubernetes.Inte
 	require.NoError(t, err)
 	return client
 }
+
+// everyPodUnderAPolicy: in strict mode (networkPolicyEnforcingMode) a pod that no
+// NetworkPolicy selects is denied everything. Every pod running in the cluster now — the
+// controllers, CoreDNS, the listeners, the runners, the cache servers — is selected by a
+// policy of its namespace, by the API server's own label selection (the VPC CNI enforces them
+// on EKS; nothing does here). Pods on the host network are exempt (amazon-vpc-cni-k8s README).
+func everyPodUnderAPolicy(t *testing.T, ctx context.Context, core kubernetes.Interface) {
+	pods, err := core.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	selected := map[string]bool{} // namespace/pod
+	policies, err := core.NetworkingV1().NetworkPolicies(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	for _, np := range policies.Items {
+		sel, err := metav1.LabelSelectorAsSelector(&np.Spec.PodSelector)
+		require.NoError(t, err)
+		list, err := core.CoreV1().Pods(np.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
+		require.NoError(t, err)
+		for _, p := range list.Items {
+			selected[p.Namespace+"/"+p.Name] = true
+		}
+	}
+	checked := map[string]int{}
+	for _, p := range pods.Items {
+		if p.Spec.HostNetwork || p.DeletionTimestamp != nil {
+			continue
+		}
+		checked[p.Namespace]++
+		assert.True(t, selected[p.Namespace+"/"+p.Name], "%s/%s: no NetworkPolicy selects it, so strict mode denies it everything", p.Namespace, p.Name)
+	}
+	t.Logf("pods under a policy, by namespace: %v", checked)
+	for _, ns := range []string{"kube-system", wellknown.ARCNamespace, wellknown.RunnersNamespace, wellknown.CompilerCacheNamespace} {
+		assert.Positive(t, checked[ns], "pods run in %s", ns)
+	}
+}

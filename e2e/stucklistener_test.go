@@ -112,6 +112,7 @@ func queuedJobsServer(t *testing.T, jobs map[string]string, since time.Time) *ht
 		}
 		write(w, map[string]any{"total_count": len(out), "jobs": out})
 	})
+	orgRunnerGroups(mux)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		t.Errorf("fake GitHub: unexpected %s %s", r.Method, r.URL.Path)
 		http.NotFound(w, r)

@@ -50,6 +50,9 @@ func TestWholeProgram(t *testing.T) {
 	step(t, "CoreDNS, ARC's listeners, a container-form runner and the retry runner are placed on a system node by the real scheduler, none left Pending (the t3.medium's headroom logged)", func(t *testing.T) {
 		runner = r.systemPodsPlaced(t)
 	})
+	step(t, "strict network policies: every pod running now (controllers, CoreDNS, listeners, runners, cache servers) is selected by a NetworkPolicy of its namespace", func(t *testing.T) {
+		everyPodUnderAPolicy(t, ctx, core)
+	})
 	step(t, "a system-node drain cannot evict a running container-form job, and evicts a runner that waits for one", func(t *testing.T) {
 		assertJobsSurviveADrain(t, ctx, core, kube, r.systemNodes, runner)
 		require.NoError(t, core.CoreV1().Pods(runner.Namespace).Delete(ctx, runner.Name, metav1.DeleteOptions{}), "ARC ends the job")

@@ -20,6 +20,8 @@ import (
 
 // ClusterArgs describes the EKS cluster and its always-on system node group.
 type ClusterArgs struct {
+	// NetworkPolicyMode is the VPC CNI's enforcing mode (networkPolicyEnforcingMode).
+	NetworkPolicyMode config.NetworkPolicyMode
 	// PermissionsBoundary is the stack's (config.Config.PermissionsBoundaryArn): its system
 	// node role carries it; "" for none.
 	PermissionsBoundary              string
@@ -250,14 +252,21 @@ func (b *clusterBuilder) discoveryTag(cl *eks.Cluster) (pulumi.StringOutput, err
 	return sgID, nil
 }
 
-// addonConfigurations are the add-ons' configuration values (each add-on's JSON schema, from
-// `aws eks describe-addon-configuration`). vpc-cni enforces NetworkPolicies with
+// addonConfiguration is an add-on's configuration values (each add-on's JSON schema, from
+// `aws eks describe-addon-configuration`), nil for none. vpc-cni enforces NetworkPolicies with
 // enableNetworkPolicy (VPC CNI ≥ 1.14; amazon-vpc-cni-k8s charts/aws-vpc-cni values.yaml
 // enableNetworkPolicy, which feeds the node agent's --enable-network-policy and the
-// amazon-vpc-cni ConfigMap): the runners' namespace is drawn with them (k8s.RunnersNetworkPolicies).
-// Pods in namespaces without a policy are not affected.
-var addonConfigurations = map[string]map[string]string{
-	"vpc-cni": {"enableNetworkPolicy": "true"},
+// amazon-vpc-cni ConfigMap), in the mode its aws-node container's env names
+// (NETWORK_POLICY_ENFORCING_MODE, VPC CNI ≥ 1.17.1: the chart's env, which the add-on's
+// configuration takes as its `env` object; the agent reads the mode from ipamd,
+// aws-network-policy-agent main.go). In strict mode a pod no policy selects is denied
+// everything: the Kubernetes layer gives every namespace it runs pods in its policies
+// (k8s/boundary.go).
+func addonConfiguration(addon string, mode config.NetworkPolicyMode) map[string]any {
+	if addon != "vpc-cni" {
+		return nil
+	}
+	return map[string]any{"enableNetworkPolicy": "true", "env": map[string]string{"NETWORK_POLICY_ENFORCING_MODE": string(mode)}}
 }
 
 // addon installs an EKS managed add-on at its pinned version, or at the default version EKS
@@ -272,7 +281,7 @@ func (b *clusterBuilder) addon(cl *eks.Cluster, addonName string, deps ...pulumi
 		}, pulumi.Parent(b.component)).Version().ToStringPtrOutput()
 	}
 	var configuration pulumi.StringPtrInput
-	if values, ok := addonConfigurations[addonName]; ok {
+	if values := addonConfiguration(addonName, b.args.NetworkPolicyMode); values != nil {
 		j, err := json.Marshal(values)
 		if err != nil {
 			return nil, err

@@ -126,6 +126,7 @@ func New(ctx *pulumi.Context, cfg *config.Config) (*Outputs, error) {
 		SystemNodeCount:        cfg.SystemNodes.Count,
 		AddonVersions:          cfg.AddonVersions,
 		PermissionsBoundary:    cfg.PermissionsBoundaryArn(),
+		NetworkPolicyMode:      cfg.Network.NetworkPolicyMode,
 		Tags:                   cfg.Tags,
 		Auth:                   cfg.AWS,
 	})

@@ -14,7 +14,8 @@ package k8s
 //     the cluster's private addresses (other pods, nodes, the API server's private endpoint
 //     and ClusterIP) nor the link-local ones (IMDS, the Pod Identity agent); a relay (a
 //     container-form runner, the retry runner) reaches the private addresses on 443 only, for
-//     the API server. EKS's VPC CNI enforces them (infra: vpc-cni's enableNetworkPolicy).
+//     the API server. EKS's VPC CNI enforces them (infra: vpc-cni's enableNetworkPolicy), in
+//     strict mode: a pod is denied everything until its policies are in place.
 //     The API server's public endpoint is on the internet, reachable as publicAccessCidrs
 //     allows; an anonymous caller gets its version and health only (docs/operations.md).
 
@@ -96,6 +97,62 @@ func jobEgressPolicy(namespace string) networkingv1.NetworkPolicy {
 		k8smeta.LabelSelector{MatchLabels: map[string]string{wellknown.RunnerRoleLabel: wellknown.RunnerRoleJob}},
 		[]networkingv1.PolicyType{networkingv1.PolicyTypeEgress},
 		[]networkingv1.NetworkPolicyEgressRule{dnsEgress(), internetEgress(privateRanges), compilerCacheEgress()})
+}
+
+// Strict network policy mode (infra: the VPC CNI's NETWORK_POLICY_ENFORCING_MODE): a pod that
+// no NetworkPolicy selects is denied everything, from the moment it starts until one does
+// (amazon-vpc-cni-k8s README, NETWORK_POLICY_ENFORCING_MODE; aws-network-policy-agent
+// pkg/rpc/rpc_handler.go EnforceNpToPod). So every namespace the stack runs pods in has
+// policies before its pods: the ones that run a job's code or hold a credential deny all and
+// allow what each role needs; kube-system (CoreDNS, Karpenter) and the device plugin's keep
+// the network they had (AllowAll). A selected pod still answers its node's kubelet probes (the
+// agent allows the node's own address: aws-network-policy-agent PR #65).
+
+// AllowAllPolicy names AllowAll's policy.
+const AllowAllPolicy = "allow-all"
+
+// AllowAll lets every pod of namespace connect anywhere and be reached from anywhere: what a
+// namespace without policies has in standard mode.
+func AllowAll(namespace string) networkingv1.NetworkPolicy {
+	np := networkPolicy(namespace, AllowAllPolicy, k8smeta.LabelSelector{},
+		[]networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress}, []networkingv1.NetworkPolicyEgressRule{{}})
+	np.Spec.Ingress = []networkingv1.NetworkPolicyIngressRule{{}}
+	return np
+}
+
+// ControllerEgressPolicy names the egress of arc-systems' and the retrier's pods.
+const ControllerEgressPolicy = "controller-egress"
+
+// controllerEgress is what a controller of the stack's own reaches: DNS, public addresses
+// (GitHub's API and broker, on 443), and the API server's private endpoint and ClusterIP.
+func controllerEgress(namespace string) networkingv1.NetworkPolicy {
+	return networkPolicy(namespace, ControllerEgressPolicy, k8smeta.LabelSelector{}, []networkingv1.PolicyType{networkingv1.PolicyTypeEgress},
+		[]networkingv1.NetworkPolicyEgressRule{dnsEgress(), internetEgress(privateRanges), tcpEgress(clusterRanges, apiServerPort)})
+}
+
+// ARCMetricsPolicy names the policy that lets a scraper in the cluster read ARC's metrics.
+const ARCMetricsPolicy = "arc-metrics"
+
+// ARCSystemsNetworkPolicies are ARC's namespace's (the controller and the listeners, which
+// hold copies of the GitHub credential): everything denied; out to DNS, GitHub and the API
+// server; in only to the metrics port (ControllerValues), from the cluster's addresses (a job's
+// pod reaches none of them: its egress excludes them).
+func ARCSystemsNetworkPolicies() []networkingv1.NetworkPolicy {
+	ns := wellknown.ARCNamespace
+	tcp, port := corev1.ProtocolTCP, intstr.FromInt32(wellknown.ARCMetricsPort)
+	metrics := networkPolicy(ns, ARCMetricsPolicy, k8smeta.LabelSelector{}, []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}, nil)
+	var from []networkingv1.NetworkPolicyPeer
+	for _, c := range clusterRanges {
+		from = append(from, networkingv1.NetworkPolicyPeer{IPBlock: &networkingv1.IPBlock{CIDR: c}})
+	}
+	metrics.Spec.Ingress = []networkingv1.NetworkPolicyIngressRule{{From: from, Ports: []networkingv1.NetworkPolicyPort{{Protocol: &tcp, Port: &port}}}}
+	return []networkingv1.NetworkPolicy{DenyAll(ns), controllerEgress(ns), metrics}
+}
+
+// RetrierNetworkPolicies are the in-cluster retrier's namespace's (its token may re-run jobs):
+// everything denied; out to DNS, GitHub and the API server.
+func RetrierNetworkPolicies() []networkingv1.NetworkPolicy {
+	return []networkingv1.NetworkPolicy{DenyAll(wellknown.RetrierNamespace), controllerEgress(wellknown.RetrierNamespace)}
 }
 
 // DenyAll denies every pod of namespace every connection, in and out.

@@ -5,6 +5,7 @@ import (
 	metav1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/meta/v1"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	k8scorev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 
 	"github.com/luxfi/lux-gpu-ci/config"
 	"github.com/luxfi/lux-gpu-ci/internal/wellknown"
@@ -61,10 +62,15 @@ func NewDevicePlugin(ctx *pulumi.Context, name string, args *DevicePluginArgs, o
 	if err != nil {
 		return nil, err
 	}
+	// It reaches what it always did (strict mode: boundary.go), from before its pods start.
+	allow, err := newNetworkPolicies(ctx, name, []networkingv1.NetworkPolicy{AllowAll(wellknown.DevicePluginNamespace)}, pulumi.Parent(d), pulumi.DependsOn([]pulumi.Resource{ns}))
+	if err != nil {
+		return nil, err
+	}
 	if _, err := newRelease(ctx, name, release{
 		Name: wellknown.DevicePluginRelease, Namespace: wellknown.DevicePluginNamespace, Chart: args.Chart,
 		Values: DevicePluginValues(), SkipAwait: args.SkipAwait,
-	}, pulumi.Parent(d), pulumi.DependsOn([]pulumi.Resource{ns})); err != nil {
+	}, pulumi.Parent(d), pulumi.DependsOn(append([]pulumi.Resource{ns}, allow...))); err != nil {
 		return nil, err
 	}
 	if err := ctx.RegisterResourceOutputs(d, pulumi.Map{}); err != nil {

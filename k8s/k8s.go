@@ -13,6 +13,7 @@ import (
 
 	"github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/luxfi/lux-gpu-ci/config"
@@ -145,6 +146,12 @@ func New(ctx *pulumi.Context, name string, args *Args, opts ...pulumi.ResourceOp
 		return nil, fmt.Errorf("creating Kubernetes provider for CRDs: %w", err)
 	}
 
+	// kube-system holds CoreDNS and Karpenter, which keep the network they had (strict mode:
+	// boundary.go): before anything of the stack's starts there.
+	kubeSystem, err := newNetworkPolicies(ctx, name+"-kube-system", []networkingv1.NetworkPolicy{AllowAll(wellknown.KarpenterNamespace)}, in...)
+	if err != nil {
+		return nil, err
+	}
 	karpenter, err := NewKarpenter(ctx, name+"-karpenter", &KarpenterArgs{
 		ClusterName:       args.ClusterName,
 		Region:            args.Region,
@@ -154,6 +161,7 @@ func New(ctx *pulumi.Context, name string, args *Args, opts ...pulumi.ResourceOp
 		CRDChart:          charts.of(versions.KarpenterCRDChart),
 		Chart:             charts.of(versions.KarpenterChart),
 		SystemNodes:       args.SystemNodes,
+		Network:           kubeSystem,
 	}, in...)
 	if err != nil {
 		return nil, err

@@ -23,6 +23,9 @@ type KarpenterArgs struct {
 	CRDChart, Chart versions.Chart
 	// SystemNodes is how many system nodes run the controller (KarpenterReplicas).
 	SystemNodes int
+	// Network are the NetworkPolicies its pods' network rests on (strict mode: boundary.go):
+	// in place before they start, and until they have drained the GPU nodes on destroy.
+	Network []pulumi.Resource
 }
 
 // Karpenter is the karpenter-crd and karpenter releases.
@@ -97,7 +100,7 @@ func NewKarpenter(ctx *pulumi.Context, name string, args *KarpenterArgs, opts ..
 		Name: wellknown.KarpenterRelease, Namespace: wellknown.KarpenterNamespace, Chart: args.Chart,
 		Values:   KarpenterValues(args.ClusterName, args.Region, args.InterruptionQueue, args.SystemNodes),
 		SkipCrds: true, SkipAwait: args.SkipAwait,
-	}, pulumi.Parent(k), args.Lifelines.Keep(), pulumi.DependsOn([]pulumi.Resource{crds}))
+	}, pulumi.Parent(k), args.Lifelines.Keep(), pulumi.DependsOn(append([]pulumi.Resource{crds}, args.Network...)))
 	if err != nil {
 		return nil, fmt.Errorf("karpenter: %w", err)
 	}

@@ -53,7 +53,11 @@ func NewRetrier(ctx *pulumi.Context, name string, args *RetrierArgs, opts ...pul
 	if err != nil {
 		return nil, err
 	}
-	deps := []pulumi.Resource{ns, sa}
+	boundary, err := newNetworkPolicies(ctx, name, RetrierNetworkPolicies(), inNS...)
+	if err != nil {
+		return nil, err
+	}
+	deps := append([]pulumi.Resource{ns, sa}, boundary...)
 	reads := RetryReaderRules(args.Pools)
 	for _, readNS := range slices.Sorted(maps.Keys(reads)) {
 		rules := reads[readNS]

@@ -10,6 +10,7 @@ import (
 	policyv1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/policy/v1"
 	rbacv1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/rbac/v1"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+	networkingv1 "k8s.io/api/networking/v1"
 	k8spolicyv1 "k8s.io/api/policy/v1"
 	k8smeta "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -71,6 +72,11 @@ func NewRunners(ctx *pulumi.Context, name string, args *RunnersArgs, opts ...pul
 	if err != nil {
 		return nil, err
 	}
+	// Its policies come before the controller and the listeners (strict mode: boundary.go).
+	systemsBoundary, err := newNetworkPolicies(ctx, name+"-systems", ARCSystemsNetworkPolicies(), parent, pulumi.DependsOn([]pulumi.Resource{systemNS}))
+	if err != nil {
+		return nil, err
+	}
 	// The CRDs outlive the controller (it removes its finalizers from their objects) and
 	// follow its chart version (newARCCRDs); Helm's one-time install of crds/ is skipped.
 	// Deleting a CRD deletes every object of its kind — every scale set, every runner — so the
@@ -103,7 +109,7 @@ func NewRunners(ctx *pulumi.Context, name string, args *RunnersArgs, opts ...pul
 		Name: wellknown.ARCControllerRelease, Namespace: wellknown.ARCNamespace, Chart: args.ControllerChart,
 		Values: ControllerValues(), SkipCrds: true, SkipAwait: args.SkipAwait,
 		Description: "ARC " + arcMinor + ": a change of minor version reinstalls the controller and every scale set",
-	}, parent, pulumi.DependsOn([]pulumi.Resource{systemNS}), crdLifelines.Keep(),
+	}, parent, pulumi.DependsOn(append([]pulumi.Resource{systemNS}, systemsBoundary...)), crdLifelines.Keep(),
 		pulumi.ReplacementTrigger(pulumi.String(arcMinor)), pulumi.DeleteBeforeReplace(true))
 	if err != nil {
 		return nil, err
@@ -118,7 +124,7 @@ func NewRunners(ctx *pulumi.Context, name string, args *RunnersArgs, opts ...pul
 	}
 	// Every scale set depends on the boundary: no runner starts before it, and on destroy it
 	// stands until the last runner's job has drained.
-	boundary, err := newNetworkPolicies(ctx, name, parent, pulumi.DependsOn([]pulumi.Resource{runnersNS}))
+	boundary, err := newNetworkPolicies(ctx, name, RunnersNetworkPolicies(), parent, pulumi.DependsOn([]pulumi.Resource{runnersNS}))
 	if err != nil {
 		return nil, err
 	}
@@ -312,13 +318,9 @@ func newContainerJobs(ctx *pulumi.Context, name, jobs string, pools []config.GPU
 		return nil, err
 	}
 	inNS := append(slices.Clone(opts), pulumi.DependsOn([]pulumi.Resource{ns}))
-	var boundary []pulumi.Resource
-	for _, np := range ContainerJobsNetworkPolicies(nsName) {
-		r, err := newObject(ctx, name+"-"+nsName+"-"+np.Name, np.TypeMeta, np.ObjectMeta, np, inNS...)
-		if err != nil {
-			return nil, fmt.Errorf("network policy %s: %w", np.Name, err)
-		}
-		boundary = append(boundary, r)
+	boundary, err := newNetworkPolicies(ctx, name+"-"+nsName, ContainerJobsNetworkPolicies(nsName), inNS...)
+	if err != nil {
+		return nil, err
 	}
 	budget := RunningJobsBudgets(pools)[RunningJobsBudget]
 	pdb, err := newObject(ctx, name+"-"+nsName+"-"+RunningJobsBudget, k8smeta.TypeMeta{APIVersion: "policy/v1", Kind: "PodDisruptionBudget"},
@@ -378,11 +380,11 @@ func newLegacyContainerHooksRBAC(ctx *pulumi.Context, name string, opts ...pulum
 	return append(append([]pulumi.Resource{sa}, rbac...), nodes...), nil
 }
 
-// newNetworkPolicies declares the runners' namespace's NetworkPolicies (RunnersNetworkPolicies).
-func newNetworkPolicies(ctx *pulumi.Context, name string, opts ...pulumi.ResourceOption) ([]pulumi.Resource, error) {
+// newNetworkPolicies declares policies, each named prefix-<its name>.
+func newNetworkPolicies(ctx *pulumi.Context, prefix string, policies []networkingv1.NetworkPolicy, opts ...pulumi.ResourceOption) ([]pulumi.Resource, error) {
 	var out []pulumi.Resource
-	for _, np := range RunnersNetworkPolicies() {
-		r, err := newObject(ctx, name+"-"+np.Name, np.TypeMeta, np.ObjectMeta, np, opts...)
+	for _, np := range policies {
+		r, err := newObject(ctx, prefix+"-"+np.Name, np.TypeMeta, np.ObjectMeta, np, opts...)
 		if err != nil {
 			return nil, fmt.Errorf("network policy %s: %w", np.Name, err)
 		}

@@ -69,9 +69,16 @@ func TestClusterDev(t *testing.T) {
 		assert.Equal(t, "v-eks-default-"+a.Inputs["addonName"].(string)+"-k8s1.35", a.Inputs["addonVersion"], "EKS's default for the cluster's version")
 	}
 	assert.ElementsMatch(t, []string{"vpc-cni", "kube-proxy", "coredns", "eks-pod-identity-agent"}, keys(addons))
-	// The VPC CNI enforces the runners' namespace's NetworkPolicies (its add-on schema's
-	// enableNetworkPolicy, a string); no other add-on is configured.
-	assert.Equal(t, map[string]any{"vpc-cni": `{"enableNetworkPolicy":"true"}`}, configured)
+	// The VPC CNI enforces NetworkPolicies (its add-on schema's enableNetworkPolicy, a string)
+	// in strict mode (its aws-node env NETWORK_POLICY_ENFORCING_MODE); no other add-on is
+	// configured.
+	assert.Equal(t, map[string]any{"vpc-cni": `{"enableNetworkPolicy":"true","env":{"NETWORK_POLICY_ENFORCING_MODE":"strict"}}`}, configured)
+	standard := runDev(t, "networkPolicyEnforcingMode", "standard")
+	for _, a := range standard.all("aws:eks/addon:Addon") {
+		if a.Inputs["addonName"] == "vpc-cni" {
+			assert.Equal(t, `{"enableNetworkPolicy":"true","env":{"NETWORK_POLICY_ENFORCING_MODE":"standard"}}`, a.Inputs["configurationValues"], "for one up of a stack from before strict mode")
+		}
+	}
 	assert.Contains(t, addons["coredns"].Deps(), "eks:index:ManagedNodeGroup::cluster-system", "CoreDNS only turns ACTIVE on a node")
 
 	tag := m.one(t, "aws:ec2/tag:Tag")

@@ -88,8 +88,10 @@ func TestDevStackResourceCounts(t *testing.T) {
 		"kubernetes:policy/v1:PodDisruptionBudget": 2 + 1,
 		// The runners' namespace's boundary: deny all, then each role's egress; the
 		// container-form pool's jobs': deny all, the jobs' egress; the cache servers': deny
-		// all, their egress, each server's clients.
-		"kubernetes:networking.k8s.io/v1:NetworkPolicy": 4 + 2 + 4,
+		// all, their egress, each server's clients; arc-systems': deny all, the controllers'
+		// egress, the metrics' ingress; kube-system's and the device plugin's: allow all
+		// (strict mode: k8s/boundary.go).
+		"kubernetes:networking.k8s.io/v1:NetworkPolicy": 4 + 2 + 4 + 3 + 2,
 		// A compiler cache server per pool, and its Service.
 		"lux-gpu-ci:k8s:CompilerCache":  1,
 		"kubernetes:apps/v1:Deployment": 2,
