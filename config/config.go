@@ -145,8 +145,8 @@ func Parse(stack string, get Getter, isSecret func(key string) bool) (*Config, e
 		ClusterName:       p.clusterName(stack),
 		KubernetesVersion: p.str(KeyKubernetesVersion),
 		Network: Network{
-			CIDR:    p.str(KeyVpcCidr),
-			AZCount: p.integer(KeyAzCount),
+			CIDR:              p.str(KeyVpcCidr),
+			AZCount:           p.integer(KeyAzCount),
 			NatMode:           NATMode(p.str(KeyNatMode)),
 			NetworkPolicyMode: NetworkPolicyMode(p.str(KeyNetworkPolicyMode)),
 		},
