@@ -12,7 +12,6 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	networkingv1 "k8s.io/api/networking/v1"
 	k8spolicyv1 "k8s.io/api/policy/v1"
-	k8smeta "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/luxfi/lux-gpu-ci/config"
 	"github.com/luxfi/lux-gpu-ci/internal/jobhooks"
@@ -241,24 +240,29 @@ func newRunningJobsBudgets(ctx *pulumi.Context, name string, pools []config.GPUP
 		if !ok {
 			continue
 		}
-		var exprs metav1.LabelSelectorRequirementArray
-		for _, e := range spec.Selector.MatchExpressions {
-			exprs = append(exprs, metav1.LabelSelectorRequirementArgs{Key: pulumi.String(e.Key), Operator: pulumi.String(string(e.Operator))})
-		}
-		pdb, err := policyv1.NewPodDisruptionBudget(ctx, name+"-"+budget, &policyv1.PodDisruptionBudgetArgs{
-			Metadata: &metav1.ObjectMetaArgs{Name: pulumi.String(budget), Namespace: pulumi.String(wellknown.RunnersNamespace)},
-			Spec: &policyv1.PodDisruptionBudgetSpecArgs{
-				MinAvailable:               pulumi.Int(spec.MinAvailable.IntValue()),
-				Selector:                   &metav1.LabelSelectorArgs{MatchLabels: pulumi.ToStringMap(spec.Selector.MatchLabels), MatchExpressions: exprs},
-				UnhealthyPodEvictionPolicy: pulumi.String(string(*spec.UnhealthyPodEvictionPolicy)),
-			},
-		}, slices.Concat(opts, []pulumi.ResourceOption{pulumi.DependsOn(slices.Clone(created))})...)
+		pdb, err := newBudget(ctx, name+"-"+budget, wellknown.RunnersNamespace, budget, spec, slices.Concat(opts, []pulumi.ResourceOption{pulumi.DependsOn(slices.Clone(created))})...)
 		if err != nil {
 			return nil, err
 		}
 		created = append(created, pdb)
 	}
 	return created, nil
+}
+
+// newBudget declares the PodDisruptionBudget name of namespace with spec.
+func newBudget(ctx *pulumi.Context, logical, namespace, name string, spec k8spolicyv1.PodDisruptionBudgetSpec, opts ...pulumi.ResourceOption) (pulumi.Resource, error) {
+	var exprs metav1.LabelSelectorRequirementArray
+	for _, e := range spec.Selector.MatchExpressions {
+		exprs = append(exprs, metav1.LabelSelectorRequirementArgs{Key: pulumi.String(e.Key), Operator: pulumi.String(string(e.Operator))})
+	}
+	return policyv1.NewPodDisruptionBudget(ctx, logical, &policyv1.PodDisruptionBudgetArgs{
+		Metadata: &metav1.ObjectMetaArgs{Name: pulumi.String(name), Namespace: pulumi.String(namespace)},
+		Spec: &policyv1.PodDisruptionBudgetSpecArgs{
+			MinAvailable:               pulumi.Int(spec.MinAvailable.IntValue()),
+			Selector:                   &metav1.LabelSelectorArgs{MatchLabels: pulumi.ToStringMap(spec.Selector.MatchLabels), MatchExpressions: exprs},
+			UnhealthyPodEvictionPolicy: pulumi.String(string(*spec.UnhealthyPodEvictionPolicy)),
+		},
+	}, opts...)
 }
 
 // newContainerHooks creates what container-form pools' runners and jobs use. For each pool
@@ -322,9 +326,7 @@ func newContainerJobs(ctx *pulumi.Context, name, jobs string, pools []config.GPU
 	if err != nil {
 		return nil, err
 	}
-	budget := RunningJobsBudgets(pools)[RunningJobsBudget]
-	pdb, err := newObject(ctx, name+"-"+nsName+"-"+RunningJobsBudget, k8smeta.TypeMeta{APIVersion: "policy/v1", Kind: "PodDisruptionBudget"},
-		k8smeta.ObjectMeta{Name: RunningJobsBudget, Namespace: nsName}, k8spolicyv1.PodDisruptionBudget{Spec: budget}, inNS...)
+	pdb, err := newBudget(ctx, name+"-"+nsName+"-"+RunningJobsBudget, nsName, RunningJobsBudget, RunningJobsBudgets(pools)[RunningJobsBudget], inNS...)
 	if err != nil {
 		return nil, err
 	}

@@ -5,6 +5,7 @@ package stack_test
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -189,4 +190,36 @@ func engineConfig(t testing.TB, stack string) map[string]string {
 		}
 	}
 	return cfg
+}
+
+// A stack file as bootstrap writes it with a GitHub App (GITHUB_APP_*: pulumi config set for
+// the id and installation, --secret for the key, which the file holds encrypted) or with a
+// token: each passes the stack-file validation make test runs on the repository's, and a
+// file with both credentials is refused as before.
+func TestStackFilesBootstrapWritesValidate(t *testing.T) {
+	starter, err := os.ReadFile(filepath.Join(testkit.RepoRoot(t), "Pulumi.starter.yaml"))
+	require.NoError(t, err)
+	const encrypted = "    secure: v1:4GzT2Q==:s1Vb3Vx0bVWcBhZBTTt6AvZ8Wn5z1Q==\n"
+	for name, tc := range map[string]struct {
+		keys string
+		ok   bool
+	}{
+		"a GitHub App": {"  lux-gpu-ci:githubAppId: \"123456\"\n  lux-gpu-ci:githubAppInstallationId: \"7891011\"\n  lux-gpu-ci:githubAppPrivateKey:\n" + encrypted, true},
+		"a token":      {"  lux-gpu-ci:githubToken:\n" + encrypted, true},
+		"both":         {"  lux-gpu-ci:githubToken:\n" + encrypted + "  lux-gpu-ci:githubAppId: \"123456\"\n  lux-gpu-ci:githubAppInstallationId: \"7891011\"\n  lux-gpu-ci:githubAppPrivateKey:\n" + encrypted, false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			file := filepath.Join(t.TempDir(), "Pulumi.starter.yaml")
+			require.NoError(t, os.WriteFile(file, append(append([]byte{}, starter...), tc.keys...), 0o644))
+			m := newStackMocks("starter")
+			err := m.run(testkit.StackFileConfig(t, file))
+			if tc.ok {
+				require.NoError(t, err)
+				assert.NotEmpty(t, m.all("kubernetes:helm.sh/v3:Release"))
+			} else {
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), "githubToken")
+			}
+		})
+	}
 }

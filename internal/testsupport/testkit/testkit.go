@@ -61,14 +61,24 @@ func StackConfig(t testing.TB, stack string) map[string]string {
 // tests that validate the repository's stack files.
 func RepoStackConfig(t testing.TB, stack string) map[string]string {
 	t.Helper()
-	return stackConfig(t, config.StackFile(RepoRoot(t), stack))
+	return StackFileConfig(t, config.StackFile(RepoRoot(t), stack))
+}
+
+// StackFileConfig is StackConfig for the stack file at path: the GitHub credential a real
+// stack holds encrypted is added only where the file names none (a file bootstrap wrote with
+// a GitHub App's keys keeps them: its encrypted key reads as config.SecretPlaceholder).
+func StackFileConfig(t testing.TB, path string) map[string]string {
+	t.Helper()
+	return stackConfig(t, path)
 }
 
 func stackConfig(t testing.TB, file string) map[string]string {
 	t.Helper()
 	cfg, _, err := config.ReadStackFile(file)
 	require.NoError(t, err)
-	cfg["lux-gpu-ci:githubToken"] = Token
+	if cfg["lux-gpu-ci:githubToken"] == "" && cfg["lux-gpu-ci:githubAppId"] == "" && cfg["lux-gpu-ci:githubAppPrivateKey"] == "" {
+		cfg["lux-gpu-ci:githubToken"] = Token
+	}
 	if creds := registryCredentialsFor(t, cfg["lux-gpu-ci:imageCache"]); creds != "" {
 		cfg["lux-gpu-ci:registryCredentials"] = creds
 	}
