@@ -30,14 +30,41 @@ var LostRunner = []string{
 	"lost communication with the server",
 }
 
+// What GitHub records when a job did not fail by itself, and which of those a re-run may undo.
+//
+// A runner that gets SIGTERM (its node drained for a spot interruption) cancels its job: it
+// logs "The runner has received a shutdown signal…" (actions/runner v2.336.0
+// src/Runner.Worker/JobRunner.cs:125-143) and the running step "The operation was canceled."
+// (StepsRunner.cs:322-337), and GitHub concludes the job, and so the run, `cancelled`
+// (runs-on/runs-on#249, 2025-03; paradedb/paradedb#5305, 2026-06). Since about 2026-07 the
+// first text is in the job's log only, not its annotations (camunda/camunda#57701): the
+// cluster's evidence is what decides. A job a `strategy` with fail-fast cancels because a sibling
+// failed is annotated with FailFast; a run a person cancelled with CancelledByHand; one a newer
+// run of its concurrency group displaced with Superseded (GitHub's annotations, as the public
+// reports quote them).
+const (
+	FailFast         = "The strategy configuration was canceled because"
+	CancelledByHand  = "The run was canceled by"
+	Superseded       = "Canceling since a higher priority waiting request"
+	ConclusionFailed = "failure"
+	// ConclusionCancelled is what a reclaimed runner's job concludes (above).
+	ConclusionCancelled = "cancelled"
+)
+
 // ErrInProgress is returned when the run is not completed: GitHub refuses a re-run then.
 var ErrInProgress = errors.New("the run is still in progress")
 
-// Job is one failed job (its latest execution) and what was concluded about it.
+// Job is one job that failed or was cancelled (its latest execution) and what was concluded
+// about it.
 type Job struct {
 	ID     int64  `json:"id"`
 	Name   string `json:"name"`
 	Runner string `json:"runner"`
+	// Conclusion is GitHub's for this execution: failure or cancelled.
+	Conclusion string `json:"conclusion"`
+	// CancelledBy says why a cancelled job that was not interrupted itself was cancelled: by an
+	// interrupted sibling (fail-fast), by hand, or by a newer run; "" when not known.
+	CancelledBy string `json:"cancelledBy,omitempty"`
 	// Attempt is the run attempt of this execution of the job.
 	Attempt int64 `json:"attempt"`
 	// Executions counts the job's executions in the run that ran (a dependent skipped because
@@ -152,8 +179,8 @@ func (r Retrier) Decide(ctx context.Context, runID int64) (Decision, error) {
 	if run.GetStatus() != "completed" {
 		return d, fmt.Errorf("run %d is %s: %w; GitHub accepts a re-run only once it completes (call again on its workflow_run completed event)", runID, run.GetStatus(), ErrInProgress)
 	}
-	if run.GetConclusion() != "failure" {
-		d.Reason = fmt.Sprintf("run concluded %s: nothing to re-run", run.GetConclusion())
+	if c := run.GetConclusion(); c != ConclusionFailed && c != ConclusionCancelled {
+		d.Reason = fmt.Sprintf("run concluded %s: nothing to re-run", c)
 		return d, nil
 	}
 	latest, err := r.latestExecutions(ctx, runID)
@@ -166,6 +193,14 @@ func (r Retrier) Decide(ctx context.Context, runID int64) (Decision, error) {
 		}
 		d.Failed = append(d.Failed, j)
 	}
+	// A run a person cancelled, or a newer run displaced, stays as it ended.
+	if why, err := r.cancelledOnPurpose(ctx, run, d.Failed); err != nil {
+		return d, err
+	} else if why != "" {
+		d.Reason = why + ": not re-run"
+		return d, nil
+	}
+	causedByInterruption(d.Failed)
 	var retry []int64
 	interrupted := 0
 	// Jobs the cluster decided go first: its evidence lasts as long as its events (about an
@@ -188,9 +223,17 @@ func (r Retrier) Decide(ctx context.Context, runID int64) (Decision, error) {
 		d.Reason = "no failed job lost one of this stack's runners"
 	case len(retry) == 0:
 		d.Reason = fmt.Sprintf("the %d interrupted job(s) were re-run once already, or share their name with another job: not re-run", interrupted)
-	case len(retry) == len(d.Failed):
-		d.Method, d.Rerun = RerunFailedJobs, retry
-		d.Reason = fmt.Sprintf("all %d failed jobs lost one of this stack's runners: re-run failed jobs (attempt %d)", len(retry), d.Attempt+1)
+	case len(retry)+len(collateral(d.Failed)) == len(d.Failed):
+		// GitHub's rerun-failed-jobs re-runs the run's failed and cancelled jobs and their
+		// dependents (the REST reference: "Re-run failed jobs and their dependent jobs"; that
+		// it takes cancelled ones too: DataDog/dd-trace-js#8673, paradedb/paradedb#5305), so the
+		// siblings fail-fast cancelled run again with the interrupted job.
+		d.Method, d.Rerun = RerunFailedJobs, append(retry, collateral(d.Failed)...)
+		d.Reason = fmt.Sprintf("%d job(s) lost one of this stack's runners", len(retry))
+		if n := len(collateral(d.Failed)); n > 0 {
+			d.Reason += fmt.Sprintf(" and %d were cancelled because one did", n)
+		}
+		d.Reason += fmt.Sprintf(", and no other job failed: re-run failed jobs (attempt %d)", d.Attempt+1)
 	default:
 		// GitHub takes one re-run per completed attempt: one job now, the next on the
 		// completed event of the attempt this starts.
@@ -236,24 +279,37 @@ func (r Retrier) latestExecutions(ctx context.Context, runID int64) ([]Job, erro
 	var failed []Job
 	for _, name := range order {
 		wj := byName[name].latest
-		if wj.GetConclusion() != "failure" {
+		if c := wj.GetConclusion(); c != ConclusionFailed && c != ConclusionCancelled {
 			continue
 		}
 		ambiguous := false
 		for _, n := range byName[name].perAttempt {
 			ambiguous = ambiguous || n > 1
 		}
-		failed = append(failed, Job{ID: wj.GetID(), Name: wj.GetName(), Runner: wj.GetRunnerName(), Attempt: wj.GetRunAttempt(),
+		failed = append(failed, Job{ID: wj.GetID(), Name: wj.GetName(), Runner: wj.GetRunnerName(), Conclusion: wj.GetConclusion(), Attempt: wj.GetRunAttempt(),
 			Executions: len(byName[name].ids), Ambiguous: ambiguous, started: wj.GetStartedAt().Time, completed: wj.GetCompletedAt().Time})
 	}
 	return failed, nil
 }
 
-// judge decides whether a failed job was interrupted, and records which evidence decided:
-// the cluster's, where it knows the runner (its node was interrupted while the job ran, or it
-// was not: then a lost-runner annotation, which a step can print too, does not count);
-// otherwise, where the cluster cannot be asked or no longer knows, GitHub's annotations.
+// judge decides whether a failed or cancelled job was interrupted, and records which evidence
+// decided: the cluster's, where it knows the runner (its node was interrupted while the job
+// ran, or it was not: then a lost-runner annotation, which a step can print too, does not
+// count); otherwise, where the cluster cannot be asked or no longer knows, GitHub's
+// annotations. A cancelled job's annotations also say why it was cancelled (CancelledBy).
 func (r Retrier) judge(ctx context.Context, j *Job) error {
+	notes, err := r.annotations(ctx, j.ID)
+	var denied *github.ErrorResponse
+	readable := true
+	if err != nil && r.ClusterOnly && errors.As(err, &denied) && denied.Response != nil && denied.Response.StatusCode == http.StatusForbidden {
+		readable, err = false, nil
+	}
+	if err != nil {
+		return err
+	}
+	if j.Conclusion == ConclusionCancelled {
+		j.CancelledBy = cancelCause(notes)
+	}
 	if !r.ours(j.Runner) {
 		j.Evidence = fmt.Sprintf("runner %q is not one of this stack's scale sets %v", j.Runner, r.ScaleSets)
 		return nil
@@ -272,18 +328,14 @@ func (r Retrier) judge(ctx context.Context, j *Job) error {
 			return nil
 		}
 	}
-	annotation, err := r.lostRunner(ctx, j.ID)
-	var denied *github.ErrorResponse
-	if err != nil && r.ClusterOnly && errors.As(err, &denied) && denied.Response != nil && denied.Response.StatusCode == http.StatusForbidden {
+	if !readable {
 		j.Evidence = "GitHub's annotations cannot be read with this token, and the cluster saw no interruption of this runner: not re-run"
 		if cluster != "" {
 			j.Evidence += "; " + cluster
 		}
 		return nil
 	}
-	if err != nil {
-		return err
-	}
+	annotation := lostRunner(notes)
 	j.Interrupted, j.Evidence = annotation != "", annotation
 	if !j.Interrupted {
 		j.Evidence = "no lost-runner annotation: the job failed by itself"
@@ -306,20 +358,116 @@ func (j *Job) noteRerun() {
 	}
 }
 
-// lostRunner returns the annotation that says the job's runner was lost, or "".
-func (r Retrier) lostRunner(ctx context.Context, jobID int64) (string, error) {
-	// A job's check run has the job's ID.
-	for a, err := range r.Client.Checks.ListCheckRunAnnotationsIter(ctx, r.Owner, r.Repo, jobID, &github.ListOptions{PerPage: 100}) {
-		if err != nil {
-			return "", fmt.Errorf("reading annotations of job %d: %w", jobID, err)
+// collateral are the cancelled jobs an interrupted job of the run took with it (CancelledBy
+// names it), which a re-run of the failed jobs runs again.
+func collateral(jobs []Job) []int64 {
+	var out []int64
+	for _, j := range jobs {
+		if !j.Interrupted && j.Conclusion == ConclusionCancelled && strings.HasPrefix(j.CancelledBy, "interrupted ") && j.Executions <= 1 {
+			out = append(out, j.ID)
 		}
-		for _, text := range LostRunner {
-			if strings.Contains(a.GetMessage(), text) {
-				return "GitHub annotation: " + a.GetMessage(), nil
-			}
+	}
+	return out
+}
+
+// causedByInterruption marks the cancelled jobs that were cancelled because an interrupted
+// job of the run ended: GitHub's fail-fast annotation names the failed leg; where annotations
+// cannot be read (ClusterOnly), a cancelled job that ended with or after the first
+// interrupted one in the same attempt is taken for its sibling (a person's cancel or a newer
+// run's is ruled out first, by cancelledOnPurpose).
+func causedByInterruption(jobs []Job) {
+	var first *Job
+	for i := range jobs {
+		j := &jobs[i]
+		if j.Interrupted && (first == nil || j.completed.Before(first.completed)) {
+			first = j
+		}
+	}
+	if first == nil {
+		return
+	}
+	for i := range jobs {
+		j := &jobs[i]
+		if j.Interrupted || j.Conclusion != ConclusionCancelled || j.Attempt != first.Attempt {
+			continue
+		}
+		switch {
+		case strings.HasPrefix(j.CancelledBy, FailFast):
+			j.CancelledBy = "interrupted " + first.Name + " (fail-fast: " + j.CancelledBy + ")"
+		case j.CancelledBy == "" && !j.completed.Before(first.completed):
+			j.CancelledBy = "interrupted " + first.Name + " (cancelled as it ended)"
+		}
+		if strings.HasPrefix(j.CancelledBy, "interrupted ") {
+			j.Evidence = "cancelled because " + j.CancelledBy
+		}
+	}
+}
+
+// cancelledOnPurpose says why a run was cancelled on purpose, or "": a person cancelled it
+// (GitHub's annotation on its jobs), a newer run of its concurrency group displaced it, or
+// its branch moved on (a newer run of the same workflow and branch, on another commit: the
+// re-run would test a commit nobody is waiting for).
+func (r Retrier) cancelledOnPurpose(ctx context.Context, run *github.WorkflowRun, jobs []Job) (string, error) {
+	for _, j := range jobs {
+		switch {
+		case strings.HasPrefix(j.CancelledBy, CancelledByHand):
+			return "cancelled by hand (" + j.CancelledBy + ")", nil
+		case strings.HasPrefix(j.CancelledBy, Superseded):
+			return "a newer run displaced it (" + j.CancelledBy + ")", nil
+		}
+	}
+	if run.GetConclusion() != ConclusionCancelled || run.GetHeadBranch() == "" || run.WorkflowID == nil {
+		return "", nil
+	}
+	opts := &github.ListWorkflowRunsOptions{Branch: run.GetHeadBranch(), Event: run.GetEvent(),
+		Created: ">" + run.GetCreatedAt().UTC().Format(time.RFC3339), ListOptions: github.ListOptions{PerPage: 20}}
+	newer, _, err := r.Client.Actions.ListWorkflowRunsByID(ctx, r.Owner, r.Repo, run.GetWorkflowID(), opts)
+	if err != nil {
+		return "", fmt.Errorf("reading newer runs of the workflow on %s: %w", run.GetHeadBranch(), err)
+	}
+	for _, n := range newer.WorkflowRuns {
+		if n.GetID() != run.GetID() && n.GetHeadSHA() != run.GetHeadSHA() {
+			return fmt.Sprintf("branch %s moved on: run %d tests %.7s", run.GetHeadBranch(), n.GetID(), n.GetHeadSHA()), nil
 		}
 	}
 	return "", nil
+}
+
+// annotations are the messages of a job's annotations (a job's check run has the job's ID).
+func (r Retrier) annotations(ctx context.Context, jobID int64) ([]string, error) {
+	var out []string
+	for a, err := range r.Client.Checks.ListCheckRunAnnotationsIter(ctx, r.Owner, r.Repo, jobID, &github.ListOptions{PerPage: 100}) {
+		if err != nil {
+			return nil, fmt.Errorf("reading annotations of job %d: %w", jobID, err)
+		}
+		out = append(out, a.GetMessage())
+	}
+	return out, nil
+}
+
+// lostRunner returns the annotation that says the job's runner was lost, or "".
+func lostRunner(notes []string) string {
+	for _, n := range notes {
+		for _, text := range LostRunner {
+			if strings.Contains(n, text) {
+				return "GitHub annotation: " + n
+			}
+		}
+	}
+	return ""
+}
+
+// cancelCause is the annotation that says why a job was cancelled (FailFast, CancelledByHand,
+// Superseded), or "".
+func cancelCause(notes []string) string {
+	for _, n := range notes {
+		for _, text := range []string{FailFast, CancelledByHand, Superseded} {
+			if strings.HasPrefix(n, text) {
+				return n
+			}
+		}
+	}
+	return ""
 }
 
 // Apply re-runs what the decision says. A run already re-run by someone else is in progress:

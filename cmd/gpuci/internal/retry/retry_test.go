@@ -52,6 +52,8 @@ type fakeGitHub struct {
 	// annotationsStatus answers the annotations endpoint (0: the annotations); a fine-grained
 	// token gets 403 (it cannot hold the Checks permission).
 	annotationsStatus int
+	// newerRuns are the workflow's runs on the same branch created after this one.
+	newerRuns []map[string]any
 	// more adds endpoints (sweep_test.go: the organization's repositories and runs).
 	more func(mux *http.ServeMux, write func(http.ResponseWriter, any))
 }
@@ -63,7 +65,13 @@ func (f *fakeGitHub) serve(t *testing.T) *github.Client {
 		require.NoError(t, json.NewEncoder(w).Encode(v))
 	}
 	mux.HandleFunc("GET /repos/luxfi/app/actions/runs/{run}", func(w http.ResponseWriter, r *http.Request) {
-		write(w, map[string]any{"id": runID, "name": "CUDA", "status": f.status, "conclusion": f.conclusion, "run_attempt": f.attempt, "event": "push"})
+		write(w, map[string]any{"id": runID, "name": "CUDA", "status": f.status, "conclusion": f.conclusion, "run_attempt": f.attempt, "event": "push",
+			"workflow_id": 77, "head_branch": "main", "head_sha": "aaaaaaa1111111", "created_at": jobStarted.Add(-time.Minute).Format(time.RFC3339)})
+	})
+	// The workflow's runs on the run's branch created after it (cancelledOnPurpose).
+	mux.HandleFunc("GET /repos/luxfi/app/actions/workflows/77/runs", func(w http.ResponseWriter, r *http.Request) {
+		assert.Equal(t, "main", r.URL.Query().Get("branch"))
+		write(w, map[string]any{"total_count": len(f.newerRuns), "workflow_runs": f.newerRuns})
 	})
 	mux.HandleFunc("GET /repos/luxfi/app/actions/runs/{run}/jobs", func(w http.ResponseWriter, r *http.Request) {
 		assert.Equal(t, "all", r.URL.Query().Get("filter"), "every execution, not only the latest attempt's")
@@ -256,9 +264,17 @@ func TestRunInProgress(t *testing.T) {
 }
 
 // clusterSays is a cluster that knows some runners (as live.Interruptions answers).
-type clusterSays map[string]struct {
+type clusterSays map[string]saw
+
+// saw is what the cluster knows of one runner.
+type saw struct {
 	evidence    string
 	interrupted bool
+}
+
+// interruptedOn: the cluster saw pod's spot node interrupted while its job ran.
+func interruptedOn(pod string) saw {
+	return saw{"cluster: pod " + pod + " was on node ip-10-0-3-7, spot-interrupted at 2026-12-03T11:58:00Z (Spot interruption warning was triggered)", true}
 }
 
 func (c clusterSays) Runner(name string, started, completed time.Time) (string, bool, bool) {
@@ -428,17 +444,8 @@ func TestALaterAttemptIsJudgedOnTheClustersEventsAlone(t *testing.T) {
 		{3, "unit", "failure", ourC, []string{"Process completed with exit code 2."}, 1},
 		{4, "cuda-b", "failure", ourB, []string{podGone}, 1},
 	}}
-	interrupted := func(runner string) struct {
-		evidence    string
-		interrupted bool
-	} {
-		return struct {
-			evidence    string
-			interrupted bool
-		}{"cluster: pod " + runner + "-workflow was on node ip-10-0-3-7, spot-interrupted at 2026-12-03T11:58:00Z (Spot interruption warning was triggered)", true}
-	}
 	r := retry.Retrier{Client: f.serve(t), Owner: "luxfi", Repo: "app", ScaleSets: []string{"lux-gpu-t4"},
-		Cluster: clusterSays{ourA: interrupted(ourA), ourB: interrupted(ourB)}}
+		Cluster: clusterSays{ourA: interruptedOn(ourA + "-workflow"), ourB: interruptedOn(ourB + "-workflow")}}
 	d, err := r.Decide(context.Background(), runID)
 	require.NoError(t, err)
 	require.NoError(t, r.Apply(context.Background(), d))

@@ -37,7 +37,8 @@ type ClusterEvidence interface {
 type Pass struct {
 	// Interruptions the cluster knows of; none means GitHub was not asked.
 	Interruptions int `json:"interruptions"`
-	// Repos read, and the failed runs among them that completed after the first interruption.
+	// Repos read, and the failed or cancelled runs among them that completed after the first
+	// interruption.
 	Repos     int        `json:"repos"`
 	Decisions []Decision `json:"decisions,omitempty"`
 	// Errors are runs that could not be decided or re-run; the pass goes on without them.
@@ -72,30 +73,41 @@ func (s Sweep) Once(ctx context.Context, dryRun bool) (Pass, error) {
 		}
 		p.Repos++
 		r := Retrier{Client: s.Client, Owner: s.Org, Repo: repo.GetName(), ScaleSets: s.ScaleSets, Cluster: s.Cluster, ClusterOnly: true}
-		opts := &github.ListWorkflowRunsOptions{Status: "failure", Created: ">=" + created, ListOptions: github.ListOptions{PerPage: 100}}
-		for run, err := range s.Client.Actions.ListRepositoryWorkflowRunsIter(ctx, s.Org, repo.GetName(), opts) {
-			if err != nil {
-				p.Errors = append(p.Errors, fmt.Sprintf("%s: listing failed runs: %v", repo.GetFullName(), err))
-				break
-			}
-			// A run whose last change came before the first interruption did not lose a
-			// runner to it.
-			if run.GetUpdatedAt().Before(first) {
-				continue
-			}
-			d, err := r.Decide(ctx, run.GetID())
-			if err != nil {
-				p.Errors = append(p.Errors, fmt.Sprintf("%s run %d: %v", repo.GetFullName(), run.GetID(), err))
-				continue
-			}
-			p.Decisions = append(p.Decisions, d)
-			if dryRun || d.Method == "" {
-				continue
-			}
-			if err := r.Apply(ctx, d); err != nil {
-				p.Errors = append(p.Errors, fmt.Sprintf("%s run %d: %v", repo.GetFullName(), run.GetID(), err))
-			}
+		// A run whose runner was reclaimed concludes cancelled, not failure (Decide's
+		// comment cites GitHub's behaviour), so a pass reads both; the API's status filter
+		// takes one conclusion a request.
+		for _, conclusion := range []string{ConclusionFailed, ConclusionCancelled} {
+			s.decideRuns(ctx, &p, r, repo, conclusion, created, first, dryRun)
 		}
 	}
 	return p, nil
+}
+
+// decideRuns decides, and unless dryRun re-runs, a repository's runs of one conclusion
+// created since created that last changed after first.
+func (s Sweep) decideRuns(ctx context.Context, p *Pass, r Retrier, repo *github.Repository, conclusion, created string, first time.Time, dryRun bool) {
+	opts := &github.ListWorkflowRunsOptions{Status: conclusion, Created: ">=" + created, ListOptions: github.ListOptions{PerPage: 100}}
+	for run, err := range s.Client.Actions.ListRepositoryWorkflowRunsIter(ctx, s.Org, repo.GetName(), opts) {
+		if err != nil {
+			p.Errors = append(p.Errors, fmt.Sprintf("%s: listing %s runs: %v", repo.GetFullName(), conclusion, err))
+			break
+		}
+		// A run whose last change came before the first interruption did not lose a
+		// runner to it.
+		if run.GetUpdatedAt().Before(first) {
+			continue
+		}
+		d, err := r.Decide(ctx, run.GetID())
+		if err != nil {
+			p.Errors = append(p.Errors, fmt.Sprintf("%s run %d: %v", repo.GetFullName(), run.GetID(), err))
+			continue
+		}
+		p.Decisions = append(p.Decisions, d)
+		if dryRun || d.Method == "" {
+			continue
+		}
+		if err := r.Apply(ctx, d); err != nil {
+			p.Errors = append(p.Errors, fmt.Sprintf("%s run %d: %v", repo.GetFullName(), run.GetID(), err))
+		}
+	}
 }

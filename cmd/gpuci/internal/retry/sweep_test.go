@@ -39,16 +39,21 @@ func org(f *fakeGitHub, interruption time.Time) *orgRequests {
 				{"name": "web", "full_name": "luxfi/web"},
 			})
 		})
-		runs := func(id int64, updated time.Time) map[string]any {
-			return map[string]any{"total_count": 1, "workflow_runs": []map[string]any{{"id": id, "status": "completed", "conclusion": "failure", "updated_at": updated.Format(time.RFC3339)}}}
+		// GitHub's status filter takes a conclusion and returns only the runs that concluded
+		// it (REST "List workflow runs for a repository", status parameter).
+		runs := func(r *http.Request, id int64, updated time.Time) map[string]any {
+			if r.URL.Query().Get("status") != f.conclusion {
+				return map[string]any{"total_count": 0, "workflow_runs": []any{}}
+			}
+			return map[string]any{"total_count": 1, "workflow_runs": []map[string]any{{"id": id, "status": "completed", "conclusion": f.conclusion, "updated_at": updated.Format(time.RFC3339)}}}
 		}
 		mux.HandleFunc("GET /repos/luxfi/app/actions/runs", func(w http.ResponseWriter, r *http.Request) {
 			req.add("app runs status=" + r.URL.Query().Get("status") + " created=" + r.URL.Query().Get("created"))
-			write(w, runs(runID, interruption.Add(5*time.Minute)))
+			write(w, runs(r, runID, interruption.Add(5*time.Minute)))
 		})
 		mux.HandleFunc("GET /repos/luxfi/web/actions/runs", func(w http.ResponseWriter, r *http.Request) {
 			req.add("web runs")
-			write(w, runs(7, interruption.Add(-time.Minute)))
+			write(w, runs(r, 7, interruption.Add(-time.Minute)))
 		})
 		mux.HandleFunc("GET /repos/luxfi/web/actions/runs/7", func(w http.ResponseWriter, r *http.Request) {
 			req.add("web run 7")
@@ -89,6 +94,7 @@ func TestASweepRerunsWhatTheClusterSawInterrupted(t *testing.T) {
 	assert.Equal(t, []int64{2}, f.jobReruns, "exactly the interrupted job")
 	// The first interruption (the earlier of the two) less the lookback: 11:58 − 6 h.
 	assert.Contains(t, req.seen, "app runs status=failure created=>=2026-12-03T05:58:00Z")
+	assert.Contains(t, req.seen, "app runs status=cancelled created=>=2026-12-03T05:58:00Z")
 	assert.NotContains(t, req.seen, "web run 7")
 
 	// The re-run's attempt runs: the next pass finds it re-run already.
@@ -97,6 +103,24 @@ func TestASweepRerunsWhatTheClusterSawInterrupted(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, p.Errors)
 	assert.Equal(t, []int64{2}, f.jobReruns, "not re-run twice")
+}
+
+// A runner-form job whose node was reclaimed concludes cancelled (GitHub's record; see
+// cancelled_test.go): the pass finds its run among the cancelled ones and re-runs it.
+func TestASweepRerunsARunGitHubConcludedCancelled(t *testing.T) {
+	at := jobStarted.Add(8 * time.Minute)
+	f := &fakeGitHub{status: "completed", conclusion: "cancelled", attempt: 1, jobs: []fakeJob{
+		{2, "cuda", "cancelled", ourA, []string{"The operation was canceled."}, 1},
+	}}
+	org(f, at)
+	s := retry.Sweep{Client: f.serve(t), Org: "luxfi", ScaleSets: []string{"lux-gpu-t4"}, Lookback: time.Hour,
+		Cluster: interrupted{clusterSays{ourA: interruptedOn(ourA)}, []time.Time{at}}}
+	p, err := s.Once(context.Background(), false)
+	require.NoError(t, err)
+	assert.Empty(t, p.Errors)
+	require.Len(t, p.Decisions, 1, "the cancelled run is read")
+	assert.Equal(t, retry.RerunFailedJobs, p.Decisions[0].Method, p.Decisions[0].Reason)
+	assert.Equal(t, 1, f.reruns)
 }
 
 // With no interruption in the cluster's events a pass asks GitHub nothing.
