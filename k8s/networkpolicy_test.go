@@ -122,13 +122,36 @@ func ingressIsolated(t *testing.T, policies []networkingv1.NetworkPolicy, pod ma
 	return false
 }
 
+// hasType says whether np isolates for typ, with policyTypes as the API server defaults them
+// when a policy leaves them out: Ingress always, and Egress when it has egress rules
+// (kubernetes v1.36.3 pkg/apis/networking/v1/defaults.go, SetDefaults_NetworkPolicySpec; the
+// field's doc in k8s.io/api networking/v1 types.go says the same).
 func hasType(np networkingv1.NetworkPolicy, typ networkingv1.PolicyType) bool {
-	for _, p := range np.Spec.PolicyTypes {
-		if p == typ {
-			return true
+	types := np.Spec.PolicyTypes
+	if len(types) == 0 {
+		types = []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}
+		if len(np.Spec.Egress) > 0 {
+			types = append(types, networkingv1.PolicyTypeEgress)
 		}
 	}
-	return false
+	return slices.Contains(types, typ)
+}
+
+// A policy without policyTypes isolates as the API server defaults it: one with egress rules
+// isolates egress too, so a pod it selects reaches what its rules name and nothing else.
+func TestTheJudgeDefaultsPolicyTypesAsTheAPIServerDoes(t *testing.T) {
+	dnsOnly := networkingv1.NetworkPolicy{Spec: networkingv1.NetworkPolicySpec{
+		Egress: []networkingv1.NetworkPolicyEgressRule{{To: []networkingv1.NetworkPolicyPeer{{
+			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": "kube-system"}},
+			PodSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{"k8s-app": "kube-dns"}},
+		}}}},
+	}}
+	pod := map[string]string{"app": "x"}
+	assert.True(t, egressAllowed(t, []networkingv1.NetworkPolicy{dnsOnly}, pod, kubeDNS))
+	assert.False(t, egressAllowed(t, []networkingv1.NetworkPolicy{dnsOnly}, pod, github), "egress isolated by its rules alone")
+	assert.True(t, ingressIsolated(t, []networkingv1.NetworkPolicy{dnsOnly}, pod), "and ingress, always")
+	ingressOnly := networkingv1.NetworkPolicy{}
+	assert.True(t, egressAllowed(t, []networkingv1.NetworkPolicy{ingressOnly}, pod, github), "no egress rule: egress not isolated")
 }
 
 func selects(t *testing.T, sel metav1.LabelSelector, l map[string]string) bool {

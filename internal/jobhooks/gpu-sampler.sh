@@ -77,6 +77,8 @@ say "cuda $(smi 2>/dev/null | sed -n 's/.*CUDA Version: *\([0-9.]*\).*/\1/p' | h
 		sleep "$interval"
 	done
 ) </dev/null >/dev/null 2>&1 &
-[ -n "${GPUCI_PIDFILE:-}" ] && echo $! >"$GPUCI_PIDFILE"
+# Its pid and start time (proc(5): /proc/pid/stat's 22nd field, the 20th after the command's
+# closing parenthesis), which job-completed.sh matches before it stops it.
+[ -n "${GPUCI_PIDFILE:-}" ] && echo "$! $(sed 's/.*) //' "/proc/$!/stat" 2>/dev/null | cut -d' ' -f20)" >"$GPUCI_PIDFILE"
 echo "GPU: $gpu, sampling its use every $interval s for the job summary"
 exit 0

@@ -16,12 +16,17 @@
 set +e -o pipefail
 state=${RUNNER_TEMP:-/tmp}/gpuci
 summary=${GITHUB_STEP_SUMMARY:-/dev/stdout}
-# Only pids this runner's own job-started.sh wrote (a pid in the sampler's lines is the job
-# container's), and only numbers.
+# Only the processes this runner's own job-started.sh started (a pid in the sampler's lines is
+# the job container's): the pid and start time it wrote, numbers both, and the start time the
+# pid has now the same (proc(5): /proc/pid/stat's 22nd field). A pid alone could name any
+# process of the runner's by the time the job ends, and a file the job reached could name one.
 number() { [[ $1 =~ ^[0-9]{1,12}$ ]] && echo "$1"; }
+starttime() { local s; s=$(cat "/proc/$1/stat" 2>/dev/null) || return; s=${s##*) }; set -- $s; echo "${20:-}"; }
 for p in sampler follower; do
-	pid=$(number "$(cat "$state/$p" 2>/dev/null)")
-	[[ -n $pid ]] && kill "$pid" 2>/dev/null
+	pid='' start=''
+	read -r pid start _ 2>/dev/null <"$state/$p"
+	pid=$(number "$pid") start=$(number "$start")
+	[[ -n $pid && -n $start && $(starttime "$pid") == "$start" ]] && kill "$pid" 2>/dev/null
 done
 log=$state/log
 # The facts are untrusted: the job's code can write the lines the sampler writes (the runner

@@ -52,5 +52,6 @@ api() { curl -fsS --cacert "$sa/ca.crt" -H "Authorization: Bearer $(cat "$sa/tok
 		sleep "${GPUCI_FOLLOW_RETRY_SECONDS:-1}"
 	done
 ) </dev/null >/dev/null 2>&1 &
-echo $! >"$state/follower"
+# Its pid and start time, as gpu-sampler.sh writes the sampler's (job-completed.sh matches both).
+echo "$! $(sed 's/.*) //' "/proc/$!/stat" 2>/dev/null | cut -d' ' -f20)" >"$state/follower"
 echo "The job's GPU is checked when its pod starts on a GPU node (its container's postStart hook); its use is summed up at the end of the job."

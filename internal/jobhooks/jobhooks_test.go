@@ -139,11 +139,18 @@ func (h *host) summaryText(t *testing.T) string {
 }
 
 func stopPid(t *testing.T, file string) {
+	_ = exec.Command("kill", strconv.Itoa(pidIn(t, file))).Run()
+}
+
+// pidIn is the pid of a pid file the hooks write ("<pid> <start time>").
+func pidIn(t *testing.T, file string) int {
 	b, err := os.ReadFile(file)
 	require.NoError(t, err)
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	fields := strings.Fields(string(b))
+	require.Len(t, fields, 2, "a pid and its start time: %q", b)
+	pid, err := strconv.Atoi(fields[0])
 	require.NoError(t, err)
-	_ = exec.Command("kill", strconv.Itoa(pid)).Run()
+	return pid
 }
 
 // Four samples (utilization %, memory MiB): mean (10+90+100+0)/4 = 50%, peak 100%, memory
@@ -165,8 +172,6 @@ func TestARunnerFormSummaryHoldsEveryFieldFromTheSamples(t *testing.T) {
 		b, _ := os.ReadFile(filepath.Join(h.temp, "gpuci", "log"))
 		return strings.Count(string(b), "gpuci: sample ") == 4
 	}, 10*time.Second, 50*time.Millisecond, "the sampler runs through the job")
-	sampler, err := os.ReadFile(filepath.Join(h.temp, "gpuci", "sampler"))
-	require.NoError(t, err)
 
 	// Its pod was bound to a spot node on Kubernetes 1.36 (k8s.LaunchedCapacityPolicy).
 	out, err = h.hook(t, jobhooks.JobCompletedKey, "GPUCI_JOB_FORM=runner", "GPUCI_LAUNCHED_CAPACITY=spot", "GPUCI_NOW="+strconv.FormatInt(started+600, 10))
@@ -194,8 +199,7 @@ func TestARunnerFormSummaryHoldsEveryFieldFromTheSamples(t *testing.T) {
 			assert.Contains(t, string(readme), line+"\n", "the README's sample job summary")
 		}
 	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(sampler)))
-	require.NoError(t, err)
+	pid := pidIn(t, filepath.Join(h.temp, "gpuci", "sampler"))
 	assert.Eventually(t, func() bool { return exec.Command("kill", "-0", strconv.Itoa(pid)).Run() != nil }, 5*time.Second, 50*time.Millisecond, "the sampler is stopped with the job")
 }
 
@@ -414,9 +418,7 @@ func TestTheFollowerGivesUpWithoutAJobPod(t *testing.T) {
 	runner := newHost(t, machine{noDevice: true})
 	out, err := runner.hook(t, jobhooks.JobStartedKey, append(containerRunner(t, runner, api, "runner-2"), "ACTIONS_RUNNER_PREPARE_JOB_TIMEOUT_SECONDS=1")...)
 	require.NoError(t, err, out)
-	b, err := os.ReadFile(filepath.Join(runner.temp, "gpuci", "follower"))
-	require.NoError(t, err)
-	pid := strings.TrimSpace(string(b))
+	pid := strconv.Itoa(pidIn(t, filepath.Join(runner.temp, "gpuci", "follower")))
 	t.Cleanup(func() { _ = exec.Command("kill", pid).Run() })
 	assert.Eventually(t, func() bool { return exec.Command("kill", "-0", pid).Run() != nil }, 10*time.Second, 100*time.Millisecond,
 		"the follower stops by itself")
@@ -446,15 +448,25 @@ func TestAHostileJobsLinesRunNothing(t *testing.T) {
 	env := containerRunner(t, runner, api, "runner-3")
 	out, err := runner.hook(t, jobhooks.JobStartedKey, env...)
 	require.NoError(t, err, out)
-	t.Cleanup(func() { stopPid(t, filepath.Join(runner.temp, "gpuci", "follower")) })
+	follower := pidIn(t, filepath.Join(runner.temp, "gpuci", "follower"))
+	t.Cleanup(func() { _ = exec.Command("kill", strconv.Itoa(follower)).Run() })
 	require.Eventually(t, func() bool { return api.served.Load() > 0 }, 10*time.Second, 20*time.Millisecond)
-	// A forged pid file (the hooks' copy of the job's file commands lands in the runner's temp):
-	// a pid list, not one number, is not killed.
-	require.NoError(t, os.WriteFile(filepath.Join(runner.temp, "gpuci", "sampler"), []byte("1 -1"), 0o644))
+	// A forged pid file naming a live process of the runner's that job-started.sh did not
+	// start: with no start time, or a start time not its own, it is not stopped.
+	foreign := exec.Command("sleep", "60")
+	require.NoError(t, foreign.Start())
+	t.Cleanup(func() { _ = foreign.Process.Kill(); _ = foreign.Wait() })
+	fp := strconv.Itoa(foreign.Process.Pid)
+	require.NoError(t, os.WriteFile(filepath.Join(runner.temp, "gpuci", "sampler"), []byte(fp+" 1"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(runner.temp, "gpuci", "follower"), []byte(fp), 0o644))
 
 	out, err = runner.hook(t, jobhooks.JobCompletedKey, env...)
 	require.NoError(t, err, "the completed hook never fails the job: %s", out)
 	assert.NoFileExists(t, pwned, "the hostile line ran a command in the runner")
+	stat, err := os.ReadFile("/proc/" + fp + "/stat")
+	require.NoError(t, err)
+	state := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))[0]
+	assert.Equal(t, "S", state, "the forged pids' process lives on, asleep (a killed one, not yet reaped by the test, is Z)")
 	for _, p := range api.requested() {
 		assert.True(t, p == logPath || p == strings.TrimSuffix(logPath, "/log"), "the runner asked the API server for %s", p)
 	}
