@@ -41,6 +41,7 @@ const (
 	KeyRetrierGitHubToken          = "retrierGitHubToken"
 	KeyRetrierGpuciVersion         = "retrierGpuciVersion"
 	KeyRetrierGpuciSHA256          = "retrierGpuciSha256"
+	KeyRetrierSpotCoolDown         = "retrierSpotCoolDown"
 	KeyCompilerCacheExpiryDays     = "compilerCacheExpiryDays"
 
 	// The AWS provider's own keys; read, not declared by this project.
@@ -140,6 +141,9 @@ var Defaults = map[string]any{
 	KeyRetrierGitHubToken:  "",
 	KeyRetrierGpuciVersion: "",
 	KeyRetrierGpuciSHA256:  "",
+	// How long, after the retrier re-runs a job a spot interruption ended, the job's pool
+	// launches on-demand nodes (config.Retrier.SpotCoolDown); "0s" for never.
+	KeyRetrierSpotCoolDown: "30m",
 	// Days an object of the compiler cache may go unused before S3 expires it.
 	KeyCompilerCacheExpiryDays: DefaultCompilerCacheExpiryDays,
 }

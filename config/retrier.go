@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"regexp"
+	"time"
 )
 
 // Retrier is the in-cluster retrier (k8s.Retrier): a small Deployment of the stack's own that
@@ -17,7 +18,16 @@ type Retrier struct {
 	// GpuciVersion is the gpuci release it runs (a tag, v<major>.<minor>.<patch>), and
 	// GpuciSHA256 its gpuci_linux_amd64's SHA-256 (the release notes print it).
 	GpuciVersion, GpuciSHA256 string
+	// SpotCoolDown is how long, after it re-runs a job a spot interruption ended, the job's
+	// pool launches on-demand nodes (k8s.CoolDownNodePoolFor): Karpenter itself avoids an
+	// interrupted offering for three minutes only, and a spot shortage outlasts that. Zero
+	// for never.
+	SpotCoolDown time.Duration
 }
+
+// maxSpotCoolDown bounds a cool-down to a working day: on-demand costs about three times
+// spot, and a shortage that lasts longer is a pool that wants on-demand in its capacityTypes.
+const maxSpotCoolDown = 8 * time.Hour
 
 // Enabled reports whether the stack runs the in-cluster retrier.
 func (r Retrier) Enabled() bool { return r.GitHubToken != nil }
@@ -39,6 +49,15 @@ func (p *parser) parseRetrier() Retrier {
 		return r
 	}
 	r.GitHubToken = token
+	cool := p.str(KeyRetrierSpotCoolDown)
+	d, err := time.ParseDuration(cool)
+	switch {
+	case err != nil:
+		p.fail(KeyRetrierSpotCoolDown, fmt.Sprintf("%q is not a duration", cool), "30m")
+	case d < 0 || d > maxSpotCoolDown:
+		p.fail(KeyRetrierSpotCoolDown, fmt.Sprintf("%s is outside 0s..8h: re-runs go on-demand this long after an interruption; 0s never", cool), "30m")
+	}
+	r.SpotCoolDown = d
 	if !releaseTagRE.MatchString(r.GpuciVersion) {
 		p.fail(KeyRetrierGpuciVersion, fmt.Sprintf("%q is not a gpuci release tag: the retrier runs a released gpuci", r.GpuciVersion), "v0.4.0")
 	}

@@ -2,6 +2,7 @@ package config_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -34,6 +35,7 @@ func TestTheRetrierIsConfiguredWhole(t *testing.T) {
 	require.True(t, c.Retrier.Enabled())
 	assert.Equal(t, "github_pat_x", c.Retrier.GitHubToken.Reveal())
 	assert.Equal(t, "v0.4.0", c.Retrier.GpuciVersion)
+	assert.Equal(t, 30*time.Minute, c.Retrier.SpotCoolDown, "the default cool-down")
 
 	for name, tc := range map[string]struct {
 		secret bool
@@ -44,6 +46,8 @@ func TestTheRetrierIsConfiguredWhole(t *testing.T) {
 		"a branch, not a tag":   {true, []string{"retrierGitHubToken", "github_pat_x", "retrierGpuciVersion", "main", "retrierGpuciSha256", releaseSHA}, "retrierGpuciVersion"},
 		"a short sum":           {true, []string{"retrierGitHubToken", "github_pat_x", "retrierGpuciVersion", "v0.4.0", "retrierGpuciSha256", "3f1c2a9e"}, "retrierGpuciSha256"},
 		"a release, no token":   {true, []string{"retrierGpuciVersion", "v0.4.0", "retrierGpuciSha256", releaseSHA}, "retrierGitHubToken"},
+		"a cool-down of a day":  {true, []string{"retrierGitHubToken", "github_pat_x", "retrierGpuciVersion", "v0.4.0", "retrierGpuciSha256", releaseSHA, "retrierSpotCoolDown", "24h"}, "retrierSpotCoolDown"},
+		"a cool-down in days":   {true, []string{"retrierGitHubToken", "github_pat_x", "retrierGpuciVersion", "v0.4.0", "retrierGpuciSha256", releaseSHA, "retrierSpotCoolDown", "1d"}, "retrierSpotCoolDown"},
 		"a token in plain text": {false, []string{"retrierGitHubToken", "github_pat_x", "retrierGpuciVersion", "v0.4.0", "retrierGpuciSha256", releaseSHA}, "retrierGitHubToken"},
 	} {
 		t.Run(name, func(t *testing.T) {

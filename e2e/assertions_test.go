@@ -196,7 +196,7 @@ func assertContainerForm(t *testing.T, ctx context.Context, restCfg *rest.Config
 	require.NoError(t, sigsyaml.UnmarshalStrict([]byte(data["job-pod.yaml"]), &job))
 	require.Len(t, job.Spec.Containers, 1)
 	assert.Equal(t, "1", job.Spec.Containers[0].Resources.Limits.Name(wellknown.GPUResource, "").String(), "the job pod gets the GPU")
-	assert.Equal(t, "gpu-spot-container", job.Spec.NodeSelector[wellknown.NodePoolLabel])
+	assert.Equal(t, "gpu-spot-container", job.Spec.NodeSelector[wellknown.PoolLabel])
 	sampler, err := kube.Resource(configMaps).Namespace(jobsNS).Get(ctx, "gpuci-job-hooks", metav1.GetOptions{})
 	require.NoError(t, err, "the job pods mount the GPU sampler from their own namespace")
 	_, found, _ := unstructured.NestedString(sampler.Object, "data", "gpu-sampler.sh")

@@ -108,8 +108,9 @@ func poolRemovedWhileItsJobRuns(t *testing.T, ctx context.Context, h *harness, k
 // poolEditedWhileAnEarlierZoneGainsItsTypes has us-west-2a, which comes first by name and
 // offered no GPU when the stack chose its zones, start offering every GPU type, and in the
 // same edit raises gpu-spot's gpuLimit to 2 and adds a type only us-west-2a offers. Zones are
-// kept once chosen, so the up changes gpu-spot's NodePool and its twin's (which shares its
-// gpuLimit and types) and nothing of the network: no subnet, route or node group moves to the
+// kept once chosen, so the up changes gpu-spot's NodePool, its twin's and its cool-down's
+// (which share its gpuLimit and types; the cool-down's limit stays the retrier's, 0 while it
+// is not held, and its limit for a hold follows the pool's) and nothing of the network: no subnet, route or node group moves to the
 // zone that offers the new type. The pool keeps both types from here on.
 func poolEditedWhileAnEarlierZoneGainsItsTypes(t *testing.T, ctx context.Context, h *harness, kube dynamic.Interface) {
 	gpuTypes := []string{"t3.medium", "g4dn.xlarge"}
@@ -127,7 +128,7 @@ func poolEditedWhileAnEarlierZoneGainsItsTypes(t *testing.T, ctx context.Context
 	require.NoError(t, err)
 	changes := *up.Summary.ResourceChanges
 	t.Logf("up: %v", changes)
-	assert.Equal(t, 2, changes["update"], "gpu-spot's NodePool and its twin's")
+	assert.Equal(t, 3, changes["update"], "gpu-spot's NodePool, its twin's and its cool-down's")
 	assert.Zero(t, changes["create"]+changes["delete"]+changes["replace"],
 		"no subnet, route or node group moves to the zone that offers the new type")
 	for _, name := range []string{"gpu-spot", "gpu-spot-on-demand"} {
@@ -135,17 +136,28 @@ func poolEditedWhileAnEarlierZoneGainsItsTypes(t *testing.T, ctx context.Context
 		require.NoError(t, err)
 		limit, _, _ := unstructured.NestedString(np.Object, "spec", "limits", "nvidia.com/gpu")
 		assert.Equal(t, "2", limit, "%s (the twin follows its pool)", name)
-		var types []string
-		reqs, _, _ := unstructured.NestedSlice(np.Object, "spec", "template", "spec", "requirements")
-		for _, r := range reqs {
-			if r := r.(map[string]any); r["key"] == corev1.LabelInstanceTypeStable {
-				for _, v := range r["values"].([]any) {
-					types = append(types, v.(string))
-				}
+		assert.ElementsMatch(t, []string{"g4dn.xlarge", "g4dn.2xlarge"}, instanceTypes(np), name)
+	}
+	cool, err := kube.Resource(nodePools).Get(ctx, "gpu-spot-cool-down", metav1.GetOptions{})
+	require.NoError(t, err)
+	limit, _, _ := unstructured.NestedString(cool.Object, "spec", "limits", "nvidia.com/gpu")
+	assert.Equal(t, "0", limit, "the cool-down NodePool's limit is the retrier's")
+	assert.Equal(t, "2", cool.GetAnnotations()[wellknown.CoolDownGPULimitAnnotation], "the limit a hold takes follows the pool's")
+	assert.ElementsMatch(t, []string{"g4dn.xlarge", "g4dn.2xlarge"}, instanceTypes(cool), "its types follow the pool's")
+}
+
+// instanceTypes are a NodePool's instance-type requirement's values.
+func instanceTypes(np *unstructured.Unstructured) []string {
+	var types []string
+	reqs, _, _ := unstructured.NestedSlice(np.Object, "spec", "template", "spec", "requirements")
+	for _, r := range reqs {
+		if r := r.(map[string]any); r["key"] == corev1.LabelInstanceTypeStable {
+			for _, v := range r["values"].([]any) {
+				types = append(types, v.(string))
 			}
 		}
-		assert.ElementsMatch(t, []string{"g4dn.xlarge", "g4dn.2xlarge"}, types, name)
 	}
+	return types
 }
 
 // tagsAndSnapshotEdited adds a tag to the running stack and gives gpu-spot an image

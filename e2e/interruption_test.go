@@ -104,15 +104,37 @@ func spotInterruption(t tb, ctx context.Context, restCfg *rest.Config, core kube
 	assert.Contains(t, evidence, name, "the job pod it ended, named for its runner "+runner.Name)
 
 	// EC2 reclaims the instance two minutes after its warning, and the job's pod goes with it;
-	// the runner fails the job and ARC ends it.
+	// the runner, on its system node, fails the job (GitHub records how: endOf), and ARC ends it.
 	require.NoError(t, core.CoreV1().Pods(placed.Namespace).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}))
+	end := endOf(t, ctx, core, runner, placed)
+	require.Equal(t, jobPodLost, end, "the job pod gone, its runner alive: a failed step, not a shutdown")
 	require.NoError(t, core.CoreV1().Pods(runner.Namespace).Delete(ctx, runner.Name, metav1.DeleteOptions{}))
 	k.awaitGone(t, ctx, kube, pool, instance, time.Minute, "the interrupted node and its instance are gone")
 
 	// The job failed; the retry workflow runs on the stack's retry runner, its pods gone.
-	retryFromTheCluster(t, ctx, core, gpuci, kubeconfig, runner.Name, drainedRunner, node, started)
-	// The same job, with nothing in its repository: the stack's in-cluster retrier.
-	retrierSweepsTheOrg(t, ctx, core, gpuci, kubeconfig, runner.Name, drainedRunner, started)
+	retryFromTheCluster(t, ctx, core, gpuci, kubeconfig, runner.Name, drainedRunner, node, end, started)
+	// The same job, with nothing in its repository: the stack's in-cluster retrier, whose
+	// re-run goes to the pool's on-demand nodes for the cool-down.
+	retrierSweepsTheOrg(t, ctx, core, kube, gpuci, kubeconfig, runner.Name, drainedRunner, end, started, func() string {
+		return rerunInTheCoolDown(t, ctx, core, kube, k, systemNodes, pool, scaleSet)
+	})
+}
+
+// rerunInTheCoolDown is the re-run of the interrupted job, with the plain runs-on line it had:
+// the same scale set's runner and job pod, which Karpenter places on an on-demand node of the
+// pool's cool-down NodePool (tried first, now that the retrier raised its limit), none of the
+// spot NodePool's. Its NodeClaim is deleted after, and its instance terminated.
+func rerunInTheCoolDown(t tb, ctx context.Context, core kubernetes.Interface, kube dynamic.Interface, k *karpenter, systemNodes []string, pool, scaleSet string) (runnerName string) {
+	coolDown := wellknown.CoolDownNodePool(pool)
+	runner, job, claim := containerJobOnANewNode(t, ctx, core, kube, systemNodes, coolDown, scaleSet, scaleSet+"-e2e-runner-y2")
+	assert.Equal(t, karpv1.CapacityTypeOnDemand, claim.Labels[karpv1.CapacityTypeLabelKey], "on-demand while the pool cools down")
+	assert.Equal(t, pool, claim.Labels[wellknown.PoolLabel], "a node of the pool, for the pool's runs-on")
+	assert.Empty(t, poolClaims(t, ctx, kube, pool), "none of the spot NodePool's")
+	require.NoError(t, core.CoreV1().Pods(job.Namespace).Delete(ctx, job.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}))
+	require.NoError(t, core.CoreV1().Pods(runner.Namespace).Delete(ctx, runner.Name, metav1.DeleteOptions{}))
+	require.NoError(t, kube.Resource(nodeClaims).Delete(ctx, claim.Name, metav1.DeleteOptions{}))
+	k.awaitGone(t, ctx, kube, coolDown, instanceID(&claim), time.Minute, "the cool-down node and its instance go")
+	return runner.Name
 }
 
 // summaryReadsTheJobsNode: the container-form runner's job summary (job-completed.sh) says

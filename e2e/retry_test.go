@@ -7,14 +7,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -23,6 +20,9 @@ import (
 	authorizationv1 "k8s.io/api/authorization/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -34,88 +34,6 @@ import (
 // retryScaleSet is dev's retryScaleSetName: its runner's account is the one gpuci retry reads
 // the cluster with.
 const retryScaleSet = "lux-gpu-retry"
-
-// githubRun is a fake GitHub REST API (the endpoints gpuci retry calls, under GitHub
-// Enterprise's /api/v3/, since GITHUB_API_URL points gpuci at it) serving one failed run of
-// luxfi/app, and recording the re-runs asked for.
-type githubRun struct {
-	jobs []githubJob
-
-	mu                   sync.Mutex
-	jobReruns            []int64
-	failedJobsRerunCalls int
-	runLists             []string // the status asked for, per list of a repository's runs
-}
-
-type githubJob struct {
-	id                 int64
-	name, runner, note string // note: the job's one annotation
-	started, completed time.Time
-}
-
-const retryRunID = 4242
-
-func (g *githubRun) serve(t tb) *httptest.Server {
-	mux := http.NewServeMux()
-	write := func(w http.ResponseWriter, v any) {
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(v)
-	}
-	const repo = "/api/v3/repos/luxfi/app"
-	// What the in-cluster retrier's sweep reads first: the organization's repositories, and a
-	// repository's failed runs since the interruption.
-	mux.HandleFunc("GET /api/v3/orgs/luxfi/repos", func(w http.ResponseWriter, r *http.Request) {
-		write(w, []map[string]any{{"name": "app", "full_name": "luxfi/app"}})
-	})
-	mux.HandleFunc("GET "+repo+"/actions/runs", func(w http.ResponseWriter, r *http.Request) {
-		g.mu.Lock()
-		g.runLists = append(g.runLists, r.URL.Query().Get("status"))
-		g.mu.Unlock()
-		write(w, map[string]any{"total_count": 1, "workflow_runs": []map[string]any{{"id": retryRunID, "status": "completed", "conclusion": "failure",
-			"updated_at": time.Now().UTC().Format(time.RFC3339)}}})
-	})
-	mux.HandleFunc("GET "+repo+"/actions/runs/{run}", func(w http.ResponseWriter, r *http.Request) {
-		write(w, map[string]any{"id": retryRunID, "name": "cuda-smoke", "status": "completed", "conclusion": "failure", "run_attempt": 1})
-	})
-	mux.HandleFunc("GET "+repo+"/actions/runs/{run}/jobs", func(w http.ResponseWriter, r *http.Request) {
-		var jobs []map[string]any
-		for _, j := range g.jobs {
-			jobs = append(jobs, map[string]any{"id": j.id, "run_id": retryRunID, "run_attempt": 1, "name": j.name, "status": "completed", "conclusion": "failure",
-				"runner_name": j.runner, "started_at": j.started.UTC().Format(time.RFC3339), "completed_at": j.completed.UTC().Format(time.RFC3339)})
-		}
-		write(w, map[string]any{"total_count": len(jobs), "jobs": jobs})
-	})
-	mux.HandleFunc("GET "+repo+"/check-runs/{job}/annotations", func(w http.ResponseWriter, r *http.Request) {
-		out := []map[string]any{}
-		for _, j := range g.jobs {
-			if strconv.FormatInt(j.id, 10) == r.PathValue("job") {
-				out = append(out, map[string]any{"annotation_level": "failure", "message": j.note})
-			}
-		}
-		write(w, out)
-	})
-	mux.HandleFunc("POST "+repo+"/actions/jobs/{job}/rerun", func(w http.ResponseWriter, r *http.Request) {
-		id, _ := strconv.ParseInt(r.PathValue("job"), 10, 64)
-		g.mu.Lock()
-		g.jobReruns = append(g.jobReruns, id)
-		g.mu.Unlock()
-		w.WriteHeader(http.StatusCreated)
-		write(w, map[string]any{})
-	})
-	mux.HandleFunc("POST "+repo+"/actions/runs/{run}/rerun-failed-jobs", func(w http.ResponseWriter, r *http.Request) {
-		g.mu.Lock()
-		g.failedJobsRerunCalls++
-		g.mu.Unlock()
-		w.WriteHeader(http.StatusCreated)
-		write(w, map[string]any{})
-	})
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		t.Errorf("fake GitHub: unexpected %s %s", r.Method, r.URL.Path)
-		http.NotFound(w, r)
-	})
-	srv := httptest.NewServer(mux)
-	return srv
-}
 
 // retrierToken is the in-cluster retrier's GitHub token in the e2e stack's config.
 const retrierToken = "github_pat_e2e_retrier"
@@ -146,13 +64,22 @@ func accountKubeconfig(t tb, ctx context.Context, core kubernetes.Interface, adm
 	return path, client
 }
 
-// retryFromTheCluster is the retry workflow's step on the stack's retry runner, after a run
-// whose container-form job lost its spot node: gpuci retry --cluster, with the retry
-// account's token, reads what Karpenter and the scheduler recorded and re-runs exactly that
-// job. Beside it in the run, a job on another container-form runner failed with a lost-runner
-// annotation a step printed itself, while its node (a system node) had no interruption: the
-// cluster knows better, and it is not re-run. The account reads events and nothing else.
-func retryFromTheCluster(t tb, ctx context.Context, core kubernetes.Interface, gpuci, adminKubeconfig, interruptedRunner, healthyRunner, node string, started time.Time) {
+// interruptedRun is GitHub's record of the run whose container-form job lost its spot node:
+// that job ended as the API server showed it (end: its job pod gone under its runner), and
+// beside it a job on another container-form runner failed with a lost-runner line a step
+// printed itself, while its node (a system node) had no interruption.
+func interruptedRun(interruptedRunner, healthyRunner string, end jobEnd, started time.Time) *githubRun {
+	return newGitHubRun(
+		githubJob{id: 101, name: "in-container", runner: interruptedRunner, end: end, started: started, completed: time.Now()},
+		githubJob{id: 102, name: "unit", runner: healthyRunner, end: stepFailed, note: "The runner has received a shutdown signal. (printed by a step)", started: started.Add(-time.Minute), completed: time.Now()},
+	)
+}
+
+// retryFromTheCluster is the retry workflow's step on the stack's retry runner, after that
+// run: gpuci retry --cluster, with the retry account's token, reads what Karpenter and the
+// scheduler recorded and re-runs exactly the interrupted job; the cluster knows better than
+// the other job's annotation, and it is not re-run. The account reads events and nothing else.
+func retryFromTheCluster(t tb, ctx context.Context, core kubernetes.Interface, gpuci, adminKubeconfig, interruptedRunner, healthyRunner, node string, end jobEnd, started time.Time) {
 	dir, err := os.MkdirTemp("", "e2e-retry-")
 	require.NoError(t, err)
 	defer os.RemoveAll(dir)
@@ -164,10 +91,7 @@ func retryFromTheCluster(t tb, ctx context.Context, core kubernetes.Interface, g
 		require.NoError(t, err, "it reads the events where the runners and the job pods run (%s)", ns)
 	}
 
-	gh := &githubRun{jobs: []githubJob{
-		{id: 101, name: "in-container", runner: interruptedRunner, note: "Error: Process completed with exit code 137.", started: started, completed: time.Now()},
-		{id: 102, name: "unit", runner: healthyRunner, note: "The runner has received a shutdown signal. (printed by a step)", started: started.Add(-time.Minute), completed: time.Now()},
-	}}
+	gh := interruptedRun(interruptedRunner, healthyRunner, end, started)
 	srv := gh.serve(t)
 	defer srv.Close()
 
@@ -176,7 +100,8 @@ func retryFromTheCluster(t tb, ctx context.Context, core kubernetes.Interface, g
 	// the runner's account and --json.
 	args := append(retryWorkflowStep(t, "luxfi/app", strconv.Itoa(retryRunID)), "--kubeconfig", kubeconfig, "--json")
 	cmd := exec.CommandContext(ctx, gpuci, args...)
-	cmd.Env = append(os.Environ(), "GITHUB_TOKEN=ghs_e2e", "GITHUB_API_URL="+srv.URL, "KUBECONFIG=")
+	summary := filepath.Join(dir, "step-summary.md") // the runner's $GITHUB_STEP_SUMMARY
+	cmd.Env = append(os.Environ(), "GITHUB_TOKEN=ghs_e2e", "GITHUB_API_URL="+srv.URL, "KUBECONFIG=", "GITHUB_STEP_SUMMARY="+summary)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	require.NoError(t, cmd.Run(), "gpuci retry: %s%s", stdout.String(), stderr.String())
@@ -197,6 +122,10 @@ func retryFromTheCluster(t tb, ctx context.Context, core kubernetes.Interface, g
 	assert.Contains(t, d.Failed[0].Evidence, fmt.Sprintf("was on node %s, spot-interrupted", node), "Karpenter's event decided")
 	assert.False(t, d.Failed[1].Interrupted, "a lost-runner annotation does not outweigh the cluster")
 	assert.Contains(t, d.Failed[1].Evidence, "not trusted over the cluster")
+	md, err := os.ReadFile(summary)
+	require.NoError(t, err, "the decision is in the retry job's summary")
+	assert.Contains(t, string(md), "| in-container | failure | "+interruptedRunner+" | **yes** |")
+	assert.Contains(t, string(md), "| unit | failure | "+healthyRunner+" | no |")
 	assert.Equal(t, "rerun-job", d.Method)
 	gh.mu.Lock()
 	defer gh.mu.Unlock()
@@ -224,14 +153,32 @@ func retryWorkflowStep(t tb, repo, runID string) []string {
 	return nil
 }
 
-// retrierSweepsTheOrg is the in-cluster retrier's pass after the same run: the command and
+// interruptedMatrix is GitHub's record of a three-leg fail-fast matrix whose first leg is
+// the interrupted job (end): GitHub cancelled the second leg, which ran on another runner,
+// and the third, still queued (no runner), because the first ended (failFastSibling).
+func interruptedMatrix(interruptedRunner, otherRunner string, end jobEnd, started time.Time) *githubRun {
+	const first = "in-container (12.9)"
+	return newGitHubRun(
+		githubJob{id: 101, name: first, runner: interruptedRunner, end: end, started: started, completed: time.Now()},
+		githubJob{id: 102, name: "in-container (13.0)", runner: otherRunner, end: failFastSibling, failedLeg: first, started: started, completed: time.Now()},
+		githubJob{id: 103, name: "in-container (13.1)", end: failFastSibling, failedLeg: first, started: started, completed: time.Now()},
+	)
+}
+
+// retrierSweepsTheOrg is the in-cluster retrier's pass after the same job, in a fail-fast
+// matrix (interruptedMatrix): the command and
 // arguments of the Deployment the program made (one pass: without --every), its token from
 // the Secret the program made, and its own account's token, against a GitHub where the
 // repository holds no workflow of the stack's. It finds the interruption in the cluster's
-// events, lists the organization's repositories and the failed runs since, and re-runs
-// exactly the interrupted job. Its account reads events and nothing else; no account of the
-// runners' namespace reads its token.
-func retrierSweepsTheOrg(t tb, ctx context.Context, core kubernetes.Interface, gpuci, adminKubeconfig, interruptedRunner, healthyRunner string, started time.Time) {
+// events, lists the organization's repositories and the failed and cancelled runs since, puts
+// the job's pool on on-demand for the cool-down (its cool-down NodePool's limit raised, with
+// the rights the program gave it), and re-runs the interrupted leg and the two it cancelled,
+// in one attempt. Its account reads
+// events, patches the cool-down NodePools and nothing else; no account of the runners'
+// namespace reads its token. Then the re-run runs (rerun, the interrupted leg's, which returns
+// its runner's name) and passes; once the cool-down is over, the next pass ends it: the limit
+// back to 0, and nothing re-run again.
+func retrierSweepsTheOrg(t tb, ctx context.Context, core kubernetes.Interface, kube dynamic.Interface, gpuci, adminKubeconfig, interruptedRunner, healthyRunner string, end jobEnd, started time.Time, rerun func() string) {
 	dir, err := os.MkdirTemp("", "e2e-retrier-")
 	require.NoError(t, err)
 	defer os.RemoveAll(dir)
@@ -249,33 +196,48 @@ func retrierSweepsTheOrg(t tb, ctx context.Context, core kubernetes.Interface, g
 	require.Equal(t, []string{"--every", "1m"}, args[len(args)-2:], "a pass a minute")
 	args = append(args[:len(args)-2:len(args)-2], "--kubeconfig", kubeconfig)
 
-	gh := &githubRun{jobs: []githubJob{
-		{id: 101, name: "in-container", runner: interruptedRunner, note: "Error: Process completed with exit code 137.", started: started, completed: time.Now()},
-		{id: 102, name: "unit", runner: healthyRunner, note: "The runner has received a shutdown signal. (printed by a step)", started: started.Add(-time.Minute), completed: time.Now()},
-	}}
+	gh := interruptedMatrix(interruptedRunner, healthyRunner, end, started)
 	srv := gh.serve(t)
 	defer srv.Close()
-	cmd := exec.CommandContext(ctx, gpuci, args...)
-	cmd.Env = append(os.Environ(), "GITHUB_TOKEN="+string(secret.Data[ref.Key]), "GITHUB_API_URL="+srv.URL, "KUBECONFIG=")
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	require.NoError(t, cmd.Run(), "gpuci %v: %s%s", args, stdout.String(), stderr.String())
-	t.Logf("the retrier's pass under %s: %s", wellknown.RetrierServiceAccount, stdout.String())
-	var pass struct {
-		Interruptions int      `json:"interruptions"`
-		Repos         int      `json:"repos"`
-		Errors        []string `json:"errors"`
+	pass := func() retrierPass {
+		cmd := exec.CommandContext(ctx, gpuci, args...)
+		cmd.Env = append(os.Environ(), "GITHUB_TOKEN="+string(secret.Data[ref.Key]), "GITHUB_API_URL="+srv.URL, "KUBECONFIG=")
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		require.NoError(t, cmd.Run(), "gpuci %v: %s%s", args, stdout.String(), stderr.String())
+		t.Logf("the retrier's pass under %s: %s", wellknown.RetrierServiceAccount, stdout.String())
+		var p retrierPass
+		require.NoError(t, json.Unmarshal(stdout.Bytes(), &p), stdout.String())
+		assert.Empty(t, p.Errors)
+		return p
 	}
-	require.NoError(t, json.Unmarshal(stdout.Bytes(), &pass), stdout.String())
-	assert.Positive(t, pass.Interruptions, "Karpenter's event, read with the retrier's own account")
-	assert.Equal(t, 1, pass.Repos)
-	assert.Empty(t, pass.Errors)
+	p := pass()
+	assert.Positive(t, p.Interruptions, "Karpenter's event, read with the retrier's own account")
+	assert.Equal(t, 1, p.Repos)
+	coolDown := wellknown.CoolDownNodePool("gpu-spot-container")
+	require.Len(t, p.CoolDowns, 1, "the interrupted job's pool goes on-demand")
+	assert.Contains(t, p.CoolDowns[0], coolDown+" until ")
 	gh.mu.Lock()
-	assert.Equal(t, []int64{101}, gh.jobReruns, "exactly the interrupted job, with nothing in the repository")
-	assert.Equal(t, []string{"failure"}, gh.runLists, "its failed runs")
+	assert.Equal(t, 1, gh.failedJobsRerunCalls, "the interrupted leg and the legs it cancelled, in one attempt, with nothing in the repository")
+	assert.Empty(t, gh.jobReruns)
+	assert.Equal(t, 2, gh.attempt)
+	assert.Equal(t, []string{"failure", "cancelled"}, gh.runLists, "its failed and its cancelled runs")
 	gh.mu.Unlock()
+	np, err := kube.Resource(nodePools).Get(ctx, coolDown, metav1.GetOptions{})
+	require.NoError(t, err)
+	limit, _, _ := unstructured.NestedString(np.Object, "spec", "limits", wellknown.GPUResource)
+	assert.Equal(t, np.GetAnnotations()[wellknown.CoolDownGPULimitAnnotation], limit, "the cool-down NodePool takes the pool's GPU limit")
+	assert.NotEmpty(t, np.GetAnnotations()[wellknown.CoolDownUntilAnnotation])
 
-	// Its account: the events, nothing else.
+	// Its account: the events and the cool-down NodePools, nothing else.
+	for _, attempt := range []struct{ verb, name string }{{"patch", "gpu-spot-container"}, {"patch", "gpu-spot"}, {"create", ""}, {"delete", coolDown}} {
+		review, err := core.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+			User: "system:serviceaccount:" + wellknown.RetrierNamespace + ":" + wellknown.RetrierServiceAccount, Groups: []string{"system:serviceaccounts", "system:authenticated"},
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Group: "karpenter.sh", Resource: "nodepools", Verb: attempt.verb, Name: attempt.name},
+		}}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		assert.False(t, review.Status.Allowed, "the retrier may %s NodePool %q", attempt.verb, attempt.name)
+	}
 	_, err = account.CoreV1().Pods(wellknown.RunnersNamespace).List(ctx, metav1.ListOptions{})
 	assert.True(t, apierrors.IsForbidden(err), "the retrier reads no pod (a job pod's spec holds its job's secrets): %v", err)
 	_, err = account.CoreV1().Secrets(wellknown.RunnersNamespace).Get(ctx, "arc-github-credentials", metav1.GetOptions{})
@@ -291,4 +253,38 @@ func retrierSweepsTheOrg(t tb, ctx context.Context, core kubernetes.Interface, g
 		require.NoError(t, err)
 		assert.False(t, review.Status.Allowed, "%s reads the retrier's token", sa)
 	}
+
+	// The re-run, on the pool's on-demand nodes, passes; the cool-down ends (its time moved
+	// to the past here, as half an hour would), and the next pass lowers the limit.
+	gh.rerunEnds("in-container (12.9)", rerun(), succeeded)
+	gh.rerunEnds("in-container (13.0)", "lux-gpu-t4-container-e2e-runner-m2", succeeded)
+	gh.rerunEnds("in-container (13.1)", "lux-gpu-t4-container-e2e-runner-m3", succeeded)
+	gh.mu.Lock()
+	status, conclusion := gh.status()
+	gh.mu.Unlock()
+	assert.Equal(t, []string{"completed", "success"}, []string{status, conclusion}, "the run is green")
+	past, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{wellknown.CoolDownUntilAnnotation: time.Now().Add(-time.Second).UTC().Format(time.RFC3339)}}})
+	require.NoError(t, err)
+	_, err = kube.Resource(nodePools).Patch(ctx, coolDown, types.MergePatchType, past, metav1.PatchOptions{})
+	require.NoError(t, err)
+	p = pass()
+	assert.Equal(t, []string{coolDown}, p.Ended)
+	assert.Empty(t, p.CoolDowns, "the re-run passed: no run to decide, no cool-down")
+	np, err = kube.Resource(nodePools).Get(ctx, coolDown, metav1.GetOptions{})
+	require.NoError(t, err)
+	limit, _, _ = unstructured.NestedString(np.Object, "spec", "limits", wellknown.GPUResource)
+	assert.Equal(t, "0", limit, "the pool back on its own NodePool")
+	assert.NotContains(t, np.GetAnnotations(), wellknown.CoolDownUntilAnnotation)
+	gh.mu.Lock()
+	assert.Equal(t, 1, gh.failedJobsRerunCalls, "re-run once")
+	gh.mu.Unlock()
+}
+
+// retrierPass is what a pass of the retrier prints (retry.Pass).
+type retrierPass struct {
+	Interruptions int      `json:"interruptions"`
+	Repos         int      `json:"repos"`
+	CoolDowns     []string `json:"coolDowns"`
+	Ended         []string `json:"coolDownsEnded"`
+	Errors        []string `json:"errors"`
 }

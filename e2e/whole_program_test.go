@@ -82,7 +82,7 @@ func TestWholeProgram(t *testing.T) {
 	// It touches no node or NodePool (the CRDs and NodePools stay), so it runs beside
 	// Karpenter's timers too.
 	step(t, "up --replace of ARC's CRD and Karpenter's CRD release: kept and adopted, no scale set or NodePool deleted", func(t *testing.T) { crdReplaced(t, ctx, r.h, kube, r.github) })
-	step(t, "meanwhile, a container-form job's spot node interrupted: Karpenter records it and takes the node; gpuci doctor names the job from the real events; gpuci retry --cluster, as the retry runner's account, re-runs exactly that job; so does the stack's retrier, as its own account, with nothing in the repository", interrupted.Wait)
+	step(t, "meanwhile, a container-form job's spot node interrupted: Karpenter records it and takes the node; gpuci doctor names the job from the real events; gpuci retry --cluster, as the retry runner's account, re-runs exactly that job; the stack's retrier, as its own account, with nothing in the repository, re-runs it with the fail-fast legs GitHub cancelled, its re-run on an on-demand node of the pool's cool-down NodePool, and ends the cool-down after", interrupted.Wait)
 	step(t, "meanwhile, a container-form job's re-run: an on-demand node of the pool's twin, its instance terminated with it", rerun.Wait)
 
 	// It replaces the system nodes, so it comes after the container-form jobs above ended

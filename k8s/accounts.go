@@ -34,9 +34,9 @@ func newAccountRoleOf(ctx *pulumi.Context, logical, account, accountNS, namespac
 	return []pulumi.Resource{role, binding}, nil
 }
 
-// newAccountClusterRole gives a runners' namespace account cluster-scoped rules: a
-// ClusterRole named name and its ClusterRoleBinding.
-func newAccountClusterRole(ctx *pulumi.Context, logical, name, account string, rules []k8srbacv1.PolicyRule, sa pulumi.Resource, opts ...pulumi.ResourceOption) ([]pulumi.Resource, error) {
+// newAccountClusterRole gives an account of accountNS cluster-scoped rules: a ClusterRole
+// named name and its ClusterRoleBinding.
+func newAccountClusterRole(ctx *pulumi.Context, logical, name, account, accountNS string, rules []k8srbacv1.PolicyRule, sa pulumi.Resource, opts ...pulumi.ResourceOption) ([]pulumi.Resource, error) {
 	meta := &metav1.ObjectMetaArgs{Name: pulumi.String(name)}
 	role, err := rbacv1.NewClusterRole(ctx, logical, &rbacv1.ClusterRoleArgs{Metadata: meta, Rules: policyRules(rules)}, opts...)
 	if err != nil {
@@ -45,7 +45,7 @@ func newAccountClusterRole(ctx *pulumi.Context, logical, name, account string, r
 	binding, err := rbacv1.NewClusterRoleBinding(ctx, logical, &rbacv1.ClusterRoleBindingArgs{
 		Metadata: meta,
 		RoleRef:  roleRef("ClusterRole", name),
-		Subjects: accountSubject(account, wellknown.RunnersNamespace),
+		Subjects: accountSubject(account, accountNS),
 	}, append(opts, pulumi.DependsOn([]pulumi.Resource{sa, role}))...)
 	if err != nil {
 		return nil, err

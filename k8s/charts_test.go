@@ -285,7 +285,7 @@ func TestScaleSetChartRendersBothJobForms(t *testing.T) {
 	assert.False(t, *pod.AutomountServiceAccountToken, "and the job's code, which runs in the runner, gets no token at all")
 	require.Len(t, pod.Containers, 1)
 	assert.Equal(t, "1", pod.Containers[0].Resources.Limits.Name(gpu, "").String(), "the runner holds the GPU")
-	assert.Equal(t, map[string]string{wellknown.NodePoolLabel: "gpu-spot"}, pod.NodeSelector)
+	assert.Equal(t, map[string]string{wellknown.PoolLabel: "gpu-spot"}, pod.NodeSelector)
 	runnerEnv := env(pod.Containers[0])
 	assert.NotContains(t, runnerEnv, "ACTIONS_RUNNER_CONTAINER_HOOKS", "no container hooks")
 	for k, v := range map[string]string{
@@ -322,7 +322,7 @@ func TestScaleSetChartRendersBothJobForms(t *testing.T) {
 	var twinSet runnerSet
 	find(t, renderChart(t, dir, twin.RunnerScaleSetName, wellknown.RunnersNamespace, values), "AutoscalingRunnerSet", "lux-gpu-t4-on-demand", &twinSet)
 	assert.Equal(t, []string{"self-hosted", "linux", "amd64", "cuda", "gpu", "t4-on-demand"}, twinSet.Spec.RunnerScaleSetLabels)
-	assert.Equal(t, map[string]string{wellknown.NodePoolLabel: "gpu-spot-on-demand"}, twinSet.Spec.Template.Spec.NodeSelector)
+	assert.Equal(t, map[string]string{wellknown.PoolLabel: "gpu-spot-on-demand"}, twinSet.Spec.Template.Spec.NodeSelector)
 
 	set, objs = render(config.JobFormContainer)
 	pod = set.Spec.Template.Spec

@@ -31,7 +31,7 @@ func TestJobPodTemplateAsTheHooksReadIt(t *testing.T) {
 		"its pool, its role for the NetworkPolicies (a job's code runs here) and the compiler cache server it may reach")
 	require.NotNil(t, job.Spec.AutomountServiceAccountToken)
 	assert.False(t, *job.Spec.AutomountServiceAccountToken, "no token in the pod where the job's code runs (the hooks keep this key of the template)")
-	assert.Equal(t, map[string]string{"karpenter.sh/nodepool": "gpu-spot-container"}, job.Spec.NodeSelector)
+	assert.Equal(t, map[string]string{"lux-gpu-ci.luxfi.com/pool": "gpu-spot-container"}, job.Spec.NodeSelector, "the pool's nodes, its cool-down NodePool's included")
 	taint := corev1.Taint{Key: "nvidia.com/gpu", Value: "present", Effect: corev1.TaintEffectNoSchedule}
 	assert.True(t, corev1helpers.TolerationsTolerateTaint(klog.Background(), job.Spec.Tolerations, &taint, false), "the job pod tolerates the GPU taint")
 	require.Len(t, job.Spec.Containers, 1)

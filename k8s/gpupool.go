@@ -22,6 +22,8 @@ type PoolNodesArgs struct {
 	// Karpenter is the controller release: the pool is deleted while it still runs, so
 	// Karpenter drains and terminates the pool's instances.
 	Karpenter pulumi.Resource
+	// CoolDown adds the pool's cool-down NodePool (CoolDownNodePoolFor).
+	CoolDown bool
 }
 
 // PoolNodes is a pool's EC2NodeClass and NodePool. It registers as lux-gpu-ci:k8s:GPUPool,
@@ -31,6 +33,17 @@ type PoolNodes struct {
 
 	NodePool     *apiextensions.CustomResource
 	EC2NodeClass *apiextensions.CustomResource
+	// CoolDown is the pool's cool-down NodePool, or nil.
+	CoolDown *apiextensions.CustomResource
+}
+
+// NodePools are the pool's NodePool and, where it has one, its cool-down NodePool: what its
+// runners and warm placeholders run on, so they go first on destroy.
+func (p *PoolNodes) NodePools() []pulumi.Resource {
+	if p.CoolDown != nil {
+		return []pulumi.Resource{p.NodePool, p.CoolDown}
+	}
+	return []pulumi.Resource{p.NodePool}
 }
 
 // deleteTimeout covers draining a GPU node and terminating its instance.
@@ -85,6 +98,28 @@ func NewPoolNodes(ctx *pulumi.Context, name string, args *PoolNodesArgs, opts ..
 	}
 
 	p.NodePool, p.EC2NodeClass = nodePool, nodeClass
+	if args.CoolDown {
+		cool := CoolDownNodePoolFor(args.Pool)
+		u, err := unstructured(cool)
+		if err != nil {
+			return nil, err
+		}
+		// The retrier owns the limit (and its until annotation) for the NodePool's life: the
+		// program declares 0 once and never sets it back, so neither an up nor a refresh
+		// ends a cool-down early.
+		p.CoolDown, err = apiextensions.NewCustomResource(ctx, name+"-cool-down", &apiextensions.CustomResourceArgs{
+			ApiVersion: pulumi.String("karpenter.sh/v1"),
+			Kind:       pulumi.String("NodePool"),
+			Metadata: &metav1.ObjectMetaArgs{
+				Name:        pulumi.String(cool.Name),
+				Annotations: pulumi.ToStringMap(cool.Annotations),
+			},
+			OtherFields: kubernetes.UntypedArgs{"spec": u["spec"]},
+		}, append(crOpts(nodeClass, args.Karpenter), pulumi.IgnoreChanges([]string{"spec.limits"}))...)
+		if err != nil {
+			return nil, fmt.Errorf("pool %s: cool-down NodePool: %w", args.Pool.Name, err)
+		}
+	}
 	if err := ctx.RegisterResourceOutputs(p, pulumi.Map{}); err != nil {
 		return nil, err
 	}

@@ -172,7 +172,7 @@ func New(ctx *pulumi.Context, name string, args *Args, opts ...pulumi.ResourceOp
 	}, in...); err != nil {
 		return nil, err
 	}
-	nodePools := map[string]pulumi.Resource{}
+	nodePools := map[string][]pulumi.Resource{}
 	for _, pool := range args.Pools {
 		p, err := NewPoolNodes(ctx, name+"-"+pool.Name, &PoolNodesArgs{
 			Pool:         pool,
@@ -181,11 +181,12 @@ func New(ctx *pulumi.Context, name string, args *Args, opts ...pulumi.ResourceOp
 			NodesPublic:  args.NodesPublic,
 			Tags:         args.Tags,
 			Karpenter:    karpenter.Release,
+			CoolDown:     CoolsDown(pool, args.Retrier),
 		}, in...)
 		if err != nil {
 			return nil, err
 		}
-		nodePools[pool.Name] = p.NodePool
+		nodePools[pool.Name] = p.NodePools()
 	}
 	if _, err := NewWarmCapacity(ctx, name+"-warm", &WarmCapacityArgs{
 		Pools: args.Pools, ImageCache: args.ImageCache, NodePools: nodePools,

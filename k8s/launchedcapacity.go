@@ -52,8 +52,10 @@ var launchedCapacityEnv = k8scorev1.EnvVar{Name: "GPUCI_LAUNCHED_CAPACITY", Valu
 	FieldPath: "metadata.annotations['" + wellknown.LaunchedCapacityAnnotation + "']",
 }}}
 
-// newLaunchedCapacityPolicy declares the policy and its binding to the runners' namespace.
-func newLaunchedCapacityPolicy(ctx *pulumi.Context, name string, opts ...pulumi.ResourceOption) ([]pulumi.Resource, error) {
+// newLaunchedCapacityPolicy declares the policy and its binding to the namespaces where GPU
+// pods run: the runners' (a runner-form runner) and the container-form pools' jobs' (a job
+// pod, whose sampler reports its node's capacity to the runner's summary).
+func newLaunchedCapacityPolicy(ctx *pulumi.Context, name string, podNamespaces []string, opts ...pulumi.ResourceOption) ([]pulumi.Resource, error) {
 	meta := &metav1.ObjectMetaArgs{Name: pulumi.String(LaunchedCapacityPolicy)}
 	policy, err := admissionv1.NewMutatingAdmissionPolicy(ctx, name+"-launched-capacity", &admissionv1.MutatingAdmissionPolicyArgs{
 		Metadata: meta,
@@ -91,7 +93,9 @@ func newLaunchedCapacityPolicy(ctx *pulumi.Context, name string, opts ...pulumi.
 				ParameterNotFoundAction: pulumi.String("Allow"),
 			},
 			MatchResources: &admissionv1.MatchResourcesArgs{NamespaceSelector: &metav1.LabelSelectorArgs{
-				MatchLabels: pulumi.StringMap{k8scorev1.LabelMetadataName: pulumi.String(wellknown.RunnersNamespace)},
+				MatchExpressions: metav1.LabelSelectorRequirementArray{metav1.LabelSelectorRequirementArgs{
+					Key: pulumi.String(k8scorev1.LabelMetadataName), Operator: pulumi.String("In"), Values: pulumi.ToStringArray(podNamespaces),
+				}},
 			}},
 		},
 	}, append(opts, pulumi.DependsOn([]pulumi.Resource{policy}))...)

@@ -6,6 +6,7 @@ package k8s
 
 import (
 	"fmt"
+	"strconv"
 
 	awsv1 "github.com/aws/karpenter-provider-aws/pkg/apis/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -72,6 +73,40 @@ func NodePoolFor(pool config.GPUPool) *karpv1.NodePool {
 			Limits: karpv1.Limits{gpuResource: *resource.NewQuantity(int64(pool.GPULimit), resource.DecimalSI)},
 		},
 	}
+}
+
+// coolDownWeight puts a cool-down NodePool before its pool's (weight 0): Karpenter tries a
+// pod's NodePools by weight, highest first (sigs.k8s.io/karpenter v1.14.1
+// pkg/controllers/provisioning/provisioner.go:293, nodepoolutils.OrderByWeight), and passes
+// over one whose remaining limits fit no instance type (scheduling/scheduler.go:709-718), as
+// a cool-down NodePool's do while its limit is 0.
+const coolDownWeight int32 = 50
+
+// CoolsDown reports whether pool has a cool-down NodePool: it may launch spot, it is not an
+// on-demand twin, and the stack's retrier cools down (config.Retrier.SpotCoolDown).
+func CoolsDown(pool config.GPUPool, r config.Retrier) bool {
+	return r.Enabled() && r.SpotCoolDown > 0 && pool.RetryTwinOf == "" && pool.Allows(config.CapacitySpot)
+}
+
+// CoolDownNodePoolFor is pool's cool-down NodePool: the pool's own nodes (its labels, so its
+// runner pods fit, its EC2NodeClass, taint and disruption) on on-demand capacity, tried
+// before the pool's NodePool and launching nothing while its GPU limit is 0. The in-cluster
+// retrier raises the limit to the pool's for a cool-down after it re-runs a job a spot
+// interruption ended (wellknown.CoolDownUntilAnnotation), and lowers it again after; the
+// program declares 0 and never sets it back (GPUPool's ignoreChanges), so an up during a
+// cool-down leaves it running.
+func CoolDownNodePoolFor(pool config.GPUPool) *karpv1.NodePool {
+	np := NodePoolFor(pool)
+	np.Name = wellknown.CoolDownNodePool(pool.Name)
+	np.Annotations = map[string]string{wellknown.CoolDownGPULimitAnnotation: strconv.Itoa(pool.GPULimit)}
+	for i, r := range np.Spec.Template.Spec.Requirements {
+		if r.Key == karpv1.CapacityTypeLabelKey {
+			np.Spec.Template.Spec.Requirements[i].Values = []string{karpv1.CapacityTypeOnDemand}
+		}
+	}
+	np.Spec.Weight = ptr(coolDownWeight)
+	np.Spec.Limits = karpv1.Limits{gpuResource: *resource.NewQuantity(0, resource.DecimalSI)}
+	return np
 }
 
 // EC2NodeClassFor builds the EC2NodeClass for a pool from Karpenter's AWS Go types.
@@ -149,6 +184,11 @@ func blockDevices(pool config.GPUPool) []*awsv1.BlockDeviceMapping {
 // dropped).
 func NodePoolObject(pool config.GPUPool) (map[string]any, error) {
 	return unstructured(NodePoolFor(pool))
+}
+
+// CoolDownNodePoolObject is CoolDownNodePoolFor(pool) as sent to the API server.
+func CoolDownNodePoolObject(pool config.GPUPool) (map[string]any, error) {
+	return unstructured(CoolDownNodePoolFor(pool))
 }
 
 // EC2NodeClassObject is the pool's EC2NodeClass as sent to the API server. (Karpenter's type

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/luxfi/lux-gpu-ci/config"
+	"github.com/luxfi/lux-gpu-ci/k8s"
 	"github.com/luxfi/lux-gpu-ci/k8s/karpentercrd"
 )
 
@@ -46,6 +47,27 @@ func TestPoolVariantsPassKarpenterCRDs(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A spot pool's cool-down NodePool passes Karpenter's CRD, and only a spot pool under a
+// retrier that cools down has one. What it does (tried first, launching nothing at limit 0,
+// on-demand once the retrier raises it) is the real Karpenter's, in make e2e.
+func TestACoolDownNodePoolPassesKarpentersCRDAndOnlySpotPoolsHaveOne(t *testing.T) {
+	v := karpentercrd.Validator(t)
+	pool := config.DefaultPool()
+	np, err := k8s.CoolDownNodePoolObject(pool)
+	require.NoError(t, err)
+	assert.Empty(t, v.Validate(np), "NodePool")
+
+	retrier := config.Retrier{GitHubToken: &config.Secret{}, SpotCoolDown: 30 * time.Minute}
+	assert.True(t, k8s.CoolsDown(pool, retrier))
+	assert.False(t, k8s.CoolsDown(pool.RetryTwin(), retrier), "a twin is on-demand")
+	onDemand := pool
+	onDemand.CapacityTypes = []config.CapacityType{config.CapacityOnDemand}
+	assert.False(t, k8s.CoolsDown(onDemand, retrier), "an on-demand pool")
+	assert.False(t, k8s.CoolsDown(pool, config.Retrier{}), "no retrier")
+	retrier.SpotCoolDown = 0
+	assert.False(t, k8s.CoolsDown(pool, retrier), "a retrier told not to")
 }
 
 // The validator is not a rubber stamp: Karpenter's own rules reject a hand-broken object.

@@ -19,6 +19,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	k8smeta "k8s.io/apimachinery/pkg/apis/meta/v1"
 	psaapi "k8s.io/pod-security-admission/api"
@@ -40,15 +41,38 @@ const retrierTokenKey = "token"
 // within about a minute of its run's failure, and a quiet minute costs one list of events.
 const RetrierSweepEvery = "1m"
 
-// RetrierCommandArgs are what `gpuci retry --org` is given: the organization, and the scale sets
-// whose lost runners count (every pool's and twin's).
-func RetrierCommandArgs(gh config.GitHub, pools []config.GPUPool) []string {
-	var names []string
+// RetrierCommandArgs are what `gpuci retry --org` is given: the organization, the scale sets
+// whose lost runners count (every pool's and twin's), the namespaces their pods run in, and,
+// where pools cool down, for how long and each one's scale set and cool-down NodePool.
+func RetrierCommandArgs(r config.Retrier, gh config.GitHub, pools []config.GPUPool) []string {
+	var names, cool []string
 	for _, p := range pools {
 		names = append(names, p.RunnerScaleSetName)
+		if CoolsDown(p, r) {
+			cool = append(cool, p.RunnerScaleSetName+"="+wellknown.CoolDownNodePool(p.Name))
+		}
 	}
-	return []string{"retry", "--org", gh.Org, "--scale-sets", strings.Join(names, ","),
-		"--pod-namespaces", strings.Join(config.RunnerPodNamespaces(pools), ","), "--every", RetrierSweepEvery}
+	args := []string{"retry", "--org", gh.Org, "--scale-sets", strings.Join(names, ","),
+		"--pod-namespaces", strings.Join(config.RunnerPodNamespaces(pools), ",")}
+	if len(cool) > 0 {
+		args = append(args, "--spot-cool-down", r.SpotCoolDown.String(), "--cool-down-node-pools", strings.Join(cool, ","))
+	}
+	return append(args, "--every", RetrierSweepEvery)
+}
+
+// CoolDownRules are the retrier's cluster-wide rights: to read and patch its pools'
+// cool-down NodePools (by name: no other NodePool, nothing else of Karpenter's), or none.
+func CoolDownRules(r config.Retrier, pools []config.GPUPool) []rbacv1.PolicyRule {
+	var names []string
+	for _, p := range pools {
+		if CoolsDown(p, r) {
+			names = append(names, wellknown.CoolDownNodePool(p.Name))
+		}
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	return []rbacv1.PolicyRule{{APIGroups: []string{"karpenter.sh"}, Resources: []string{"nodepools"}, ResourceNames: names, Verbs: []string{"get", "patch"}}}
 }
 
 // RetrierDeployment is the retrier: one replica, as the runner image's non-root user, with
@@ -100,7 +124,7 @@ func RetrierDeployment(r config.Retrier, gh config.GitHub, pools []config.GPUPoo
 						Image:           image,
 						ImagePullPolicy: corev1.PullIfNotPresent,
 						Command:         []string{bin + "/gpuci"},
-						Args:            RetrierCommandArgs(gh, pools),
+						Args:            RetrierCommandArgs(r, gh, pools),
 						Env: []corev1.EnvVar{{Name: "GITHUB_TOKEN", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
 							LocalObjectReference: corev1.LocalObjectReference{Name: wellknown.RetrierTokenSecret}, Key: retrierTokenKey,
 						}}}},

@@ -68,6 +68,13 @@ func NewRetrier(ctx *pulumi.Context, name string, args *RetrierArgs, opts ...pul
 		}
 		deps = append(deps, rbac...)
 	}
+	if rules := CoolDownRules(args.Retrier, args.Pools); rules != nil {
+		rbac, err := newAccountClusterRole(ctx, name+"-cool-down", wellknown.CoolDownRole, wellknown.RetrierServiceAccount, wellknown.RetrierNamespace, rules, sa, parent)
+		if err != nil {
+			return nil, err
+		}
+		deps = append(deps, rbac...)
+	}
 	token, err := corev1.NewSecret(ctx, name+"-github", &corev1.SecretArgs{
 		Metadata:   &metav1.ObjectMetaArgs{Name: pulumi.String(wellknown.RetrierTokenSecret), Namespace: pulumi.String(wellknown.RetrierNamespace)},
 		StringData: pulumi.StringMap{retrierTokenKey: secretInput(*args.Retrier.GitHubToken)},

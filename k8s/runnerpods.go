@@ -107,9 +107,11 @@ func gpuPodTemplate(pool config.GPUPool, c k8scorev1.Container) (k8scorev1.PodTe
 		},
 		Spec: k8scorev1.PodSpec{
 			AutomountServiceAccountToken: ptr(false),
-			NodeSelector:                 map[string]string{wellknown.NodePoolLabel: pool.Name},
-			Tolerations:                  []k8scorev1.Toleration{gpuToleration},
-			Containers:                   []k8scorev1.Container{c},
+			// The pool's label, not Karpenter's NodePool label: the pool's cool-down NodePool
+			// (CoolDownNodePoolFor) launches nodes that carry it too.
+			NodeSelector: map[string]string{wellknown.PoolLabel: pool.Name},
+			Tolerations:  []k8scorev1.Toleration{gpuToleration},
+			Containers:   []k8scorev1.Container{c},
 		},
 	}, nil
 }

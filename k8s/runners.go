@@ -26,7 +26,7 @@ type RunnersArgs struct {
 	GitHub config.GitHub
 	// NodePools by pool name: a scale set goes before its NodePool on destroy, so no runner
 	// is left waiting for a node that will never come.
-	NodePools                      map[string]pulumi.Resource
+	NodePools                      map[string][]pulumi.Resource
 	SkipAwait                      bool
 	ControllerChart, ScaleSetChart versions.Chart
 	// ARCVersion is the charts' version; a change of its major.minor reinstalls ARC.
@@ -163,7 +163,7 @@ func NewRunners(ctx *pulumi.Context, name string, args *RunnersArgs, opts ...pul
 	}
 	var launched []pulumi.Resource
 	if args.LaunchedCapacity {
-		if launched, err = newLaunchedCapacityPolicy(ctx, name, parent, pulumi.DependsOn([]pulumi.Resource{runnersNS})); err != nil {
+		if launched, err = newLaunchedCapacityPolicy(ctx, name, config.RunnerPodNamespaces(args.Pools), parent, pulumi.DependsOn([]pulumi.Resource{runnersNS})); err != nil {
 			return nil, err
 		}
 	}
@@ -175,9 +175,7 @@ func NewRunners(ctx *pulumi.Context, name string, args *RunnersArgs, opts ...pul
 			return nil, err
 		}
 		deps := append(append(append([]pulumi.Resource{controller, secret, runnersNS}, budgets...), boundary...), args.CompilerCache...)
-		if np := args.NodePools[pool.Name]; np != nil {
-			deps = append(deps, np)
-		}
+		deps = append(deps, args.NodePools[pool.Name]...)
 		// A container-form scale set's runners need their account and job pod template
 		// until the last of them is gone.
 		deps = append(deps, hooks[pool.Name]...)
@@ -375,7 +373,7 @@ func newLegacyContainerHooksRBAC(ctx *pulumi.Context, name string, opts ...pulum
 	if err != nil {
 		return nil, err
 	}
-	nodes, err := newAccountClusterRole(ctx, name+"-container-hooks-nodes", ContainerHooksNodeReader, account, ContainerHooksNodeRules(), sa, opts...)
+	nodes, err := newAccountClusterRole(ctx, name+"-container-hooks-nodes", ContainerHooksNodeReader, account, wellknown.RunnersNamespace, ContainerHooksNodeRules(), sa, opts...)
 	if err != nil {
 		return nil, err
 	}

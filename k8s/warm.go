@@ -115,7 +115,7 @@ func WarmPlaceholder(pool config.GPUPool, cache ImageCache) (corev1.PodTemplateS
 			TerminationGracePeriodSeconds: ptr(int64(warmStopGrace)),
 			AutomountServiceAccountToken:  ptr(false),
 			EnableServiceLinks:            ptr(false),
-			NodeSelector:                  map[string]string{wellknown.NodePoolLabel: pool.Name},
+			NodeSelector:                  map[string]string{wellknown.PoolLabel: pool.Name},
 			Tolerations:                   []corev1.Toleration{gpuToleration},
 			SecurityContext: &corev1.PodSecurityContext{
 				RunAsNonRoot:   ptr(true),

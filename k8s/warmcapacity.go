@@ -16,7 +16,7 @@ type WarmCapacityArgs struct {
 	Pools      []config.GPUPool
 	ImageCache ImageCache
 	// NodePools by pool name: a pool's CronJobs go before its NodePool on destroy.
-	NodePools map[string]pulumi.Resource
+	NodePools map[string][]pulumi.Resource
 }
 
 // WarmCapacity is the warm placeholders' namespace, priority and network policy, and one
@@ -57,10 +57,7 @@ func NewWarmCapacity(ctx *pulumi.Context, name string, args *WarmCapacityArgs, o
 		return nil, fmt.Errorf("warm capacity's network policy: %w", err)
 	}
 	for _, pool := range warm {
-		deps := []pulumi.Resource{ns, priority}
-		if np := args.NodePools[pool.Name]; np != nil {
-			deps = append(deps, np)
-		}
+		deps := append([]pulumi.Resource{ns, priority}, args.NodePools[pool.Name]...)
 		for i := range pool.Warm.Windows {
 			cj, err := WarmCronJob(pool, i, args.ImageCache)
 			if err != nil {

@@ -133,7 +133,7 @@ func TestRunnerScaleSetValues(t *testing.T) {
 
 	tmpl := path(v, "template")
 	assert.Equal(t, "true", path(tmpl, "metadata", "annotations", "karpenter.sh/do-not-disrupt"))
-	assert.Equal(t, map[string]any{"karpenter.sh/nodepool": "gpu-spot"}, path(tmpl, "spec", "nodeSelector"))
+	assert.Equal(t, map[string]any{"lux-gpu-ci.luxfi.com/pool": "gpu-spot"}, path(tmpl, "spec", "nodeSelector"))
 	assert.Equal(t, []any{map[string]any{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}}, path(tmpl, "spec", "tolerations"))
 	containers := path(tmpl, "spec", "containers").([]any)
 	require.Len(t, containers, 1)
@@ -457,7 +457,7 @@ func TestOnDemandRetryTwin(t *testing.T) {
 	assert.Equal(t, []any{"self-hosted", "linux", "amd64", "cuda", "gpu", "t4-on-demand"}, path(v, "scaleSetLabels"))
 	assert.Equal(t, 0.0, path(v, "minRunners"), "idle at zero: nothing while no retry waits")
 	assert.Equal(t, 1.0, path(v, "maxRunners"))
-	assert.Equal(t, map[string]any{"karpenter.sh/nodepool": "gpu-spot-on-demand"}, path(v, "template", "spec", "nodeSelector"))
+	assert.Equal(t, map[string]any{"lux-gpu-ci.luxfi.com/pool": "gpu-spot-on-demand"}, path(v, "template", "spec", "nodeSelector"))
 	spotValues := releaseNamed(t, m, "lux-gpu-t4").Inputs["values"]
 	runner := func(v any) map[string]any {
 		return path(v, "template", "spec", "containers").([]any)[0].(map[string]any)

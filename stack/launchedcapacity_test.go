@@ -35,7 +35,8 @@ func TestTheAPIServerTellsARunnerItsCapacityType(t *testing.T) {
 	assert.Equal(t, "params.metadata.name == object.target.name", path(conditions[0], "expression"))
 	assert.Equal(t, "ApplyConfiguration", path(policy.Inputs, "spec", "mutations").([]any)[0].(map[string]any)["patchType"])
 	assert.Equal(t, "gpuci-launched-capacity", path(binding.Inputs, "spec", "policyName"))
-	assert.Equal(t, map[string]any{"kubernetes.io/metadata.name": "arc-runners"}, path(binding.Inputs, "spec", "matchResources", "namespaceSelector", "matchLabels"), "the runners' pods only")
+	assert.Equal(t, []any{map[string]any{"key": "kubernetes.io/metadata.name", "operator": "In", "values": []any{"arc-runners", "arc-jobs-gpu-spot-container"}}},
+		path(binding.Inputs, "spec", "matchResources", "namespaceSelector", "matchExpressions"), "the runners' pods and the container-form jobs' only")
 	assert.Equal(t, map[string]any{"matchExpressions": []any{map[string]any{"key": "karpenter.sh/capacity-type", "operator": "Exists"}}},
 		path(binding.Inputs, "spec", "paramRef", "selector"), "the Nodes Karpenter launched")
 	assert.Equal(t, "Allow", path(binding.Inputs, "spec", "paramRef", "parameterNotFoundAction"), "no GPU node yet is not an error")

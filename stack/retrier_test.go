@@ -54,5 +54,43 @@ func TestTheInClusterRetrier(t *testing.T) {
 	assert.Equal(t, "gpuci-retrier", path(d.Inputs, "metadata", "namespace"))
 	c := path(d.Inputs, "spec", "template", "spec", "containers").([]any)[0]
 	assert.Equal(t, []any{"retry", "--org", "luxfi", "--scale-sets", "lux-gpu-t4,lux-gpu-t4-on-demand,lux-gpu-t4-container",
-		"--pod-namespaces", "arc-runners,arc-jobs-gpu-spot-container", "--every", "1m"}, path(c, "args"))
+		"--pod-namespaces", "arc-runners,arc-jobs-gpu-spot-container",
+		"--spot-cool-down", "30m0s", "--cool-down-node-pools", "lux-gpu-t4=gpu-spot-cool-down,lux-gpu-t4-container=gpu-spot-container-cool-down",
+		"--every", "1m"}, path(c, "args"))
+}
+
+// With the retrier, each spot pool has a cool-down NodePool: the pool's nodes on on-demand,
+// tried first (weight), launching nothing (limit 0) until the retrier raises the limit, which
+// the program then never sets back (ignoreChanges); deleted before Karpenter, as the pool's
+// is. The retrier may get and patch those NodePools, by name, and nothing else cluster-wide.
+// Without the retrier, or with retrierSpotCoolDown 0s, there is none.
+func TestSpotPoolsCoolDownWithTheRetrier(t *testing.T) {
+	m := runWithRetrier(t)
+	for _, pool := range []string{"gpu-spot", "gpu-spot-container"} {
+		np := m.get(t, "kubernetes:karpenter.sh/v1:NodePool", "gpu-ci-"+pool+"-cool-down")
+		assert.Equal(t, pool+"-cool-down", path(np.Inputs, "metadata", "name"))
+		assert.Equal(t, []string{"spec.limits"}, np.Raw.RegisterRPC.GetIgnoreChanges())
+		spec := path(np.Inputs, "spec").(map[string]any)
+		assert.Equal(t, map[string]any{"nvidia.com/gpu": "0"}, spec["limits"])
+		assert.Equal(t, 50.0, spec["weight"])
+		assert.Equal(t, pool, path(spec, "template", "metadata", "labels", "lux-gpu-ci.luxfi.com/pool"), "its nodes are the pool's")
+		assert.Equal(t, pool, path(spec, "template", "spec", "nodeClassRef", "name"))
+		assert.Contains(t, path(spec, "template", "spec", "requirements"), map[string]any{"key": "karpenter.sh/capacity-type", "operator": "In", "values": []any{"on-demand"}})
+		assert.Contains(t, np.Deps(), "kubernetes:helm.sh/v3:Release::gpu-ci-karpenter", "deleted while Karpenter runs")
+		assert.Equal(t, "30m", np.Raw.RegisterRPC.GetCustomTimeouts().GetDelete(), "time to drain its nodes")
+	}
+	scaleSet := releaseNamed(t, m, "lux-gpu-t4")
+	assert.Contains(t, scaleSet.Deps(), "kubernetes:karpenter.sh/v1:NodePool::gpu-ci-gpu-spot-cool-down", "runners go before the nodes they may run on")
+	assert.NotContains(t, names(m.all("kubernetes:karpenter.sh/v1:NodePool")), "gpu-ci-gpu-spot-on-demand-cool-down", "the on-demand twin has none")
+
+	role := m.get(t, "kubernetes:rbac.authorization.k8s.io/v1:ClusterRole", "gpu-ci-retrier-cool-down")
+	assert.Equal(t, []any{map[string]any{"apiGroups": []any{"karpenter.sh"}, "resources": []any{"nodepools"},
+		"resourceNames": []any{"gpu-spot-cool-down", "gpu-spot-container-cool-down"}, "verbs": []any{"get", "patch"}}}, path(role.Inputs, "rules"))
+	binding := m.get(t, "kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding", "gpu-ci-retrier-cool-down")
+	assert.Equal(t, []any{map[string]any{"kind": "ServiceAccount", "name": "gpuci-retrier", "namespace": "gpuci-retrier"}}, path(binding.Inputs, "subjects"))
+
+	for name, off := range map[string]*mocks{"no retrier": runDev(t), "a retrier told not to": runDev(t, "retrierGitHubToken", "github_pat_retrier", "retrierGpuciVersion", "v0.4.0", "retrierGpuciSha256", retrierRelease, "retrierSpotCoolDown", "0s")} {
+		assert.NotContains(t, names(off.all("kubernetes:karpenter.sh/v1:NodePool")), "gpu-ci-gpu-spot-cool-down", name)
+		assert.NotContains(t, names(off.all("kubernetes:rbac.authorization.k8s.io/v1:ClusterRole")), "gpu-ci-retrier-cool-down", name)
+	}
 }

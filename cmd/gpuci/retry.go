@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -33,11 +34,17 @@ func runRetry(args []string) error {
 	org := fs.String("org", "", "the in-cluster retrier: sweep this organization's repositories after each spot interruption the cluster saw, instead of one --run-id (implies --cluster)")
 	every := fs.Duration("every", 0, "with --org, sweep again at this interval, until stopped (0: once)")
 	lookback := fs.Duration("lookback", 6*time.Hour, "with --org, how long before an interruption a run may have started")
+	coolDownFor := fs.Duration("spot-cool-down", 0, "with --org, how long the pool of a re-run job launches on-demand nodes (0: never)")
+	coolDownPools := fs.String("cool-down-node-pools", "", "with --spot-cool-down, comma-separated <scale set>=<its pool's cool-down NodePool>")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if *org != "" {
-		return runRetrySweep(*org, *scaleSets, *podNamespaces, *every, *lookback, *kubeconfig, *dryRun, st)
+		cool, err := parseCoolDowns(*coolDownFor, *coolDownPools)
+		if err != nil {
+			return err
+		}
+		return runRetrySweep(*org, *scaleSets, *podNamespaces, *every, *lookback, *kubeconfig, *dryRun, cool, st)
 	}
 	owner, name, ok := strings.Cut(*repo, "/")
 	if !ok || owner == "" || name == "" || *runID <= 0 {
@@ -87,6 +94,9 @@ func runRetry(args []string) error {
 			fmt.Printf("job %d %q (attempt %d) on %s: interrupted=%t (%s)\n", j.ID, j.Name, j.Attempt, j.Runner, j.Interrupted, j.Evidence)
 		}
 		fmt.Printf("run %d attempt %d: %s\n", d.RunID, d.Attempt, d.Reason)
+	}
+	if err := appendStepSummary(d.Summary()); err != nil {
+		return err
 	}
 	if *dryRun || d.Method == "" {
 		return nil
@@ -156,7 +166,7 @@ func splitList(flagValue string) []string {
 // Actions read and write on the repositories; it may not read annotations, see ClusterOnly).
 // A pass that fails is reported and the next one tried: the retrier outlives GitHub's and the
 // API server's bad minutes.
-func runRetrySweep(org, scaleSets, podNamespaces string, every, lookback time.Duration, kubeconfig string, dryRun bool, st stackFlags) error {
+func runRetrySweep(org, scaleSets, podNamespaces string, every, lookback time.Duration, kubeconfig string, dryRun bool, cool coolDowns, st stackFlags) error {
 	token := os.Getenv("GITHUB_TOKEN")
 	if token == "" {
 		return fmt.Errorf("GITHUB_TOKEN is not set: the in-cluster retrier reads it from its Secret (config key retrier.githubToken)")
@@ -171,7 +181,7 @@ func runRetrySweep(org, scaleSets, podNamespaces string, every, lookback time.Du
 	}
 	ctx := context.Background()
 	for {
-		pass, err := sweepOnce(ctx, client, org, ours, lookback, kubeconfig, dryRun)
+		pass, err := sweepOnce(ctx, client, org, ours, lookback, kubeconfig, dryRun, cool)
 		if err == nil {
 			err = printJSON(pass)
 		}
@@ -185,11 +195,70 @@ func runRetrySweep(org, scaleSets, podNamespaces string, every, lookback time.Du
 	}
 }
 
-func sweepOnce(ctx context.Context, client *github.Client, org string, ours ourRunners, lookback time.Duration, kubeconfig string, dryRun bool) (retry.Pass, error) {
-	in, cleanup, err := clusterEvidence(ctx, kubeconfig, ours.stack, ours.podNamespaces)
+func sweepOnce(ctx context.Context, client *github.Client, org string, ours ourRunners, lookback time.Duration, kubeconfig string, dryRun bool, cool coolDowns) (retry.Pass, error) {
+	kube, dyn, cleanup, err := clients(kubeconfig, ours.stack)
 	if err != nil {
 		return retry.Pass{}, fmt.Errorf("the cluster cannot be read, so nothing was re-run: %w", err)
 	}
 	defer cleanup()
-	return retry.Sweep{Client: client, Org: org, ScaleSets: ours.names, Cluster: in, Lookback: lookback}.Once(ctx, dryRun)
+	in, err := live.ReadInterruptions(ctx, kube, ours.podNamespaces)
+	if err != nil {
+		return retry.Pass{}, fmt.Errorf("the cluster cannot be read, so nothing was re-run: %w", err)
+	}
+	s := retry.Sweep{Client: client, Org: org, ScaleSets: ours.names, Cluster: in, Lookback: lookback}
+	if cool.span > 0 {
+		s.CoolDown, s.CoolDownFor, s.CoolDownNodePools = live.CoolDowns{Dynamic: dyn, NodePools: cool.nodePools()}, cool.span, cool.byScaleSet
+	}
+	return s.Once(ctx, dryRun)
+}
+
+// coolDowns are --spot-cool-down and --cool-down-node-pools, read.
+type coolDowns struct {
+	span       time.Duration
+	byScaleSet map[string]string // scale set → its pool's cool-down NodePool
+}
+
+func (c coolDowns) nodePools() []string {
+	var out []string
+	for _, np := range c.byScaleSet {
+		if !slices.Contains(out, np) {
+			out = append(out, np)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// parseCoolDowns reads the cool-down flags; a cool-down needs its NodePools.
+func parseCoolDowns(d time.Duration, pairs string) (coolDowns, error) {
+	c := coolDowns{span: d, byScaleSet: map[string]string{}}
+	for _, pair := range splitList(pairs) {
+		set, np, ok := strings.Cut(pair, "=")
+		if !ok || set == "" || np == "" {
+			return c, fmt.Errorf("--cool-down-node-pools: %q is not <scale set>=<cool-down NodePool>", pair)
+		}
+		c.byScaleSet[set] = np
+	}
+	if d > 0 && len(c.byScaleSet) == 0 {
+		return c, fmt.Errorf("--spot-cool-down %s names no NodePool: add --cool-down-node-pools", d)
+	}
+	return c, nil
+}
+
+// appendStepSummary adds Markdown to the job's summary where a workflow runs gpuci
+// ($GITHUB_STEP_SUMMARY, the file the runner shows on the run's page); elsewhere nothing.
+func appendStepSummary(markdown string) error {
+	path := os.Getenv("GITHUB_STEP_SUMMARY")
+	if path == "" {
+		return nil
+	}
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY|os.O_CREATE, 0o644)
+	if err != nil {
+		return fmt.Errorf("writing the job summary: %w", err)
+	}
+	_, err = f.WriteString(markdown + "\n")
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }

@@ -115,3 +115,17 @@ const (
 	RetrierServiceAccount = "gpuci-retrier"
 	RetrierTokenSecret    = "gpuci-retrier-github"
 )
+
+// A spot pool's cool-down NodePool (k8s.CoolDownNodePoolFor): on-demand, tried before the
+// pool's own, and launching nothing (its GPU limit 0) until the in-cluster retrier, having
+// re-run a job a spot interruption ended, raises its limit to CoolDownGPULimitAnnotation's
+// until CoolDownUntilAnnotation's time.
+const (
+	coolDownSuffix             = "-cool-down"
+	CoolDownGPULimitAnnotation = "lux-gpu-ci.luxfi.com/cool-down-gpu-limit"
+	CoolDownUntilAnnotation    = "lux-gpu-ci.luxfi.com/cool-down-until"
+	CoolDownRole               = "gpuci-retrier-cool-down"
+)
+
+// CoolDownNodePool is the name of pool's cool-down NodePool.
+func CoolDownNodePool(pool string) string { return pool + coolDownSuffix }

@@ -3,6 +3,7 @@ package retry
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/google/go-github/v93/github"
@@ -24,6 +25,24 @@ type Sweep struct {
 	// Lookback bounds how long before an interruption a run may have started (a run that
 	// completed before the interruption is never read).
 	Lookback time.Duration
+	// CoolDown, when set, keeps the pool of each job the pass re-runs on on-demand capacity
+	// for CoolDownFor (k8s.CoolDownNodePoolFor): Karpenter skips an interrupted spot
+	// offering for three minutes only, and a re-run that goes back to a short spot market is
+	// interrupted again. CoolDownNodePools names each scale set's cool-down NodePool.
+	CoolDown          CoolDown
+	CoolDownFor       time.Duration
+	CoolDownNodePools map[string]string
+	// Now is the clock (time.Now when nil).
+	Now func() time.Time
+}
+
+// CoolDown raises a cool-down NodePool's GPU limit for a while, and lowers it after
+// (live.CoolDowns, against the cluster).
+type CoolDown interface {
+	// Hold keeps nodePool launching until until; a hold never shortens a longer one.
+	Hold(ctx context.Context, nodePool string, until time.Time) error
+	// Release ends the holds whose time is past at now, and names their NodePools.
+	Release(ctx context.Context, now time.Time) ([]string, error)
 }
 
 // ClusterEvidence is RunnerEvidence, and when the cluster last saw a spot interruption.
@@ -41,6 +60,10 @@ type Pass struct {
 	// interruption.
 	Repos     int        `json:"repos"`
 	Decisions []Decision `json:"decisions,omitempty"`
+	// CoolDowns are the cool-down NodePools the pass held (with their end), and Ended those
+	// it released.
+	CoolDowns []string `json:"coolDowns,omitempty"`
+	Ended     []string `json:"coolDownsEnded,omitempty"`
 	// Errors are runs that could not be decided or re-run; the pass goes on without them.
 	Errors []string `json:"errors,omitempty"`
 }
@@ -51,6 +74,14 @@ func (s Sweep) Once(ctx context.Context, dryRun bool) (Pass, error) {
 	var p Pass
 	if s.Cluster == nil {
 		return p, fmt.Errorf("the in-cluster retrier needs the cluster's evidence")
+	}
+	if s.CoolDown != nil && !dryRun {
+		// First, whatever else the pass meets: a cool-down ends on time.
+		ended, err := s.CoolDown.Release(ctx, s.now())
+		p.Ended = ended
+		if err != nil {
+			p.Errors = append(p.Errors, fmt.Sprintf("ending cool-downs: %v", err))
+		}
 	}
 	times := s.Cluster.Interrupted()
 	p.Interruptions = len(times)
@@ -106,8 +137,42 @@ func (s Sweep) decideRuns(ctx context.Context, p *Pass, r Retrier, repo *github.
 		if dryRun || d.Method == "" {
 			continue
 		}
+		s.coolDown(ctx, p, d)
 		if err := r.Apply(ctx, d); err != nil {
 			p.Errors = append(p.Errors, fmt.Sprintf("%s run %d: %v", repo.GetFullName(), run.GetID(), err))
 		}
+	}
+}
+
+func (s Sweep) now() time.Time {
+	if s.Now != nil {
+		return s.Now()
+	}
+	return time.Now()
+}
+
+// coolDown holds the cool-down NodePool of each interrupted job's pool before d re-runs it,
+// so that the re-run's node is on-demand. A hold that fails is reported and the job re-run
+// all the same: on spot, it may still pass.
+func (s Sweep) coolDown(ctx context.Context, p *Pass, d Decision) {
+	if s.CoolDown == nil || s.CoolDownFor <= 0 {
+		return
+	}
+	until := s.now().Add(s.CoolDownFor)
+	held := map[string]bool{}
+	for _, j := range d.Failed {
+		if !j.Interrupted || !slices.Contains(d.Rerun, j.ID) {
+			continue
+		}
+		pool := s.CoolDownNodePools[ScaleSetOf(j.Runner, s.ScaleSets)]
+		if pool == "" || held[pool] {
+			continue
+		}
+		held[pool] = true
+		if err := s.CoolDown.Hold(ctx, pool, until); err != nil {
+			p.Errors = append(p.Errors, fmt.Sprintf("%s run %d: cool-down %s not held, re-run on spot: %v", d.Repo, d.RunID, pool, err))
+			continue
+		}
+		p.CoolDowns = append(p.CoolDowns, pool+" until "+until.UTC().Format(time.RFC3339))
 	}
 }

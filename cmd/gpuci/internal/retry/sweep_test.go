@@ -5,6 +5,7 @@ package retry_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"sync"
 	"testing"
@@ -113,14 +114,44 @@ func TestASweepRerunsARunGitHubConcludedCancelled(t *testing.T) {
 		{2, "cuda", "cancelled", ourA, []string{"The operation was canceled."}, 1},
 	}}
 	org(f, at)
+	now := at.Add(10 * time.Minute)
+	cool := &coolDowns{f: f}
 	s := retry.Sweep{Client: f.serve(t), Org: "luxfi", ScaleSets: []string{"lux-gpu-t4"}, Lookback: time.Hour,
-		Cluster: interrupted{clusterSays{ourA: interruptedOn(ourA)}, []time.Time{at}}}
+		Cluster:  interrupted{clusterSays{ourA: interruptedOn(ourA)}, []time.Time{at}},
+		CoolDown: cool, CoolDownFor: 30 * time.Minute, CoolDownNodePools: map[string]string{"lux-gpu-t4": "gpu-spot-cool-down"},
+		Now: func() time.Time { return now }}
 	p, err := s.Once(context.Background(), false)
 	require.NoError(t, err)
 	assert.Empty(t, p.Errors)
 	require.Len(t, p.Decisions, 1, "the cancelled run is read")
 	assert.Equal(t, retry.RerunFailedJobs, p.Decisions[0].Method, p.Decisions[0].Reason)
 	assert.Equal(t, 1, f.reruns)
+	// The pool goes on-demand before the re-run starts, for the cool-down.
+	assert.Equal(t, []string{"release at 2026-12-03T12:08:00Z", "hold gpu-spot-cool-down until 2026-12-03T12:38:00Z with 0 re-runs asked"}, cool.calls)
+	assert.Equal(t, []string{"gpu-spot-cool-down until 2026-12-03T12:38:00Z"}, p.CoolDowns)
+
+	// A dry run changes nothing, cool-downs included.
+	cool.calls = nil
+	_, err = s.Once(context.Background(), true)
+	require.NoError(t, err)
+	assert.Empty(t, cool.calls)
+}
+
+// coolDowns records the sweep's holds and releases, and how many re-runs GitHub had been asked
+// for at each hold.
+type coolDowns struct {
+	f     *fakeGitHub
+	calls []string
+}
+
+func (c *coolDowns) Hold(_ context.Context, np string, until time.Time) error {
+	c.calls = append(c.calls, fmt.Sprintf("hold %s until %s with %d re-runs asked", np, until.UTC().Format(time.RFC3339), c.f.reruns+len(c.f.jobReruns)))
+	return nil
+}
+
+func (c *coolDowns) Release(_ context.Context, now time.Time) ([]string, error) {
+	c.calls = append(c.calls, "release at "+now.UTC().Format(time.RFC3339))
+	return nil, nil
 }
 
 // With no interruption in the cluster's events a pass asks GitHub nothing.
