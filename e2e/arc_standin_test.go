@@ -53,8 +53,10 @@ var deployments = schema.GroupVersionResource{Group: "apps", Version: "v1", Reso
 // fakeGitHub is the org's side of ARC: the scale sets registered by name, and the jobs running
 // on each one's runners. A job is its runner's pod, which runs on a system node until the job
 // ends: whatever deletes the pod first (a namespace removed under it, a drain, a cleanup that
-// does not wait) killed the job, and GitHub then has it failed, not running. The tests read
-// and drive it.
+// does not wait) killed the job, and GitHub then has it ended, not running: `cancelled` when
+// its runner got the shutdown signal, as github_runs_test.go's endOf derives it (the
+// conclusion is not what these tests read: a killed job is a killed job). The tests read and
+// drive it.
 type fakeGitHub struct {
 	mu     sync.Mutex
 	nextID int
