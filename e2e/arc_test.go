@@ -22,6 +22,7 @@ import (
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	sigsyaml "sigs.k8s.io/yaml"
 
@@ -148,9 +149,28 @@ func arcMinorUpgrade(t *testing.T, ctx context.Context, h *harness, kube dynamic
 		log := github.Log()
 		assert.Less(t, strings.Index(log, "job ended on "+busy), strings.Index(log, "scale set "+busy+" deleted"), "the job finished before its scale set was removed")
 		assertScaleSetsServe(t, ctx, kube, github, "0.15.0")
+		runnersCanStart(t, ctx, kube)
 		_, err = h.preview(t, ctx, optpreview.ExpectNoChanges())
 		require.NoError(t, err, "a preview after the upgrade is empty")
 	})
+}
+
+// runnersCanStart: the account each scale set's runner template names exists and is not
+// being deleted, so ARC can create its runners (the ServiceAccount admission refuses a pod whose
+// account is missing). A reinstall under the same release name recreates the chart's accounts
+// while the old ones wait on ARC's cleanup finalizer.
+func runnersCanStart(t tb, ctx context.Context, kube dynamic.Interface) {
+	sets, err := kube.Resource(runnerSets).Namespace(wellknown.RunnersNamespace).List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	require.NotEmpty(t, sets.Items)
+	for _, ars := range sets.Items {
+		sa, _, _ := unstructured.NestedString(ars.Object, "spec", "template", "spec", "serviceAccountName")
+		require.NotEmpty(t, sa, "%s's runners name their account", ars.GetName())
+		acct, err := kube.Resource(schema.GroupVersionResource{Version: "v1", Resource: "serviceaccounts"}).Namespace(wellknown.RunnersNamespace).Get(ctx, sa, metav1.GetOptions{})
+		if assert.NoError(t, err, "%s's runners' account %s exists", ars.GetName(), sa) {
+			assert.Nil(t, acct.GetDeletionTimestamp(), "%s's runners' account %s is not being deleted (finalizers %v)", ars.GetName(), sa, acct.GetFinalizers())
+		}
+	}
 }
 
 // installARCCRDsAsHelmDid creates ARC's CRDs the way a Helm install of the controller chart

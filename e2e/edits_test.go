@@ -99,6 +99,7 @@ func poolRemovedWhileItsJobRuns(t *testing.T, ctx context.Context, h *harness, k
 			return apierrors.IsNotFound(err) && !slices.Contains(github.Registered(), scaleSet)
 		}, 30*time.Second, 100*time.Millisecond, "once the job ends, ARC removes the scale set, from GitHub too\n%s", github.Log())
 		assert.NotContains(t, retrierScaleSets(t, ctx, kube), scaleSet, "and the retrier no longer does")
+		runnersCanStart(t, ctx, kube) // the other scale sets' accounts outlive the removal
 	})
 
 	// The stack file as it was, for the up after destroy.
