@@ -130,11 +130,20 @@ func rerunInTheCoolDown(t tb, ctx context.Context, core kubernetes.Interface, ku
 	assert.Equal(t, karpv1.CapacityTypeOnDemand, claim.Labels[karpv1.CapacityTypeLabelKey], "on-demand while the pool cools down")
 	assert.Equal(t, pool, claim.Labels[wellknown.PoolLabel], "a node of the pool, for the pool's runs-on")
 	assert.Empty(t, poolClaims(t, ctx, kube, pool), "none of the spot NodePool's")
+	jobAndNodeEnd(t, ctx, core, kube, k, runner, job, claim, coolDown, "the cool-down node and its instance go")
+	return runner.Name
+}
+
+// jobAndNodeEnd ends a container-form job (its pod, then its runner) and takes its node away
+// as a NodePool removal does: its NodeClaim deleted, which Karpenter's termination turns into
+// a terminated instance without consolidation's waits (consolidateAfter, then
+// commandValidationDelay's 15 s in sigs.k8s.io/karpenter v1.14.1
+// pkg/controllers/disruption/consolidation.go; the journey shows an empty node consolidated).
+func jobAndNodeEnd(t tb, ctx context.Context, core kubernetes.Interface, kube dynamic.Interface, k *karpenter, runner, job *corev1.Pod, claim karpv1.NodeClaim, nodePool, msg string) {
 	require.NoError(t, core.CoreV1().Pods(job.Namespace).Delete(ctx, job.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}))
 	require.NoError(t, core.CoreV1().Pods(runner.Namespace).Delete(ctx, runner.Name, metav1.DeleteOptions{}))
 	require.NoError(t, kube.Resource(nodeClaims).Delete(ctx, claim.Name, metav1.DeleteOptions{}))
-	k.awaitGone(t, ctx, kube, coolDown, instanceID(&claim), time.Minute, "the cool-down node and its instance go")
-	return runner.Name
+	k.awaitGone(t, ctx, kube, nodePool, instanceID(&claim), time.Minute, msg)
 }
 
 // summaryReadsTheJobsNode: the container-form runner's job summary (job-completed.sh) says
@@ -164,14 +173,7 @@ func rerunOnTheTwin(t tb, ctx context.Context, core kubernetes.Interface, kube d
 		assert.NotEqual(t, job.Spec.NodeName, c.Status.NodeName, "not on a node of the spot pool")
 	}
 
-	require.NoError(t, core.CoreV1().Pods(job.Namespace).Delete(ctx, job.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}))
-	require.NoError(t, core.CoreV1().Pods(runner.Namespace).Delete(ctx, runner.Name, metav1.DeleteOptions{}))
-	// The journey shows an empty node consolidated; here its NodeClaim is deleted, as a NodePool
-	// removal does, and Karpenter's termination turns that into a terminated instance without
-	// consolidation's waits (consolidateAfter, then commandValidationDelay's 15 s in
-	// sigs.k8s.io/karpenter v1.14.1 pkg/controllers/disruption/consolidation.go).
-	require.NoError(t, kube.Resource(nodeClaims).Delete(ctx, claim.Name, metav1.DeleteOptions{}))
-	k.awaitGone(t, ctx, kube, twin, instanceID(&claim), time.Minute, "the twin's node and its instance go")
+	jobAndNodeEnd(t, ctx, core, kube, k, runner, job, claim, twin, "the twin's node and its instance go")
 }
 
 // containerJobOnANewNode is a container-form job as ARC and the hooks start it: the scale

@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -219,14 +220,7 @@ type coolDowns struct {
 }
 
 func (c coolDowns) nodePools() []string {
-	var out []string
-	for _, np := range c.byScaleSet {
-		if !slices.Contains(out, np) {
-			out = append(out, np)
-		}
-	}
-	slices.Sort(out)
-	return out
+	return slices.Compact(slices.Sorted(maps.Values(c.byScaleSet)))
 }
 
 // parseCoolDowns reads the cool-down flags; a cool-down needs its NodePools.
