@@ -2,7 +2,9 @@ package config
 
 import (
 	"fmt"
+	"path"
 	"slices"
+	"strings"
 )
 
 // CacheAccess is what a pool's jobs may do with the stack's compiler cache (the pool's
@@ -26,6 +28,10 @@ const (
 // expires it (compilerCacheExpiryDays).
 const DefaultCompilerCacheExpiryDays = 14
 
+// DefaultCompilerCacheWriteRefs: only main's jobs write (compilerCacheWriteRefs). A pull
+// request's job runs code its author chose; what it wrote, main's build would link.
+var DefaultCompilerCacheWriteRefs = []string{"refs/heads/main"}
+
 // CompilerCacheService is one of the stack's compiler cache services: a cache server on the
 // system nodes for one pool (and its twin), holding the bucket's credentials for Prefix. A
 // read-write pool's service reads and writes its own prefix; a read-only pool's reads the
@@ -36,6 +42,13 @@ type CompilerCacheService struct {
 	// Prefix is the bucket prefix it serves: the name of the pool whose builds fill it.
 	Prefix string
 	Access CacheAccess
+	// WriteRefs are the refs whose jobs write (none on a read-only service); Shared serves one
+	// repository's entries to all (the writing pool's compilerCacheShared).
+	WriteRefs []string
+	Shared    bool
+	// PodNamespaces are where the pods of the pools that use it run (its gate looks its
+	// callers up there).
+	PodNamespaces []string
 }
 
 // Writes tells whether the service writes to the bucket.
@@ -58,11 +71,21 @@ func (c *Config) CompilerCaches() []CompilerCacheService {
 		if p.CompilerCache == CacheNone {
 			continue
 		}
-		prefix := p.Name
+		svc := CompilerCacheService{Name: p.Name, Prefix: p.Name, Access: p.CompilerCache, Shared: p.CompilerCacheShared, WriteRefs: c.CompilerCacheWriteRefs}
 		if p.CompilerCache == CacheReadOnly {
-			prefix = p.CompilerCacheFrom
+			svc.Prefix, svc.WriteRefs = p.CompilerCacheFrom, nil
+			if i := slices.IndexFunc(c.GPUPools, func(o GPUPool) bool { return o.Name == p.CompilerCacheFrom }); i >= 0 {
+				svc.Shared = c.GPUPools[i].CompilerCacheShared // its keys are the writer's
+			}
 		}
-		out = append(out, CompilerCacheService{Name: p.Name, Prefix: prefix, Access: p.CompilerCache})
+		var users []GPUPool // the pool and its twin
+		for _, o := range c.GPUPools {
+			if o.CompilerCacheService() == p.Name {
+				users = append(users, o)
+			}
+		}
+		svc.PodNamespaces = RunnerPodNamespaces(users)
+		out = append(out, svc)
 	}
 	return out
 }
@@ -77,6 +100,9 @@ func compilerCacheProblems(pool GPUPool, pools []GPUPool) []fieldProblem {
 			out = append(out, fieldProblem{"compilerCacheFrom", fmt.Sprintf("%q is set, but only a read-only pool reads another pool's cache (compilerCache is %q)", pool.CompilerCacheFrom, pool.CompilerCache)})
 		}
 	case CacheReadOnly:
+		if pool.CompilerCacheShared {
+			out = append(out, fieldProblem{"compilerCacheShared", fmt.Sprintf("is set on a read-only pool: it reads pool %s's entries as that pool's builds wrote them, so set compilerCacheShared there", pool.CompilerCacheFrom)})
+		}
 		from := pool.CompilerCacheFrom
 		i := slices.IndexFunc(pools, func(o GPUPool) bool { return o.Name == from })
 		switch {
@@ -97,5 +123,10 @@ func compilerCacheProblems(pool GPUPool, pools []GPUPool) []fieldProblem {
 func (c *Config) validateCompilerCache(p *parser) {
 	if d := c.CompilerCacheExpiryDays; d < 1 || d > 3650 {
 		p.fail(KeyCompilerCacheExpiryDays, fmt.Sprintf("%d must be between 1 and 3650: the days an object may go unused before S3 expires it", d), fmt.Sprint(DefaultCompilerCacheExpiryDays))
+	}
+	for _, r := range c.CompilerCacheWriteRefs {
+		if _, err := path.Match(r, ""); err != nil || !strings.HasPrefix(r, "refs/") || strings.HasPrefix(r, "refs/pull/") {
+			p.fail(KeyCompilerCacheWriteRefs, fmt.Sprintf("%q is not a branch or tag ref pattern: a job of a matching ref writes the compiler cache, and a pull request's never may", r), `["refs/heads/main"]`)
+		}
 	}
 }

@@ -78,9 +78,14 @@ type Config struct {
 	RetryRunner RetryRunner
 	// Retrier is the in-cluster retrier; its zero value is none.
 	Retrier Retrier
+	// Gpuci is the gpuci release the stack's pods run (the retrier, the compiler caches' gates).
+	Gpuci Gpuci
 	// CompilerCacheExpiryDays is how long an object of the compiler cache may go unused
 	// before S3 expires it (CompilerCaches: which pools have one).
 	CompilerCacheExpiryDays int
+	// CompilerCacheWriteRefs are the refs (path patterns) whose jobs write a read-write
+	// pool's compiler cache; a job of any other ref reads it.
+	CompilerCacheWriteRefs []string
 }
 
 // RetryRunner is a runner scale set of the stack's own (k8s.RetryScaleSetValues): a small
@@ -164,7 +169,9 @@ func Parse(stack string, get Getter, isSecret func(key string) bool) (*Config, e
 	c.GPUPools = p.parsePools()
 	c.GitHub = p.parseGitHub()
 	c.ImageCache = p.parseImageCache(c.ClusterName)
-	c.Retrier = p.parseRetrier()
+	p.object(KeyCompilerCacheWriteRefs, &c.CompilerCacheWriteRefs)
+	c.Gpuci = p.parseGpuci()
+	c.Retrier = p.parseRetrier(c.Gpuci)
 	p.object(KeyPublicAccessCidrs, &c.PublicAccessCIDRs)
 	p.object(KeyAdminPrincipals, &c.AdminPrincipals)
 	c.DeployRoleArn, c.PreviewRoleArn = p.str(KeyDeployRoleArn), p.str(KeyPreviewRoleArn)

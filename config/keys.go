@@ -43,6 +43,7 @@ const (
 	KeyRetrierGpuciSHA256          = "retrierGpuciSha256"
 	KeyRetrierSpotCoolDown         = "retrierSpotCoolDown"
 	KeyCompilerCacheExpiryDays     = "compilerCacheExpiryDays"
+	KeyCompilerCacheWriteRefs      = "compilerCacheWriteRefs"
 
 	// The AWS provider's own keys; read, not declared by this project.
 	KeyRegion     = "aws:region"
@@ -146,6 +147,9 @@ var Defaults = map[string]any{
 	KeyRetrierSpotCoolDown: "30m",
 	// Days an object of the compiler cache may go unused before S3 expires it.
 	KeyCompilerCacheExpiryDays: DefaultCompilerCacheExpiryDays,
+	// The refs whose jobs write a read-write pool's compiler cache (its gate decides, by the
+	// job ARC recorded); every other job of the pool reads.
+	KeyCompilerCacheWriteRefs: DefaultCompilerCacheWriteRefs,
 }
 
 // Required are the keys a stack must set: Pulumi.yaml declares them without a default, so the
@@ -156,7 +160,7 @@ var Required = []string{KeyGitHubOrg}
 // with a one-line `pulumi config set`.
 var structured = map[string]bool{
 	KeyPublicAccessCidrs: true, KeyAdminPrincipals: true, KeyTags: true, KeyAddonVersions: true, KeyBudget: true, KeyGPUPools: true,
-	KeyImageCache: true, KeyImageRepositories: true,
+	KeyImageCache: true, KeyImageRepositories: true, KeyCompilerCacheWriteRefs: true,
 }
 
 // credentials are set with `pulumi config set --secret`.

@@ -75,6 +75,9 @@ type GPUPool struct {
 	// read-write pool whose cache its builds hit.
 	CompilerCache     CacheAccess `json:"compilerCache,omitempty"`
 	CompilerCacheFrom string      `json:"compilerCacheFrom,omitempty"`
+	// CompilerCacheShared serves what one repository's builds wrote to every repository of
+	// the pool (and of the pools that read it); by default each repository hits only its own.
+	CompilerCacheShared bool `json:"compilerCacheShared,omitempty"`
 	// WarmSchedule is the pool's warm capacity as the stack file gives it (its `warm`
 	// field); Warm is that schedule, validated.
 	WarmSchedule *WarmSchedule `json:"warm,omitempty"`

@@ -37,16 +37,40 @@ var (
 	sha256RE     = regexp.MustCompile(`^[0-9a-f]{64}$`)
 )
 
-func (p *parser) parseRetrier() Retrier {
-	var r Retrier
+// Gpuci is the gpuci release the stack's own pods run: the in-cluster retrier, and each
+// compiler cache's gate (k8s.CompilerCacheServer), which alone lets a trusted ref's jobs
+// write. Its keys keep the retrier's names (retrierGpuciVersion, retrierGpuciSha256), the
+// first pod to run it. The zero value is none: then the retrier cannot run and no compiler
+// cache takes a write.
+type Gpuci struct{ Version, SHA256 string }
+
+// Pinned reports whether the stack names a gpuci release.
+func (g Gpuci) Pinned() bool { return g.Version != "" }
+
+// parseGpuci: both keys or neither; a release tag and its binary's SHA-256.
+func (p *parser) parseGpuci() Gpuci {
+	g := Gpuci{Version: p.str(KeyRetrierGpuciVersion), SHA256: p.str(KeyRetrierGpuciSHA256)}
+	if g.Version == "" && g.SHA256 == "" {
+		return g
+	}
+	if !releaseTagRE.MatchString(g.Version) {
+		p.fail(KeyRetrierGpuciVersion, fmt.Sprintf("%q is not a gpuci release tag: the stack's pods run a released gpuci", g.Version), "v0.4.0")
+	}
+	if !sha256RE.MatchString(g.SHA256) {
+		p.failHow(KeyRetrierGpuciSHA256, fmt.Sprintf("%q is not a SHA-256 (64 lower-case hex digits)", g.SHA256),
+			"set it to the release's gpuci_linux_amd64 SHA-256, which its release notes print")
+	}
+	return g
+}
+
+func (p *parser) parseRetrier(g Gpuci) Retrier {
+	r := Retrier{GpuciVersion: g.Version, GpuciSHA256: g.SHA256}
 	token, hasToken := p.secret(KeyRetrierGitHubToken)
-	r.GpuciVersion, r.GpuciSHA256 = p.str(KeyRetrierGpuciVersion), p.str(KeyRetrierGpuciSHA256)
 	if !hasToken {
-		if r.GpuciVersion != "" || r.GpuciSHA256 != "" {
-			p.failHow(KeyRetrierGitHubToken, "is not set, but the retrier's gpuci release is: the retrier needs a token that may re-run jobs",
-				"pulumi config set --secret "+KeyRetrierGitHubToken+" <token> (docs/operations.md: the in-cluster retrier), or remove "+KeyRetrierGpuciVersion+" and "+KeyRetrierGpuciSHA256)
-		}
 		return r
+	}
+	if !g.Pinned() {
+		p.fail(KeyRetrierGpuciVersion, "is not set: the retrier runs a released gpuci (and "+KeyRetrierGpuciSHA256+" its SHA-256)", "v0.4.0")
 	}
 	r.GitHubToken = token
 	cool := p.str(KeyRetrierSpotCoolDown)
@@ -58,12 +82,5 @@ func (p *parser) parseRetrier() Retrier {
 		p.fail(KeyRetrierSpotCoolDown, fmt.Sprintf("%s is outside 0s..8h: re-runs go on-demand this long after an interruption; 0s never", cool), "30m")
 	}
 	r.SpotCoolDown = d
-	if !releaseTagRE.MatchString(r.GpuciVersion) {
-		p.fail(KeyRetrierGpuciVersion, fmt.Sprintf("%q is not a gpuci release tag: the retrier runs a released gpuci", r.GpuciVersion), "v0.4.0")
-	}
-	if !sha256RE.MatchString(r.GpuciSHA256) {
-		p.failHow(KeyRetrierGpuciSHA256, fmt.Sprintf("%q is not a SHA-256 (64 lower-case hex digits)", r.GpuciSHA256),
-			"set it to the release's gpuci_linux_amd64 SHA-256, which its release notes print")
-	}
 	return r
 }

@@ -45,7 +45,7 @@ func TestTheRetrierIsConfiguredWhole(t *testing.T) {
 		"no release":            {true, []string{"retrierGitHubToken", "github_pat_x"}, "retrierGpuciVersion"},
 		"a branch, not a tag":   {true, []string{"retrierGitHubToken", "github_pat_x", "retrierGpuciVersion", "main", "retrierGpuciSha256", releaseSHA}, "retrierGpuciVersion"},
 		"a short sum":           {true, []string{"retrierGitHubToken", "github_pat_x", "retrierGpuciVersion", "v0.4.0", "retrierGpuciSha256", "3f1c2a9e"}, "retrierGpuciSha256"},
-		"a release, no token":   {true, []string{"retrierGpuciVersion", "v0.4.0", "retrierGpuciSha256", releaseSHA}, "retrierGitHubToken"},
+		"a release, no sum":     {true, []string{"retrierGpuciVersion", "v0.4.0"}, "retrierGpuciSha256"},
 		"a cool-down of a day":  {true, []string{"retrierGitHubToken", "github_pat_x", "retrierGpuciVersion", "v0.4.0", "retrierGpuciSha256", releaseSHA, "retrierSpotCoolDown", "24h"}, "retrierSpotCoolDown"},
 		"a cool-down in days":   {true, []string{"retrierGitHubToken", "github_pat_x", "retrierGpuciVersion", "v0.4.0", "retrierGpuciSha256", releaseSHA, "retrierSpotCoolDown", "1d"}, "retrierSpotCoolDown"},
 		"a token in plain text": {false, []string{"retrierGitHubToken", "github_pat_x", "retrierGpuciVersion", "v0.4.0", "retrierGpuciSha256", releaseSHA}, "retrierGitHubToken"},

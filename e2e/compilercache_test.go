@@ -35,8 +35,11 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/yaml"
 
 	"github.com/luxfi/lux-gpu-ci/internal/wellknown"
@@ -50,7 +53,7 @@ var compilerCacheSources = map[string]string{
 	"kernel.cpp": "#include <array>\nstd::array<float, 4> axpy(float a, std::array<float, 4> x) { for (auto& v : x) v *= a; return x; }\n",
 }
 
-func compilerCacheBuilds(t *testing.T, ctx context.Context, core kubernetes.Interface, kube dynamic.Interface, resources []apitype.ResourceV3) {
+func compilerCacheBuilds(t *testing.T, ctx context.Context, core kubernetes.Interface, kube dynamic.Interface, resources []apitype.ResourceV3, gpuci, adminKubeconfig string) {
 	ccache, server, fakeS3 := mustEnv(t, "E2E_CCACHE"), mustEnv(t, "E2E_BAZEL_REMOTE"), mustEnv(t, "E2E_GOFAKES3")
 	bucketCM, err := core.CoreV1().ConfigMaps(wellknown.CompilerCacheNamespace).Get(ctx, k8s.CompilerCacheBucketConfigMap, metav1.GetOptions{})
 	require.NoError(t, err)
@@ -65,38 +68,38 @@ func compilerCacheBuilds(t *testing.T, ctx context.Context, core kubernetes.Inte
 		}
 	}
 	require.Len(t, associations, 2, "one association per server")
-	servers := map[string]corev1.Container{}
+	servers := map[string]corev1.PodSpec{}
 	for _, pool := range []string{"gpu-spot", "gpu-spot-container"} {
 		d, err := core.AppsV1().Deployments(wellknown.CompilerCacheNamespace).Get(ctx, wellknown.CompilerCacheName(pool), metav1.GetOptions{})
 		require.NoError(t, err)
 		sa := d.Spec.Template.Spec.ServiceAccountName
 		assert.Contains(t, associations[sa], "role/lux-gpu-ci-ccache-"+pool, "%s's account %s is bound to its pool's role", d.Name, sa)
-		servers[pool] = d.Spec.Template.Spec.Containers[0]
+		servers[pool] = d.Spec.Template.Spec
+		require.Len(t, d.Spec.Template.Spec.Containers, 2, "%s: the server and its gate (the stack pins a gpuci)", d.Name)
+	}
+	dir := t.TempDir()
+	gates := map[string]string{} // pool → its gate's kubeconfig, of the server's own account
+	for pool, spec := range servers {
+		gates[pool], _ = accountKubeconfig(t, ctx, core, adminKubeconfig, dir, wellknown.CompilerCacheNamespace, spec.ServiceAccountName)
 	}
 
 	// The settings where a job's code runs, as the API server admits the pods.
-	pods := core.CoreV1().Pods(wellknown.RunnersNamespace)
-	runner, err := pods.Create(ctx, runnerPod(t, ctx, kube, "lux-gpu-t4", "lux-gpu-t4-ccache-runner-a"), metav1.CreateOptions{})
-	require.NoError(t, err)
-	jobPod := containerJobPod(t, ctx, core, kube, "lux-gpu-t4-container", "lux-gpu-t4-container-ccache-runner-b")
-	job, err := core.CoreV1().Pods(jobPod.Namespace).Create(ctx, jobPod, metav1.CreateOptions{})
-	require.NoError(t, err)
-	defer func() {
-		for _, p := range []*corev1.Pod{runner, job} {
-			_ = core.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)})
-		}
-	}()
+	// Each job's pod as ARC and the hooks make it, at an address of its own (a build here
+	// connects from 127.0.0.1), and the job ARC recorded on its runner.
+	arc := arcJobs{t: t, ctx: ctx, core: core, kube: kube}
+	defer arc.cleanUp()
+	runner := arc.runnerFormJob("lux-gpu-t4", "lux-gpu-t4-ccache-runner-a", "luxfi/app", mainWorkflowRef, "127.0.0.1")
+	job := arc.containerFormJob("lux-gpu-t4-container", "lux-gpu-t4-container-ccache-runner-b", "luxfi/app", "luxfi/app/.github/workflows/ci.yml@refs/pull/9/merge", "127.0.0.1")
 	writerEnv, readerEnv := ccacheEnv(t, runner.Spec.Containers[0]), ccacheEnv(t, job.Spec.Containers[0])
 	assert.Equal(t, "gpu-spot", runner.Labels[wellknown.CompilerCacheLabel], "the runner-form runner may reach its pool's server")
 	assert.Equal(t, "gpu-spot-container", job.Labels[wellknown.CompilerCacheLabel], "the container-form job pod its own")
 	assert.Contains(t, readerEnv["CCACHE_REMOTE_STORAGE"], "|read-only")
 
-	dir := t.TempDir()
 	s3, s3Backend := startFakeS3(t, ctx, fakeS3, bucket)
 	agent := startPodIdentityAgent(t, dir)
 
 	// The read-write server: a first build fills the bucket under the pool's prefix.
-	rw := startCacheServer(t, ctx, server, servers["gpu-spot"], bucket, s3, agent, filepath.Join(dir, "rw-1"))
+	rw := startCacheServer(t, ctx, core, server, gpuci, gates["gpu-spot"], servers["gpu-spot"], bucket, s3, agent, filepath.Join(dir, "rw-1"))
 	src := writeSources(t, filepath.Join(dir, "work"))
 	first := ccacheBuild(t, ccache, writerEnv, rw, src, filepath.Join(dir, "ccache-1"))
 	assert.Equal(t, len(compilerCacheSources), first["cache_miss"], "a first build misses: %v", first)
@@ -113,7 +116,7 @@ func compilerCacheBuilds(t *testing.T, ctx context.Context, core kubernetes.Inte
 
 	// A new runner on a new node: an empty ccache directory, and a new server with an empty
 	// disk (its pod rescheduled): every hit comes from the bucket.
-	rw2 := startCacheServer(t, ctx, server, servers["gpu-spot"], bucket, s3, agent, filepath.Join(dir, "rw-2"))
+	rw2 := startCacheServer(t, ctx, core, server, gpuci, gates["gpu-spot"], servers["gpu-spot"], bucket, s3, agent, filepath.Join(dir, "rw-2"))
 	second := ccacheBuild(t, ccache, writerEnv, rw2, src, filepath.Join(dir, "ccache-2"))
 	assert.Equal(t, len(compilerCacheSources), second["direct_cache_hit"]+second["preprocessed_cache_hit"], "every compilation a hit: %v", second)
 	assert.Zero(t, second["cache_miss"], "no compilation missed")
@@ -124,7 +127,7 @@ func compilerCacheBuilds(t *testing.T, ctx context.Context, core kubernetes.Inte
 	assert.Contains(t, report, fmt.Sprintf("compiler cache: %d of %d compilations hit (100%%), %d from the pool's cache", len(compilerCacheSources), len(compilerCacheSources), len(compilerCacheSources)))
 
 	// The read-only pool: its server reads gpu-spot's prefix; its builds hit and write nothing.
-	ro := startCacheServer(t, ctx, server, servers["gpu-spot-container"], bucket, s3, agent, filepath.Join(dir, "ro"))
+	ro := startCacheServer(t, ctx, core, server, gpuci, gates["gpu-spot-container"], servers["gpu-spot-container"], bucket, s3, agent, filepath.Join(dir, "ro"))
 	before := listBucket(t, s3Backend, bucket)
 	read := ccacheBuild(t, ccache, readerEnv, ro, src, filepath.Join(dir, "ccache-ro"))
 	assert.Equal(t, len(compilerCacheSources), read["remote_storage_hit"], "a read-only pool's build hits the writer's cache: %v", read)
@@ -133,21 +136,138 @@ func compilerCacheBuilds(t *testing.T, ctx context.Context, core kubernetes.Inte
 	assert.Equal(t, 1, fresh["cache_miss"], "a new source misses: %v", fresh)
 	assert.Zero(t, fresh["remote_storage_write"], "and its result is not written (read-only)")
 
-	// A hostile job on the read-only pool writes anyway, by hand: the server refuses it.
+	// A hostile job on the read-only pool writes anyway, by hand: its gate refuses it.
 	key := strings.Repeat("ab", 32)
 	for _, auth := range []string{"", "nobody:", "nobody:!"} {
-		req, err := http.NewRequestWithContext(ctx, http.MethodPut, "http://"+ro+"/ac/"+key, strings.NewReader("planted"))
-		require.NoError(t, err)
-		if user, pass, ok := strings.Cut(auth, ":"); ok {
-			req.SetBasicAuth(user, pass)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		require.NoError(t, err)
-		_ = resp.Body.Close()
-		assert.Equal(t, http.StatusUnauthorized, resp.StatusCode, "a PUT with credentials %q is refused", auth)
+		code, _ := cacheRequest(t, ctx, "127.0.0.1", ro, http.MethodPut, key, "planted", auth)
+		assert.Equal(t, http.StatusForbidden, code, "a PUT with credentials %q is refused", auth)
 	}
-	time.Sleep(time.Second) // an accepted write would be uploaded by now
-	assert.Equal(t, before, listBucket(t, s3Backend, bucket), "the bucket is as the writer left it")
+
+	// The read-write pool, where a pull request's job runs beside main's: it writes by hand
+	// and is refused; it reads what main wrote; another repository's main reads nothing of
+	// app's; a runner with no job yet, nothing at all.
+	arc.runnerFormJob("lux-gpu-t4", "lux-gpu-t4-ccache-pr", "luxfi/app", "luxfi/app/.github/workflows/ci.yml@refs/pull/7/merge", "127.0.0.2")
+	arc.runnerFormJob("lux-gpu-t4", "lux-gpu-t4-ccache-lib", "luxfi/lib", "luxfi/lib/.github/workflows/ci.yml@refs/heads/main", "127.0.0.3")
+	arc.runnerFormJob("lux-gpu-t4", "lux-gpu-t4-ccache-idle", "", "", "127.0.0.4")
+	for _, auth := range []string{"", "ccache:main"} {
+		code, body := cacheRequest(t, ctx, "127.0.0.2", rw2, http.MethodPut, key, "planted by a pull request", auth)
+		assert.Equal(t, http.StatusForbidden, code, "a pull request's PUT (credentials %q) is refused: %s", auth, body)
+	}
+	mainKey := strings.Repeat("cd", 32)
+	code, body := cacheRequest(t, ctx, "127.0.0.1", rw2, http.MethodPut, mainKey, "main's object", "")
+	require.Equal(t, http.StatusOK, code, "main's job writes by hand too: %s", body)
+	code, body = cacheRequest(t, ctx, "127.0.0.2", rw2, http.MethodGet, mainKey, "", "")
+	assert.Equal(t, http.StatusOK, code, "the pull request's build reads what main wrote")
+	assert.Equal(t, "main's object", body)
+	code, _ = cacheRequest(t, ctx, "127.0.0.3", rw2, http.MethodGet, mainKey, "", "")
+	assert.Equal(t, http.StatusNotFound, code, "another repository's job does not get app's entry for the same key")
+	for _, m := range []string{http.MethodGet, http.MethodPut} {
+		code, _ = cacheRequest(t, ctx, "127.0.0.4", rw2, m, mainKey, "x", "")
+		assert.Equal(t, http.StatusForbidden, code, "%s from a runner that has no job yet", m)
+	}
+	code, _ = cacheRequest(t, ctx, "127.0.0.1", rw2, http.MethodGet, key, "", "")
+	assert.Equal(t, http.StatusNotFound, code, "what the pull request tried to plant is not there")
+	require.Eventually(t, func() bool { return len(listBucket(t, s3Backend, bucket)) == len(before)+1 }, 20*time.Second, 200*time.Millisecond,
+		"main's one entry reaches the bucket")
+	for _, o := range listBucket(t, s3Backend, bucket) {
+		assert.NotContains(t, o, key, "no object under the planted key")
+	}
+}
+
+// mainWorkflowRef is a workflow run of main, as ARC records its job (jobWorkflowRef).
+const mainWorkflowRef = "luxfi/app/.github/workflows/ci.yml@refs/heads/main"
+
+// cacheRequest is a job's own request to a cache address, from the job's address (from):
+// method on /ac/<key>, with basic credentials "user:password" if auth is not empty.
+func cacheRequest(t *testing.T, ctx context.Context, from, addr, method, key, body, auth string) (int, string) {
+	client := &http.Client{Transport: &http.Transport{DialContext: (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}}).DialContext}}
+	req, err := http.NewRequestWithContext(ctx, method, "http://"+addr+"/ac/"+key, strings.NewReader(body))
+	require.NoError(t, err)
+	if user, pass, ok := strings.Cut(auth, ":"); ok {
+		req.SetBasicAuth(user, pass)
+	}
+	resp, err := client.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, string(b)
+}
+
+// arcJobs makes job pods as ARC and the hooks do, with the job ARC's listener records on each
+// runner's EphemeralRunner when GitHub assigns it (a merge patch of status:
+// cmd/ghalistener/scaler/scaler.go HandleJobStarted, gha-runner-scale-set-0.14.2), and the
+// address the pod would have.
+type arcJobs struct {
+	t       *testing.T
+	ctx     context.Context
+	core    kubernetes.Interface
+	kube    dynamic.Interface
+	runners []string
+	pods    []*corev1.Pod
+}
+
+// ephemeralRunner creates the EphemeralRunner name (with a job of repo at workflowRef unless
+// repo is empty) and returns its UID.
+func (a *arcJobs) ephemeralRunner(name, scaleSet, repo, workflowRef string) types.UID {
+	er := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "actions.github.com/v1alpha1", "kind": "EphemeralRunner",
+		"metadata": map[string]any{"name": name, "namespace": wellknown.RunnersNamespace, "labels": map[string]any{wellknown.ScaleSetLabel: scaleSet}},
+		"spec":     map[string]any{"githubConfigUrl": "https://github.com/luxfi", "githubConfigSecret": scaleSet + "-gha-rs-github-secret", "runnerScaleSetId": int64(1)},
+	}}
+	runners := a.kube.Resource(ephemeralRunners).Namespace(wellknown.RunnersNamespace)
+	made, err := runners.Create(a.ctx, er, metav1.CreateOptions{})
+	require.NoError(a.t, err)
+	a.runners = append(a.runners, name)
+	if repo != "" {
+		patch, err := json.Marshal(map[string]any{"status": map[string]any{"jobRepositoryName": repo, "jobWorkflowRef": workflowRef, "jobId": "1", "workflowRunId": 1}})
+		require.NoError(a.t, err)
+		_, err = runners.Patch(a.ctx, name, types.MergePatchType, patch, metav1.PatchOptions{}, "status")
+		require.NoError(a.t, err)
+	}
+	return made.GetUID()
+}
+
+// running makes the pod Running at ip, as its node's kubelet would report it.
+func (a *arcJobs) running(pod *corev1.Pod, ip string) *corev1.Pod {
+	made, err := a.core.CoreV1().Pods(pod.Namespace).Create(a.ctx, pod, metav1.CreateOptions{})
+	require.NoError(a.t, err)
+	a.pods = append(a.pods, made)
+	pods := a.core.CoreV1().Pods(pod.Namespace)
+	// The scheduler writes the pod's conditions meanwhile (no node fits yet): update the latest.
+	require.NoError(a.t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		latest, err := pods.Get(a.ctx, pod.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		latest.Status.Phase, latest.Status.PodIP, latest.Status.PodIPs = corev1.PodRunning, ip, []corev1.PodIP{{IP: ip}}
+		made, err = pods.UpdateStatus(a.ctx, latest, metav1.UpdateOptions{})
+		return err
+	}))
+	return made
+}
+
+// runnerFormJob is a runner-form job: its runner's pod, which its EphemeralRunner controls.
+func (a *arcJobs) runnerFormJob(scaleSet, name, repo, workflowRef, ip string) *corev1.Pod {
+	uid := a.ephemeralRunner(name, scaleSet, repo, workflowRef)
+	pod := runnerPod(a.t, a.ctx, a.kube, scaleSet, name)
+	pod.OwnerReferences = []metav1.OwnerReference{{APIVersion: "actions.github.com/v1alpha1", Kind: "EphemeralRunner", Name: name, UID: uid, Controller: new(true), BlockOwnerDeletion: new(true)}}
+	return a.running(pod, ip)
+}
+
+// containerFormJob is a container-form job: the job pod the hooks create for runner.
+func (a *arcJobs) containerFormJob(scaleSet, runner, repo, workflowRef, ip string) *corev1.Pod {
+	a.ephemeralRunner(runner, scaleSet, repo, workflowRef)
+	return a.running(containerJobPod(a.t, a.ctx, a.core, a.kube, scaleSet, runner), ip)
+}
+
+func (a *arcJobs) cleanUp() {
+	for _, p := range a.pods {
+		_ = a.core.CoreV1().Pods(p.Namespace).Delete(a.ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)})
+	}
+	for _, r := range a.runners {
+		_ = a.kube.Resource(ephemeralRunners).Namespace(wellknown.RunnersNamespace).Delete(a.ctx, r, metav1.DeleteOptions{})
+	}
 }
 
 // workflowReport runs examples/workflows/cuda.yml's CCACHE_REPORT on a build's ccache
@@ -240,48 +360,43 @@ func ccacheBuild(t *testing.T, ccache string, env map[string]string, addr, src, 
 	return stats
 }
 
-// startCacheServer runs bazel-remote with the live container's flags and environment: the
-// listen address becomes 127.0.0.1, S3's endpoint the local one (plain HTTP), the disk dir;
-// the credentials come as EKS Pod Identity hands them (agent).
-func startCacheServer(t *testing.T, ctx context.Context, bin string, c corev1.Container, bucket, s3 string, agent podIdentityAgent, dir string) string {
+// startCacheServer runs a server's pod as its Deployment has it: bazel-remote with the live
+// container's flags and environment (the listen address another loopback port, S3's endpoint
+// the local one over plain HTTP, the disk dir; credentials as EKS Pod Identity hands them),
+// and its gate, gpuci cache-gate with the live container's flags, as the server's own account
+// (kubeconfig). It returns the gate's address, which the pool's jobs reach.
+func startCacheServer(t *testing.T, ctx context.Context, core kubernetes.Interface, bin, gpuci, kubeconfig string, spec corev1.PodSpec, bucket, s3 string, agent podIdentityAgent, dir string) string {
+	c := spec.Containers[0]
 	require.Equal(t, []string{"/bazel-remote-linux-amd64"}, c.Command)
 	addr := freeAddr(t)
 	var args []string
 	for _, a := range c.Args {
 		switch {
 		case strings.HasPrefix(a, "--http_address="):
+			require.Equal(t, "--http_address=127.0.0.1:8081", a, "the server listens on the pod's loopback only")
 			a = "--http_address=" + addr
 		case strings.HasPrefix(a, "--s3.endpoint="):
 			a = "--s3.endpoint=" + s3
 		case strings.HasPrefix(a, "--dir="):
 			a = "--dir=" + dir
 		case strings.HasPrefix(a, "--htpasswd_file="):
-			// The ConfigMap mounted there.
-			cm := k8s.CompilerCacheNoWriter
-			path := filepath.Join(filepath.Dir(dir), filepath.Base(dir)+".htpasswd")
-			require.NoError(t, os.WriteFile(path, []byte(cm), 0o600))
-			a = "--htpasswd_file=" + path
+			a = "--htpasswd_file=" + mountedFile(t, ctx, core, spec, c, strings.TrimPrefix(a, "--htpasswd_file="), dir)
 		}
 		args = append(args, a)
 	}
 	args = append(args, "--s3.disable_ssl")
 	require.NoError(t, os.MkdirAll(dir, 0o755))
-	cmd := exec.CommandContext(ctx, bin, args...)
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"),
+	env := []string{"PATH=" + os.Getenv("PATH"),
 		// What EKS's Pod Identity webhook sets in the container (EKS user guide, pod-id-how-it-works).
 		"AWS_CONTAINER_CREDENTIALS_FULL_URI=" + agent.url,
 		"AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE=" + agent.tokenFile,
 	}
 	for _, e := range c.Env {
 		if e.ValueFrom != nil && e.ValueFrom.ConfigMapKeyRef != nil && e.ValueFrom.ConfigMapKeyRef.Name == k8s.CompilerCacheBucketConfigMap {
-			cmd.Env = append(cmd.Env, e.Name+"="+bucket)
+			env = append(env, e.Name+"="+bucket)
 		}
 	}
-	logFile, err := os.Create(dir + ".log")
-	require.NoError(t, err)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	require.NoError(t, cmd.Start())
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait(); _ = logFile.Close() })
+	startProcess(t, ctx, bin, args, env, dir+".log")
 	require.Eventually(t, func() bool {
 		resp, err := http.Get("http://" + addr + "/status")
 		if err != nil {
@@ -290,7 +405,64 @@ func startCacheServer(t *testing.T, ctx context.Context, bin string, c corev1.Co
 		_ = resp.Body.Close()
 		return resp.StatusCode == http.StatusOK
 	}, 20*time.Second, 100*time.Millisecond, "bazel-remote %v listens (log: %s)", args, dir+".log")
-	return addr
+
+	g := spec.Containers[1]
+	require.Equal(t, []string{"/opt/gpuci/gpuci"}, g.Command, "the gate is the stack's gpuci")
+	gate := freeAddr(t)
+	var gateArgs []string
+	for _, a := range g.Args {
+		switch {
+		case strings.HasPrefix(a, "--listen="):
+			a = "--listen=" + gate
+		case strings.HasPrefix(a, "--upstream="):
+			require.Equal(t, "--upstream=http://127.0.0.1:8081", a)
+			a = "--upstream=http://" + addr
+		}
+		gateArgs = append(gateArgs, a)
+	}
+	startProcess(t, ctx, gpuci, append(gateArgs, "--kubeconfig", kubeconfig), []string{"PATH=" + os.Getenv("PATH")}, dir+".gate.log")
+	require.Eventually(t, func() bool {
+		c, err := net.Dial("tcp", gate)
+		if err == nil {
+			_ = c.Close()
+		}
+		return err == nil
+	}, 20*time.Second, 100*time.Millisecond, "the gate %v listens (log: %s)", gateArgs, dir+".gate.log")
+	return gate
+}
+
+// mountedFile writes, under dir, the file a container sees at path: the key of the ConfigMap
+// the pod mounts there, read from the API server.
+func mountedFile(t *testing.T, ctx context.Context, core kubernetes.Interface, spec corev1.PodSpec, c corev1.Container, path, dir string) string {
+	for _, m := range c.VolumeMounts {
+		if !strings.HasPrefix(path, m.MountPath+"/") {
+			continue
+		}
+		for _, v := range spec.Volumes {
+			if v.Name == m.Name && v.ConfigMap != nil {
+				cm, err := core.CoreV1().ConfigMaps(wellknown.CompilerCacheNamespace).Get(ctx, v.ConfigMap.Name, metav1.GetOptions{})
+				require.NoError(t, err)
+				data, ok := cm.Data[strings.TrimPrefix(path, m.MountPath+"/")]
+				require.True(t, ok, "ConfigMap %s holds %s", cm.Name, path)
+				out := dir + "." + filepath.Base(path)
+				require.NoError(t, os.WriteFile(out, []byte(data), 0o600))
+				return out
+			}
+		}
+	}
+	t.Fatalf("nothing is mounted at %s", path)
+	return ""
+}
+
+// startProcess runs bin until the test ends, its output in logPath.
+func startProcess(t *testing.T, ctx context.Context, bin string, args, env []string, logPath string) {
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Env = env
+	logFile, err := os.Create(logPath)
+	require.NoError(t, err)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait(); _ = logFile.Close() })
 }
 
 // podIdentityAgent stands in for the EKS Pod Identity agent: it answers the token the

@@ -63,14 +63,15 @@ const (
 )
 
 var (
-	nodePools      = wellknown.NodePools
-	ec2NodeClasses = wellknown.EC2NodeClasses
-	nodeClaims     = wellknown.NodeClaims
-	crds           = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
-	namespaces     = schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
-	secrets        = schema.GroupVersionResource{Version: "v1", Resource: "secrets"}
-	configMaps     = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
-	runnerSets     = wellknown.AutoscalingRunnerSets
+	nodePools        = wellknown.NodePools
+	ec2NodeClasses   = wellknown.EC2NodeClasses
+	nodeClaims       = wellknown.NodeClaims
+	crds             = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+	namespaces       = schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
+	secrets          = schema.GroupVersionResource{Version: "v1", Resource: "secrets"}
+	configMaps       = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+	runnerSets       = wellknown.AutoscalingRunnerSets
+	ephemeralRunners = wellknown.EphemeralRunners
 )
 
 // overrides is everything the e2e changes in the repository's Pulumi.dev.yaml (besides the

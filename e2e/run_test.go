@@ -90,11 +90,20 @@ func (r *run) kubeconfig() string { return filepath.Join(r.e.clusterDir, "kubeco
 
 // startNodes starts what makes pods run: the kubelet stand-in, the system node group's nodes,
 // the real Karpenter over a fake AWS seeded with what the program created, and the operator's
-// gpuci.
+// gpuci (if the compiler cache's step has not built it).
 func (r *run) startNodes(t *testing.T) {
 	go newKubeletStandIn(r.core, r.kube).Run(r.ctx)
 	_, resources := r.h.state(t, r.ctx)
 	r.systemNodes = startSystemNodes(t, r.ctx, r.core, resources)
 	r.karp = startKarpenter(t, r.ctx, r.core, r.kubeconfig(), r.work, resources)
-	r.gpuci = buildGpuci(t, r.ctx, r.work)
+	r.operatorsGpuci(t)
+}
+
+// operatorsGpuci builds gpuci once (buildGpuci): the operator's, and the one the stack's pods
+// run (the compiler caches' gates, the retrier).
+func (r *run) operatorsGpuci(t *testing.T) string {
+	if r.gpuci == "" {
+		r.gpuci = buildGpuci(t, r.ctx, r.work)
+	}
+	return r.gpuci
 }

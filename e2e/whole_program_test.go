@@ -38,9 +38,9 @@ func TestWholeProgram(t *testing.T) {
 	step(t, "hostile jobs (runner form, container form, on the retry runner) are refused everything beyond their job by the real ServiceAccount admission, RBAC and Pod Security admission", func(t *testing.T) {
 		hostileJobs(t, ctx, r.restCfg, core, kube)
 	})
-	step(t, "a build through the compiler cache, as the stack deploys it: the second build on a fresh runner and server hits for every compilation, from the bucket, under the pool's prefix; the read-only pool's builds hit and write nothing, and a job's own write is refused", func(t *testing.T) {
+	step(t, "a build through the compiler cache, as the stack deploys it: the second build on a fresh runner and server hits for every compilation, from the bucket, under the pool's prefix; the read-only pool's builds hit and write nothing; behind each server its gate (the stack's gpuci, as the server's account, reading ARC's record of each job from the real API server) refuses a pull request's write and serves it main's entries, serves another repository none of them, and a runner with no job nothing", func(t *testing.T) {
 		_, resources := r.h.state(t, ctx)
-		compilerCacheBuilds(t, ctx, core, kube, resources)
+		compilerCacheBuilds(t, ctx, core, kube, resources, r.operatorsGpuci(t), r.kubeconfig())
 	})
 
 	// From here on nodes exist and pods run.

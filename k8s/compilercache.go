@@ -11,6 +11,12 @@ package k8s
 //     --disable_http_ac_validation (server/http.go:99-127 at v2.6.2; otherwise every PUT is
 //     400). Its S3 proxy reads Pod Identity's container credentials (iam_role: config/s3.go
 //     :49-52 → minio-go v7.0.98 pkg/credentials/iam_aws.go:198-200), so no key is stored.
+//   - The gate (`gpuci cache-gate`, cmd/gpuci/internal/cachegate) is what jobs reach: the
+//     server listens on the pod's loopback only. It looks each request's caller up (the pool's
+//     pod at its address, that pod's EphemeralRunner, the job ARC recorded there) and lets
+//     only a job of a trusted ref (compilerCacheWriteRefs) write; each repository's entries are
+//     its own unless the pool shares them. It runs the stack's gpuci (gpuci.go): a stack that
+//     pins none has no gate, and then its servers take no write from anyone.
 //   - Read-write pool: its server reads and writes the pool's prefix, and refreshes an object
 //     it serves (--s3.update_timestamps) so the bucket's expiry counts from last use.
 //   - Read-only pool: its server reads the prefix of the pool it reads from with a role that
@@ -24,10 +30,12 @@ package k8s
 import (
 	"fmt"
 	"strconv"
+	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	k8smeta "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -106,13 +114,21 @@ const (
 	compilerCacheBucketEnv       = "BAZEL_REMOTE_S3_BUCKET"
 )
 
+// compilerCacheServerPort is the server's, on the pod's loopback, behind its gate.
+const compilerCacheServerPort = 8081
+
 // CompilerCacheServerArgs are bazel-remote's flags for svc (utils/flags/flags.go at v2.6.2);
-// the bucket comes from CompilerCacheBucketConfigMap.
-func CompilerCacheServerArgs(svc config.CompilerCacheService, region string) []string {
+// the bucket comes from CompilerCacheBucketConfigMap. Behind a gate it listens on the pod's
+// loopback; without one it takes no write.
+func CompilerCacheServerArgs(svc config.CompilerCacheService, region string, gated bool) []string {
+	listen := fmt.Sprintf("127.0.0.1:%d", compilerCacheServerPort)
+	if !gated {
+		listen = fmt.Sprintf(":%d", wellknown.CompilerCachePort)
+	}
 	args := []string{
 		"--dir=/data",
 		"--max_size=" + strconv.Itoa(CompilerCacheDiskGiB),
-		fmt.Sprintf("--http_address=:%d", wellknown.CompilerCachePort),
+		"--http_address=" + listen,
 		"--grpc_address=none",
 		"--disable_http_ac_validation",
 		"--s3.auth_method=iam_role",
@@ -120,7 +136,7 @@ func CompilerCacheServerArgs(svc config.CompilerCacheService, region string) []s
 		"--s3.region=" + region,
 		"--s3.prefix=" + svc.Prefix,
 	}
-	if svc.Writes() {
+	if svc.Writes() && gated {
 		return append(args, "--s3.update_timestamps")
 	}
 	return append(args, "--htpasswd_file="+compilerCacheAuthDir+"/"+compilerCacheAuthKey, "--allow_unauthenticated_reads")
@@ -137,9 +153,38 @@ func restrictedReadOnly() *corev1.SecurityContext {
 	}
 }
 
+// CompilerCacheGateArgs are `gpuci cache-gate`'s flags for svc (cmd/gpuci/cachegate.go).
+func CompilerCacheGateArgs(svc config.CompilerCacheService) []string {
+	args := []string{"cache-gate",
+		fmt.Sprintf("--listen=:%d", wellknown.CompilerCachePort),
+		fmt.Sprintf("--upstream=http://127.0.0.1:%d", compilerCacheServerPort),
+		"--pool=" + svc.Name,
+		"--pod-namespaces=" + strings.Join(svc.PodNamespaces, ","),
+	}
+	if svc.Writes() {
+		args = append(args, "--write-refs="+strings.Join(svc.WriteRefs, ","))
+	}
+	if svc.Shared {
+		args = append(args, "--shared")
+	}
+	return args
+}
+
+// CompilerCacheGateRules are what a gate reads, by namespace: the pods of its pool where they
+// run, and ARC's EphemeralRunners (the job each runner took) beside the runners.
+func CompilerCacheGateRules(svc config.CompilerCacheService) map[string][]rbacv1.PolicyRule {
+	out := map[string][]rbacv1.PolicyRule{}
+	for _, ns := range svc.PodNamespaces {
+		out[ns] = []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list"}}}
+	}
+	out[wellknown.RunnersNamespace] = append(out[wellknown.RunnersNamespace],
+		rbacv1.PolicyRule{APIGroups: []string{"actions.github.com"}, Resources: []string{"ephemeralrunners"}, Verbs: []string{"get"}})
+	return out
+}
+
 // CompilerCacheServer is svc's Deployment: one server on the system nodes, its local copy on
-// an emptyDir, as the image's own non-root user.
-func CompilerCacheServer(svc config.CompilerCacheService, region string, cache ImageCache) appsv1.Deployment {
+// an emptyDir, as the image's own non-root user, behind its gate where the stack pins a gpuci.
+func CompilerCacheServer(svc config.CompilerCacheService, region string, cache ImageCache, gpuci config.Gpuci) appsv1.Deployment {
 	name := wellknown.CompilerCacheName(svc.Name)
 	labels := map[string]string{"app.kubernetes.io/name": "compiler-cache", wellknown.CompilerCacheLabel: svc.Name}
 	user := int64(65532) // the image's (BUILD.bazel BAZEL_REMOTE_USER_ID at v2.6.2)
@@ -159,7 +204,7 @@ func CompilerCacheServer(svc config.CompilerCacheService, region string, cache I
 			ImagePullPolicy: corev1.PullIfNotPresent,
 			// The image's entrypoint adds a profiling listener on :6060; these flags do not.
 			Command: []string{versions.CompilerCacheServerBinary},
-			Args:    CompilerCacheServerArgs(svc, region),
+			Args:    CompilerCacheServerArgs(svc, region, gpuci.Pinned()),
 			Env: []corev1.EnvVar{{Name: compilerCacheBucketEnv, ValueFrom: &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{
 				LocalObjectReference: corev1.LocalObjectReference{Name: CompilerCacheBucketConfigMap}, Key: CompilerCacheBucketKey,
 			}}}},
@@ -173,7 +218,28 @@ func CompilerCacheServer(svc config.CompilerCacheService, region string, cache I
 		}},
 		Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: &disk}}}},
 	}
-	if !svc.Writes() {
+	if gpuci.Pinned() {
+		small := corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("20m"), corev1.ResourceMemory: resource.MustParse("32Mi")},
+			Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("128Mi")},
+		}
+		image := cache.Pull(versions.RunnerImage)
+		pod.InitContainers = []corev1.Container{fetchGpuci(gpuci, image, small)}
+		pod.Containers[0].Ports = nil
+		pod.Containers = append(pod.Containers, corev1.Container{
+			Name:            "gate",
+			Image:           image,
+			ImagePullPolicy: corev1.PullIfNotPresent,
+			Command:         []string{gpuciBinary},
+			Args:            CompilerCacheGateArgs(svc),
+			Ports:           []corev1.ContainerPort{{Name: "http", ContainerPort: wellknown.CompilerCachePort}},
+			Resources:       small,
+			SecurityContext: restrictedReadOnly(),
+			VolumeMounts:    []corev1.VolumeMount{gpuciMount()},
+		})
+		pod.Volumes = append(pod.Volumes, gpuciVolume())
+	}
+	if !svc.Writes() || !gpuci.Pinned() {
 		pod.Containers[0].VolumeMounts = append(pod.Containers[0].VolumeMounts, corev1.VolumeMount{Name: "no-writer", MountPath: compilerCacheAuthDir, ReadOnly: true})
 		pod.Volumes = append(pod.Volumes, corev1.Volume{Name: "no-writer", VolumeSource: corev1.VolumeSource{
 			ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: name}},
@@ -193,7 +259,8 @@ func CompilerCacheServer(svc config.CompilerCacheService, region string, cache I
 	}
 }
 
-// CompilerCacheNoWriterFile is a read-only server's password file (a ConfigMap named like it).
+// CompilerCacheNoWriterFile is the password file of a server that takes no write (a read-only
+// pool's, or any without a gate): a ConfigMap named like it.
 func CompilerCacheNoWriterFile(svc config.CompilerCacheService) corev1.ConfigMap {
 	return corev1.ConfigMap{
 		TypeMeta:   k8smeta.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
@@ -224,7 +291,7 @@ func CompilerCacheNetworkPolicies(services []config.CompilerCacheService) []netw
 	out := []networkingv1.NetworkPolicy{
 		DenyAll(ns),
 		networkPolicy(ns, "server-egress", servers, []networkingv1.PolicyType{networkingv1.PolicyTypeEgress}, []networkingv1.NetworkPolicyEgressRule{
-			dnsEgress(), internetEgress(privateRanges),
+			dnsEgress(), internetEgress(privateRanges), tcpEgress(clusterRanges, apiServerPort), // the gate reads the API server
 			{To: []networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: podIdentityAgent}}}, Ports: []networkingv1.NetworkPolicyPort{{Protocol: &tcp, Port: &agentPort}}},
 		}),
 	}

@@ -2,6 +2,8 @@ package k8s
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 
 	corev1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/core/v1"
 	metav1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/meta/v1"
@@ -17,6 +19,8 @@ type CompilerCacheArgs struct {
 	// Bucket is the bucket's name; Region its region.
 	Bucket pulumi.StringInput
 	Region string
+	// Gpuci is the release each server's gate runs (none: no gate, and no write).
+	Gpuci config.Gpuci
 	// DependsOn are the bucket and the servers' roles and Pod Identity associations
 	// (infra.CompilerCache): a server must get its credentials when it starts.
 	DependsOn  []pulumi.Resource
@@ -37,6 +41,11 @@ type CompilerCache struct {
 	// Resources are everything a job's build reaches the cache through: the scale sets
 	// depend on them, so no runner starts before its server and none outlives it.
 	Resources []pulumi.Resource
+
+	services []config.CompilerCacheService
+	gated    bool
+	parent   pulumi.ResourceOption
+	accounts map[string]pulumi.Resource // by service
 }
 
 // NewCompilerCache declares the servers; with none, nothing.
@@ -82,7 +91,7 @@ func NewCompilerCache(ctx *pulumi.Context, name string, args *CompilerCacheArgs,
 			return nil, err
 		}
 		deps := append([]pulumi.Resource{ns, sa, bucket}, args.DependsOn...)
-		if !svc.Writes() {
+		if !svc.Writes() || !args.Gpuci.Pinned() {
 			f := CompilerCacheNoWriterFile(svc)
 			cm, err := newObject(ctx, name+"-"+n+"-no-writer", f.TypeMeta, f.ObjectMeta, f, inNS...)
 			if err != nil {
@@ -90,7 +99,7 @@ func NewCompilerCache(ctx *pulumi.Context, name string, args *CompilerCacheArgs,
 			}
 			deps = append(deps, cm)
 		}
-		d := CompilerCacheServer(svc, args.Region, args.ImageCache)
+		d := CompilerCacheServer(svc, args.Region, args.ImageCache, args.Gpuci)
 		if args.SkipAwait {
 			d.Annotations = map[string]string{skipAwaitAnnotation: "true"}
 		}
@@ -107,7 +116,31 @@ func NewCompilerCache(ctx *pulumi.Context, name string, args *CompilerCacheArgs,
 			return nil, err
 		}
 		made = append(made, sa, server, service)
+		if c.accounts == nil {
+			c.accounts = map[string]pulumi.Resource{}
+		}
+		c.accounts[svc.Name] = sa
 	}
 	c.Resources = made
+	c.services, c.gated, c.parent = args.Services, args.Gpuci.Pinned(), parent
 	return c, ctx.RegisterResourceOutputs(c, pulumi.Map{})
+}
+
+// LetGatesRead grants each server's gate its reads (CompilerCacheGateRules) in the runners'
+// and jobs' namespaces, which runners (NewRunners) creates. Until they exist a gate refuses
+// every request: a build misses, and nothing is written.
+func (c *CompilerCache) LetGatesRead(ctx *pulumi.Context, name string, runners pulumi.Resource) error {
+	if !c.gated {
+		return nil
+	}
+	for _, svc := range c.services {
+		account := wellknown.CompilerCacheName(svc.Name)
+		for _, ns := range slices.Sorted(maps.Keys(CompilerCacheGateRules(svc))) {
+			if _, err := newAccountRoleOf(ctx, name+"-"+account+"-"+ns, account, wellknown.CompilerCacheNamespace, ns, CompilerCacheGateRules(svc)[ns], c.accounts[svc.Name],
+				c.parent, pulumi.DependsOn([]pulumi.Resource{runners})); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }

@@ -73,6 +73,8 @@ type Args struct {
 	RetryRunner config.RetryRunner
 	// Retrier is the in-cluster retrier (config.Retrier); its zero value is none.
 	Retrier config.Retrier
+	// Gpuci is the gpuci release the stack's pods run (the retrier, the compiler caches' gates).
+	Gpuci config.Gpuci
 	// CompilerCaches are the compiler cache's servers (config.Config.CompilerCaches), on
 	// CompilerCacheBucket, with their AWS side (infra.CompilerCache) as
 	// CompilerCacheLifelines.
@@ -195,7 +197,7 @@ func New(ctx *pulumi.Context, name string, args *Args, opts ...pulumi.ResourceOp
 	}
 	compilerCache, err := NewCompilerCache(ctx, name+"-compiler-cache", &CompilerCacheArgs{
 		Services: args.CompilerCaches, Bucket: args.CompilerCacheBucket, Region: args.Region,
-		DependsOn: args.CompilerCacheLifelines, ImageCache: args.ImageCache, SkipAwait: args.SkipAwait,
+		DependsOn: args.CompilerCacheLifelines, ImageCache: args.ImageCache, SkipAwait: args.SkipAwait, Gpuci: args.Gpuci,
 	}, in...)
 	if err != nil {
 		return nil, err
@@ -216,6 +218,10 @@ func New(ctx *pulumi.Context, name string, args *Args, opts ...pulumi.ResourceOp
 		LaunchedCapacity: args.KubernetesMinor >= LaunchedCapacityMinKubernetesMinor,
 	}, in...)
 	if err != nil {
+		return nil, err
+	}
+
+	if err := compilerCache.LetGatesRead(ctx, name+"-compiler-cache", runners); err != nil {
 		return nil, err
 	}
 

@@ -8,13 +8,9 @@ package k8s
 // organization's failed runs with its GitHub token. The token lives in the retrier's own
 // namespace: no account of the runners' namespace can read it.
 //
-// It runs a released gpuci: an init container downloads the release's Linux binary and
-// refuses it unless its SHA-256 is the one the stack pins (the release cannot rewrite the
-// pin), with the runner image, which has curl and sha256sum and which the system nodes pull
-// through the cache already.
+// It runs the stack's gpuci release (gpuci.go).
 
 import (
-	"fmt"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -80,8 +76,6 @@ func CoolDownRules(r config.Retrier, pools []config.GPUPool) []rbacv1.PolicyRule
 func RetrierDeployment(r config.Retrier, gh config.GitHub, pools []config.GPUPool, cache ImageCache) appsv1.Deployment {
 	labels := map[string]string{"app.kubernetes.io/name": wellknown.RetrierName}
 	user := runnerUser
-	url := fmt.Sprintf("%s/%s/gpuci_linux_amd64", versions.GpuciReleases, r.GpuciVersion)
-	const bin = "/opt/gpuci"
 	restricted := restrictedReadOnly()
 	small := corev1.ResourceRequirements{
 		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("64Mi")},
@@ -107,32 +101,21 @@ func RetrierDeployment(r config.Retrier, gh config.GitHub, pools []config.GPUPoo
 						RunAsNonRoot: ptr(true), RunAsUser: &user, RunAsGroup: &user,
 						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 					},
-					InitContainers: []corev1.Container{{
-						Name:            "fetch-gpuci",
-						Image:           image,
-						ImagePullPolicy: corev1.PullIfNotPresent,
-						Command:         []string{"sh", "-c", `curl -fsSL --retry 3 -o "$DIR/gpuci" "$URL" && echo "$SHA256  $DIR/gpuci" | sha256sum -c - && chmod 0555 "$DIR/gpuci"`},
-						Env: []corev1.EnvVar{
-							{Name: "DIR", Value: bin}, {Name: "URL", Value: url}, {Name: "SHA256", Value: r.GpuciSHA256},
-						},
-						Resources:       small,
-						SecurityContext: restricted,
-						VolumeMounts:    []corev1.VolumeMount{{Name: "gpuci", MountPath: bin}},
-					}},
+					InitContainers: []corev1.Container{fetchGpuci(config.Gpuci{Version: r.GpuciVersion, SHA256: r.GpuciSHA256}, image, small)},
 					Containers: []corev1.Container{{
 						Name:            "retrier",
 						Image:           image,
 						ImagePullPolicy: corev1.PullIfNotPresent,
-						Command:         []string{bin + "/gpuci"},
+						Command:         []string{gpuciBinary},
 						Args:            RetrierCommandArgs(r, gh, pools),
 						Env: []corev1.EnvVar{{Name: "GITHUB_TOKEN", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
 							LocalObjectReference: corev1.LocalObjectReference{Name: wellknown.RetrierTokenSecret}, Key: retrierTokenKey,
 						}}}},
 						Resources:       small,
 						SecurityContext: restricted,
-						VolumeMounts:    []corev1.VolumeMount{{Name: "gpuci", MountPath: bin, ReadOnly: true}},
+						VolumeMounts:    []corev1.VolumeMount{gpuciMount()},
 					}},
-					Volumes: []corev1.Volume{{Name: "gpuci", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
+					Volumes: []corev1.Volume{gpuciVolume()},
 				},
 			},
 		},

@@ -74,9 +74,10 @@ func TestDevStackResourceCounts(t *testing.T) {
 		// ARC's four CRDs, from the controller chart of the pinned version.
 		"kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition": 4,
 		// The container-form pool's job pod template and its jobs' sampler; the cache servers'
-		// bucket name; the runners' job hooks. Accounts: the container-form pool's and the one
+		// bucket name; the runners' job hooks; each server's password file that matches none
+		// (dev pins no gpuci, so no gate: no server takes a write). Accounts: the container-form pool's and the one
 		// its runners had before (k8s.LegacyContainerHooksAccount), the cache servers'.
-		"kubernetes:core/v1:ConfigMap":                        1 + 1 + 1 + 1,
+		"kubernetes:core/v1:ConfigMap":                        1 + 1 + 1 + 1 + 2,
 		"kubernetes:core/v1:ServiceAccount":                   2 + 2,
 		"kubernetes:rbac.authorization.k8s.io/v1:Role":        2,
 		"kubernetes:rbac.authorization.k8s.io/v1:RoleBinding": 2,

@@ -44,6 +44,7 @@ func Program(ctx *pulumi.Context) error {
 		RunnerDrainSeconds: int(cfg.RunnerDrainTimeout.Seconds()),
 		RetryRunner:        cfg.RetryRunner,
 		Retrier:            cfg.Retrier,
+		Gpuci:              cfg.Gpuci,
 
 		CompilerCaches:         cfg.CompilerCaches(),
 		CompilerCacheBucket:    aws.CompilerCacheBucket,

@@ -23,6 +23,7 @@ commands:
   images      the images a pool's nodes start a job from, as its pods name them (an image snapshot's list): gpuci images --stack dev --pool gpu-spot [--job-image IMG,…] [--json]
   stats       per scale set, what GitHub recorded of its jobs: queue p50/p90/max, minutes, interruptions, spend: gpuci stats --stack dev [--since 7d] [--repos a,b] [--json]
   retry       re-run a run's jobs once if they lost the stack's runners: gpuci retry --stack dev --repo O/R --run-id N [--dry-run] [--json] [--cluster]
+  cache-gate  a pool's compiler cache behind its gate (in the stack's cache pods): gpuci cache-gate --upstream URL --pool P --pod-namespaces A,B [--write-refs refs/heads/main] [--shared]
   version     gpuci's version and the versions the stack pins [--json]
 
 Every command prints a table or sentences for people, and JSON with --json.
@@ -60,6 +61,8 @@ func main() {
 		err = runImages(os.Args[2:])
 	case "workflows":
 		err = runWorkflows(os.Args[2:])
+	case "cache-gate":
+		err = runCacheGate(os.Args[2:])
 	case "version", "--version":
 		err = runVersion(os.Args[2:])
 	case "-h", "--help", "help":

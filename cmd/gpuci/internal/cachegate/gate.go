@@ -1,0 +1,143 @@
+// Package cachegate is the compiler cache's door (`gpuci cache-gate`): it runs beside a pool's
+// cache server (bazel-remote, which listens on the pod's loopback only) and decides each request
+// by the job that makes it, as ARC recorded that job: only a job of a trusted ref (main, by
+// default) writes, and each repository's entries are its own unless the stack file shares
+// them. What a job sends cannot change the decision: the caller is the pod at the request's
+// source address, and the job is what ARC's listener wrote on that pod's EphemeralRunner when
+// GitHub assigned it (callers.go).
+package cachegate
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"path"
+	"regexp"
+	"strings"
+)
+
+// Job is what ARC recorded of the job a caller runs: EphemeralRunner's
+// status.jobRepositoryName ("owner/name") and status.jobWorkflowRef ("owner/name/.github/
+// workflows/ci.yml@refs/heads/main"), patched by the listener when GitHub assigns the job
+// (cmd/ghalistener/scaler/scaler.go HandleJobStarted, gha-runner-scale-set-0.14.2).
+type Job struct {
+	Repository, WorkflowRef string
+}
+
+// Ref is the ref the job's workflow ran at: what follows the last "@" of its workflow ref
+// (a pull request's is refs/pull/<n>/merge).
+func (j Job) Ref() string {
+	i := strings.LastIndex(j.WorkflowRef, "@")
+	if i < 0 {
+		return ""
+	}
+	return j.WorkflowRef[i+1:]
+}
+
+// ErrUnknownCaller: no job of the pool is at the address (not a pod of the pool, or its
+// runner has no job yet).
+var ErrUnknownCaller = errors.New("no job of the pool at this address")
+
+// Callers finds the job a request's source address belongs to.
+type Callers interface {
+	JobAt(ctx context.Context, ip string) (Job, error)
+}
+
+// Gate is the door of one pool's cache server.
+type Gate struct {
+	// Upstream is the cache server (bazel-remote on the pod's loopback).
+	Upstream *url.URL
+	Callers  Callers
+	// WriteRefs are the refs (path.Match patterns: refs/heads/release/*) whose jobs may
+	// write; none for a read-only pool.
+	WriteRefs []string
+	// Shared serves one repository's entries to every repository of the pool; otherwise each
+	// repository reads and writes its own.
+	Shared bool
+	Log    *log.Logger
+
+	proxy *httputil.ReverseProxy
+}
+
+// cachePath is what ccache asks for in its bazel layout: /ac/<sha256 hex> (ccache
+// src/ccache/storage/remote/httpstorage.cpp, layout=bazel); cas for completeness.
+var cachePath = regexp.MustCompile(`^/(ac|cas)/([0-9a-f]{64})$`)
+
+// CanWrite tells whether a job of ref may write.
+func (g *Gate) CanWrite(ref string) bool {
+	for _, p := range g.WriteRefs {
+		if ok, err := path.Match(p, ref); err == nil && ok {
+			return true
+		}
+	}
+	return false
+}
+
+// Key is the server's key for a job's key: the job's own unless the pool shares entries
+// across repositories. Scoping by hash keeps bazel-remote's layout (a 64-hex key) and makes
+// one repository's key useless to another.
+func (g *Gate) Key(job Job, key string) string {
+	if g.Shared {
+		return key
+	}
+	sum := sha256.Sum256([]byte("lux-gpu-ci compiler cache\x00" + job.Repository + "\x00" + key))
+	return hex.EncodeToString(sum[:])
+}
+
+func (g *Gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	m := cachePath.FindStringSubmatch(r.URL.Path)
+	if m == nil {
+		http.Error(w, "not a compiler cache entry", http.StatusNotFound)
+		return
+	}
+	write := false
+	switch r.Method {
+	case http.MethodGet, http.MethodHead:
+	case http.MethodPut:
+		write = true
+	default:
+		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		return
+	}
+	ip, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		http.Error(w, "no caller address", http.StatusForbidden)
+		return
+	}
+	job, err := g.Callers.JobAt(r.Context(), ip)
+	if err != nil {
+		g.logf("%s %s from %s: refused: %v", r.Method, r.URL.Path, ip, err)
+		http.Error(w, "refused: "+err.Error(), http.StatusForbidden)
+		return
+	}
+	if write && !g.CanWrite(job.Ref()) {
+		g.logf("PUT from %s (%s at %s): refused: its ref may not write", ip, job.Repository, job.Ref())
+		http.Error(w, fmt.Sprintf("refused: a job of %s may not write this cache (the stack's writers: %s)", job.Ref(), strings.Join(g.WriteRefs, ", ")), http.StatusForbidden)
+		return
+	}
+	r.URL.Path = "/" + m[1] + "/" + g.Key(job, m[2])
+	r.URL.RawPath = ""
+	// No credential of the caller's reaches the server.
+	r.Header.Del("Authorization")
+	g.reverseProxy().ServeHTTP(w, r)
+}
+
+func (g *Gate) reverseProxy() *httputil.ReverseProxy {
+	if g.proxy == nil {
+		g.proxy = &httputil.ReverseProxy{Rewrite: func(pr *httputil.ProxyRequest) { pr.SetURL(g.Upstream) }}
+	}
+	return g.proxy
+}
+
+func (g *Gate) logf(format string, args ...any) {
+	if g.Log != nil {
+		g.Log.Printf(format, args...)
+	}
+}
