@@ -78,7 +78,8 @@ type Config struct {
 	RetryRunner RetryRunner
 	// Retrier is the in-cluster retrier; its zero value is none.
 	Retrier Retrier
-	// Gpuci is the gpuci release the stack's pods run (the retrier, the compiler caches' gates).
+	// Gpuci is a gpuci release the stack's pods run (the retrier, the compiler caches' gates)
+	// instead of the stack's own build; the zero value is the build.
 	Gpuci Gpuci
 	// CompilerCacheExpiryDays is how long an object of the compiler cache may go unused
 	// before S3 expires it (CompilerCaches: which pools have one).
@@ -171,7 +172,7 @@ func Parse(stack string, get Getter, isSecret func(key string) bool) (*Config, e
 	c.ImageCache = p.parseImageCache(c.ClusterName)
 	p.object(KeyCompilerCacheWriteRefs, &c.CompilerCacheWriteRefs)
 	c.Gpuci = p.parseGpuci()
-	c.Retrier = p.parseRetrier(c.Gpuci)
+	c.Retrier = p.parseRetrier()
 	p.object(KeyPublicAccessCidrs, &c.PublicAccessCIDRs)
 	p.object(KeyAdminPrincipals, &c.AdminPrincipals)
 	c.DeployRoleArn, c.PreviewRoleArn = p.str(KeyDeployRoleArn), p.str(KeyPreviewRoleArn)

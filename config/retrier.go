@@ -8,16 +8,13 @@ import (
 
 // Retrier is the in-cluster retrier (k8s.Retrier): a small Deployment of the stack's own that
 // re-runs, once, the jobs a spot interruption ended, in every repository of the organization,
-// with nothing in any repository. It runs a released gpuci (its Linux binary, checked against
-// its SHA-256) with a GitHub token of its own; the zero value is none.
+// with nothing in any repository. It runs the stack's gpuci (its own build, or a release:
+// Config.Gpuci) with a GitHub token of its own; the zero value is none.
 type Retrier struct {
 	// GitHubToken may re-run jobs: a fine-grained token of the organization with Actions
 	// read and write on its repositories. Not ARC's credential: the
 	// runners' namespace, where ARC's lives, must not hold one that re-runs jobs.
 	GitHubToken *Secret
-	// GpuciVersion is the gpuci release it runs (a tag, v<major>.<minor>.<patch>), and
-	// GpuciSHA256 its gpuci_linux_amd64's SHA-256 (the release notes print it).
-	GpuciVersion, GpuciSHA256 string
 	// SpotCoolDown is how long, after it re-runs a job a spot interruption ended, the job's
 	// pool launches on-demand nodes (k8s.CoolDownNodePoolFor): Karpenter itself avoids an
 	// interrupted offering for three minutes only, and a spot shortage outlasts that. Zero
@@ -37,11 +34,10 @@ var (
 	sha256RE     = regexp.MustCompile(`^[0-9a-f]{64}$`)
 )
 
-// Gpuci is the gpuci release the stack's own pods run: the in-cluster retrier, and each
-// compiler cache's gate (k8s.CompilerCacheServer), which alone lets a trusted ref's jobs
-// write. Its keys keep the retrier's names (retrierGpuciVersion, retrierGpuciSha256), the
-// first pod to run it. The zero value is none: then the retrier cannot run and no compiler
-// cache takes a write.
+// Gpuci is a gpuci release for the stack's own pods to run (the in-cluster retrier, each
+// compiler cache's gate) instead of the stack's own build of its source (stack.BuildGpuci).
+// Its keys keep the retrier's names (retrierGpuciVersion, retrierGpuciSha256), the first pod
+// to run it. The zero value is none: the stack builds its own.
 type Gpuci struct{ Version, SHA256 string }
 
 // Pinned reports whether the stack names a gpuci release.
@@ -63,14 +59,11 @@ func (p *parser) parseGpuci() Gpuci {
 	return g
 }
 
-func (p *parser) parseRetrier(g Gpuci) Retrier {
-	r := Retrier{GpuciVersion: g.Version, GpuciSHA256: g.SHA256}
+func (p *parser) parseRetrier() Retrier {
+	var r Retrier
 	token, hasToken := p.secret(KeyRetrierGitHubToken)
 	if !hasToken {
 		return r
-	}
-	if !g.Pinned() {
-		p.fail(KeyRetrierGpuciVersion, "is not set: the retrier runs a released gpuci (and "+KeyRetrierGpuciSHA256+" its SHA-256)", "v0.4.0")
 	}
 	r.GitHubToken = token
 	cool := p.str(KeyRetrierSpotCoolDown)

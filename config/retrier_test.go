@@ -23,18 +23,23 @@ func parseRetrier(t *testing.T, secret bool, kv ...string) (*config.Config, erro
 		func(k string) bool { return secret || k != "lux-gpu-ci:retrierGitHubToken" })
 }
 
-// The in-cluster retrier is on with its token, and then runs a release it can check; every
-// half-configured form is refused naming its key.
+// The in-cluster retrier is on with its token, and runs the stack's own gpuci or a release it
+// can check; every half-configured form is refused naming its key.
 func TestTheRetrierIsConfiguredWhole(t *testing.T) {
 	c, err := parseRetrier(t, true)
 	require.NoError(t, err)
 	assert.False(t, c.Retrier.Enabled(), "off by default")
 
+	c, err = parseRetrier(t, true, "retrierGitHubToken", "github_pat_x")
+	require.NoError(t, err, "no release: the stack builds its own gpuci")
+	assert.True(t, c.Retrier.Enabled())
+	assert.False(t, c.Gpuci.Pinned())
+
 	c, err = parseRetrier(t, true, "retrierGitHubToken", "github_pat_x", "retrierGpuciVersion", "v0.4.0", "retrierGpuciSha256", releaseSHA)
 	require.NoError(t, err)
 	require.True(t, c.Retrier.Enabled())
 	assert.Equal(t, "github_pat_x", c.Retrier.GitHubToken.Reveal())
-	assert.Equal(t, "v0.4.0", c.Retrier.GpuciVersion)
+	assert.Equal(t, config.Gpuci{Version: "v0.4.0", SHA256: releaseSHA}, c.Gpuci)
 	assert.Equal(t, 30*time.Minute, c.Retrier.SpotCoolDown, "the default cool-down")
 
 	for name, tc := range map[string]struct {
@@ -42,7 +47,6 @@ func TestTheRetrierIsConfiguredWhole(t *testing.T) {
 		kv     []string
 		key    string
 	}{
-		"no release":            {true, []string{"retrierGitHubToken", "github_pat_x"}, "retrierGpuciVersion"},
 		"a branch, not a tag":   {true, []string{"retrierGitHubToken", "github_pat_x", "retrierGpuciVersion", "main", "retrierGpuciSha256", releaseSHA}, "retrierGpuciVersion"},
 		"a short sum":           {true, []string{"retrierGitHubToken", "github_pat_x", "retrierGpuciVersion", "v0.4.0", "retrierGpuciSha256", "3f1c2a9e"}, "retrierGpuciSha256"},
 		"a release, no sum":     {true, []string{"retrierGpuciVersion", "v0.4.0"}, "retrierGpuciSha256"},

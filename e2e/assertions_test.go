@@ -11,7 +11,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -36,6 +35,7 @@ import (
 	"github.com/luxfi/lux-gpu-ci/internal/testsupport/destroyorder"
 	"github.com/luxfi/lux-gpu-ci/internal/testsupport/fakeaws"
 	"github.com/luxfi/lux-gpu-ci/internal/wellknown"
+	"github.com/luxfi/lux-gpu-ci/stack"
 )
 
 // assertAccount checks what the stack chose in the account: the zones EKS accepts that
@@ -364,14 +364,13 @@ func orgRunnerGroups(mux *http.ServeMux) {
 	})
 }
 
-// buildGpuci builds the operator's command from cmd/gpuci into dir, as a team installs it.
-func buildGpuci(t *testing.T, ctx context.Context, dir string) string {
-	bin := filepath.Join(dir, "gpuci")
-	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/gpuci")
-	build.Dir = repoRoot(t)
-	out, err := build.CombinedOutput()
-	require.NoError(t, err, "go build ./cmd/gpuci: %s", out)
-	return bin
+// buildGpuci is gpuci built from cmd/gpuci: the build the program made for the stack's pods
+// (stack.BuildGpuci, once per process, the inline program's being this one), which is the
+// operator's command too (a static linux/amd64 binary, as a team on Linux installs it).
+func buildGpuci(t *testing.T) string {
+	b, err := stack.BuildGpuci()
+	require.NoError(t, err)
+	return b.Path
 }
 
 // doctorFinding is one finding of `gpuci doctor --json`.

@@ -15,6 +15,8 @@ package e2e
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"encoding/xml"
 	"fmt"
@@ -77,6 +79,23 @@ func compilerCacheBuilds(t *testing.T, ctx context.Context, core kubernetes.Inte
 		servers[pool] = d.Spec.Template.Spec
 		require.Len(t, d.Spec.Template.Spec.Containers, 2, "%s: the server and its gate (the stack pins a gpuci)", d.Name)
 	}
+	// The gates run the very build the stack stored in its bucket (stack.BuildGpuci): the
+	// object's key and its asset's hash are the file's SHA-256, which each server's fetch pins.
+	sum := fileSHA256(t, gpuci)
+	var stored []apitype.ResourceV3
+	for _, r := range resources {
+		if string(r.Type) == "aws:s3/bucketObjectv2:BucketObjectv2" {
+			stored = append(stored, r)
+		}
+	}
+	require.Len(t, stored, 1, "one gpuci in the stack's bucket")
+	assert.Equal(t, wellknown.GpuciKey(sum), stored[0].Outputs["key"])
+	source, _ := stored[0].Inputs["source"].(map[string]any)
+	assert.Equal(t, sum, source["hash"], "the engine hashed the file it uploaded: %v", source)
+	for pool, spec := range servers {
+		require.Len(t, spec.InitContainers, 1, pool)
+		assert.Contains(t, spec.InitContainers[0].Env, corev1.EnvVar{Name: "SHA256", Value: sum}, "%s's gate runs that build or nothing", pool)
+	}
 	dir := t.TempDir()
 	gates := map[string]string{} // pool → its gate's kubeconfig, of the server's own account
 	for pool, spec := range servers {
@@ -126,6 +145,9 @@ func compilerCacheBuilds(t *testing.T, ctx context.Context, core kubernetes.Inte
 	report := workflowReport(t, filepath.Join(dir, "ccache-2"))
 	assert.Contains(t, report, fmt.Sprintf("compiler cache: %d of %d compilations hit (100%%), %d from the pool's cache", len(compilerCacheSources), len(compilerCacheSources), len(compilerCacheSources)))
 
+	// A stale object never links: depend mode, as the pools' pods set it (their env).
+	staleObjectsNeverLink(t, ccache, writerEnv)
+
 	// The read-only pool: its server reads gpu-spot's prefix; its builds hit and write nothing.
 	ro := startCacheServer(t, ctx, core, server, gpuci, gates["gpu-spot-container"], servers["gpu-spot-container"], bucket, s3, agent, filepath.Join(dir, "ro"))
 	before := listBucket(t, s3Backend, bucket)
@@ -172,6 +194,14 @@ func compilerCacheBuilds(t *testing.T, ctx context.Context, core kubernetes.Inte
 	for _, o := range listBucket(t, s3Backend, bucket) {
 		assert.NotContains(t, o, key, "no object under the planted key")
 	}
+}
+
+// fileSHA256 is a file's SHA-256, hex.
+func fileSHA256(t *testing.T, path string) string {
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
 }
 
 // mainWorkflowRef is a workflow run of main, as ARC records its job (jobWorkflowRef).
@@ -555,4 +585,84 @@ func freeAddr(t *testing.T) string {
 	require.NoError(t, err)
 	defer l.Close()
 	return l.Addr().String()
+}
+
+// nvccStandIn stands in for nvcc where no CUDA toolkit is (here): a script named nvcc, so
+// ccache treats it as nvcc (src/ccache/ccache.cpp :330-331 at v4.12.1, by name), that
+// preprocesses as nvcc's device pass does (-E with __CUDA_ARCH__ defined: what made ccache's
+// preprocessor mode, and sccache's, key a host-only edit like the old source;
+// mozilla/sccache#2299) and compiles the host pass (g++, without it).
+const nvccStandIn = `#!/bin/sh
+for a; do [ "$a" = -E ] && exec g++ -x c++ -D__CUDA_ARCH__=750 "$@"; done
+exec g++ -x c++ "$@"
+`
+
+// staleObjectsNeverLink: the job's ccache settings (those the pool's pods carry) compile a .cu
+// file as CMake has nvcc do it (-MD -MT -MF: CMake's Modules/Compiler/NVIDIA.cmake, nvcc 10.2
+// and later), then the host-only code under #ifndef __CUDA_ARCH__ is edited, then a header it
+// includes: each rebuild misses and links the new code. Without CCACHE_DEPEND the same
+// rebuilds hit the old object, which shows the stand-in keeps nvcc's flaw (the check can fail).
+func staleObjectsNeverLink(t *testing.T, ccache string, env map[string]string) {
+	require.Equal(t, "1", env["CCACHE_DEPEND"], "the pool's jobs use depend mode")
+	for _, depend := range []bool{true, false} {
+		dir := t.TempDir()
+		bin, src := filepath.Join(dir, "bin"), filepath.Join(dir, "src")
+		require.NoError(t, os.MkdirAll(bin, 0o755))
+		require.NoError(t, os.MkdirAll(src, 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(bin, "nvcc"), []byte(nvccStandIn), 0o755))
+		vars := []string{"PATH=" + bin + ":" + os.Getenv("PATH"), "HOME=" + dir, "CCACHE_DIR=" + filepath.Join(dir, "cache"),
+			"CCACHE_BASEDIR=" + env["CCACHE_BASEDIR"], "CCACHE_COMPILERCHECK=" + env["CCACHE_COMPILERCHECK"]}
+		if depend {
+			vars = append(vars, "CCACHE_DEPEND="+env["CCACHE_DEPEND"])
+		}
+		write := func(name, body string) {
+			require.NoError(t, os.WriteFile(filepath.Join(src, name), []byte(body), 0o644))
+		}
+		// build compiles kern.cu and links it with a main that prints host_value().
+		build := func() (stats map[string]int, printed string) {
+			compile := exec.Command(ccache, "nvcc", "-O2", "-MD", "-MT", "kern.o", "-MF", "kern.o.d", "-c", "kern.cu", "-o", "kern.o")
+			compile.Dir, compile.Env = src, vars
+			out, err := compile.CombinedOutput()
+			require.NoError(t, err, "ccache nvcc -c kern.cu: %s", out)
+			link := exec.Command("g++", "-o", "app", "kern.o", "main.cpp")
+			link.Dir, link.Env = src, vars
+			out, err = link.CombinedOutput()
+			require.NoError(t, err, "%s", out)
+			run, err := exec.Command(filepath.Join(src, "app")).Output()
+			require.NoError(t, err)
+			st := exec.Command(ccache, "--print-stats")
+			st.Env = vars
+			b, err := st.Output()
+			require.NoError(t, err)
+			stats = map[string]int{}
+			for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+				if k, v, ok := strings.Cut(line, "\t"); ok {
+					if n, err := strconv.Atoi(v); err == nil {
+						stats[k] = n
+					}
+				}
+			}
+			return stats, strings.TrimSpace(string(run))
+		}
+		write("main.cpp", "#include <cstdio>\nint host_value();\nint main() { std::printf(\"%d\\n\", host_value()); }\n")
+		write("host.h", "#ifndef __CUDA_ARCH__\ninline int from_header() { return 10; }\n#endif\n")
+		kern := func(v int) string {
+			return fmt.Sprintf("#include \"host.h\"\n#ifndef __CUDA_ARCH__\nint host_value() { return %d + from_header(); }\n#endif\n", v)
+		}
+		write("kern.cu", kern(1))
+		_, printed := build()
+		require.Equal(t, "11", printed)
+		write("kern.cu", kern(2))
+		stats, printed := build()
+		write("host.h", "#ifndef __CUDA_ARCH__\ninline int from_header() { return 20; }\n#endif\n")
+		stats2, printed2 := build()
+		if depend {
+			assert.Equal(t, "12", printed, "an edit to host-only code is compiled, not served from the cache: %v", nonZero(stats))
+			assert.Equal(t, "22", printed2, "an edit to a header's host-only code too: %v", nonZero(stats2))
+			assert.Zero(t, stats2["preprocessed_cache_hit"], "no preprocessed lookup at all")
+			continue
+		}
+		assert.Equal(t, "11", printed, "without depend mode the stand-in links the old object, as nvcc would: %v", nonZero(stats))
+		assert.Equal(t, "11", printed2, "for a header's edit too: %v", nonZero(stats2))
+	}
 }

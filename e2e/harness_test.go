@@ -264,10 +264,9 @@ func newHarness(t *testing.T, ctx context.Context, e env, work string) *harness 
 	require.NoError(t, err)
 	require.NoError(t, h.stack.SetConfig(ctx, config.Project+":"+config.KeyGitHubToken, auto.ConfigValue{Value: token, Secret: true}))
 	require.NoError(t, h.stack.SetConfig(ctx, config.Project+":"+config.KeyRegistryCredentials, auto.ConfigValue{Value: registryCredentials, Secret: true}))
-	// The in-cluster retrier, as an organization turns it on (docs/operations.md).
+	// The in-cluster retrier, as an organization turns it on (docs/operations.md): its token;
+	// it runs the stack's own build of gpuci.
 	require.NoError(t, h.stack.SetConfig(ctx, config.Project+":"+config.KeyRetrierGitHubToken, auto.ConfigValue{Value: retrierToken, Secret: true}))
-	require.NoError(t, h.stack.SetConfig(ctx, config.Project+":"+config.KeyRetrierGpuciVersion, auto.ConfigValue{Value: "v0.4.0"}))
-	require.NoError(t, h.stack.SetConfig(ctx, config.Project+":"+config.KeyRetrierGpuciSHA256, auto.ConfigValue{Value: strings.Repeat("ab", 32)}))
 	return h
 }
 

@@ -103,7 +103,7 @@ func (r *run) startNodes(t *testing.T) {
 // run (the compiler caches' gates, the retrier).
 func (r *run) operatorsGpuci(t *testing.T) string {
 	if r.gpuci == "" {
-		r.gpuci = buildGpuci(t, r.ctx, r.work)
+		r.gpuci = buildGpuci(t)
 	}
 	return r.gpuci
 }

@@ -10,8 +10,9 @@
 #     with gh logged in, the repository's environments (the stack's: main only), variables and
 #     passphrase secret; DEPLOY_REVIEWERS=alice,bob also makes deploys and previews wait for one
 #     of them, where the repository's plan offers required reviewers
-#   export RETRIER_GITHUB_TOKEN=github_pat_... GPUCI_RELEASE=v0.4.0 GPUCI_RELEASE_SHA256=...  # optional:
-#     the in-cluster retrier, which re-runs interrupted jobs in every repository
+#   export RETRIER_GITHUB_TOKEN=github_pat_...  # optional: the in-cluster retrier, which re-runs
+#     interrupted jobs in every repository (it runs the stack's own build of gpuci; with
+#     GPUCI_RELEASE=v0.4.0 GPUCI_RELEASE_SHA256=... a release instead)
 #   make bootstrap                    # the starter stack; STACK=dev for another; make preflight: the checks only
 #
 # Preflight, before anything is changed: the prerequisites, working AWS credentials, the EC2 Spot
@@ -56,8 +57,8 @@ if ! $preflight_only; then
 	if [[ -n ${GITHUB_APP_ID:-} && (-z ${GITHUB_APP_INSTALLATION_ID:-} || ! -r ${GITHUB_APP_PRIVATE_KEY_FILE:-/nonexistent}) ]]; then
 		problems+=("GitHub App auth needs GITHUB_APP_INSTALLATION_ID and a readable GITHUB_APP_PRIVATE_KEY_FILE")
 	fi
-	if [[ -n ${RETRIER_GITHUB_TOKEN:-} && (-z ${GPUCI_RELEASE:-} || -z ${GPUCI_RELEASE_SHA256:-}) ]]; then
-		problems+=("RETRIER_GITHUB_TOKEN is set, but not GPUCI_RELEASE and GPUCI_RELEASE_SHA256: the gpuci release the retrier runs (a v* tag) and its gpuci_linux_amd64's SHA-256, from its release notes")
+	if [[ -n ${GPUCI_RELEASE:-} && -z ${GPUCI_RELEASE_SHA256:-} ]] || [[ -z ${GPUCI_RELEASE:-} && -n ${GPUCI_RELEASE_SHA256:-} ]]; then
+		problems+=("set GPUCI_RELEASE and GPUCI_RELEASE_SHA256 together (a v* tag and its gpuci_linux_amd64's SHA-256, from its release notes), or neither: the stack then runs its own build of gpuci")
 	fi
 fi
 # One state for one stack: bootstrap and deploy.yml (which reads vars.PULUMI_BACKEND_URL) must
@@ -160,9 +161,12 @@ for r in "docker.io DOCKERHUB" "ghcr.io GHCR"; do
 	creds+=("\"$host\": {\"username\": \"${!user_var}\", \"accessToken\": \"${!token_var}\"}")
 done
 stop_if_problems
-# The in-cluster retrier (docs/operations.md): its token, and the gpuci release it runs.
+# The in-cluster retrier (docs/operations.md): its token; a gpuci release for the stack's pods
+# if one is named (else the stack builds its own).
 if [[ -n ${RETRIER_GITHUB_TOKEN:-} ]]; then
 	printf '%s' "$RETRIER_GITHUB_TOKEN" | pulumi config set --secret retrierGitHubToken
+fi
+if [[ -n ${GPUCI_RELEASE:-} ]]; then
 	pulumi config set retrierGpuciVersion "$GPUCI_RELEASE"
 	pulumi config set retrierGpuciSha256 "$GPUCI_RELEASE_SHA256"
 fi

@@ -304,14 +304,14 @@ func TestBootstrapConfiguresTheDeployingRepository(t *testing.T) {
 	assert.Contains(t, out, "stand-in pulumi config set retrierGpuciVersion v0.4.0")
 	assert.NotContains(t, out, "github_pat_retrier")
 
-	// The token without its release stops before anything is changed.
+	// A release without its sum stops before anything is changed.
 	cmd = exec.Command("bash", "bootstrap.sh")
 	cmd.Env = append(bootstrapEnv(), "PATH="+standIns(t), "AWS_REGION=us-west-2", "STACK=dev", "STACK_FILE_DIR="+testkit.FixtureDir(t), "YES=1",
 		"GITHUB_ORG=luxfi", "GITHUB_PAT=ghp_x", "FAKE_QUOTA_L_3819A6DF=8", "FAKE_QUOTA_L_DB2E81BA=4", "PULUMI_BACKEND_URL=s3://lux-gpu-ci-state",
-		"RETRIER_GITHUB_TOKEN=github_pat_retrier")
+		"RETRIER_GITHUB_TOKEN=github_pat_retrier", "GPUCI_RELEASE=v0.4.0")
 	b, err = cmd.CombinedOutput()
 	require.Error(t, err, "%s", b)
-	assert.Contains(t, string(b), "RETRIER_GITHUB_TOKEN is set, but not GPUCI_RELEASE and GPUCI_RELEASE_SHA256")
+	assert.Contains(t, string(b), "set GPUCI_RELEASE and GPUCI_RELEASE_SHA256 together")
 	assert.NotContains(t, string(b), "stand-in pulumi", "nothing was changed")
 }
 

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"slices"
 
 	awseks "github.com/pulumi/pulumi-aws/sdk/v6/go/aws/eks"
 	"github.com/pulumi/pulumi-aws/sdk/v6/go/aws/iam"
@@ -28,10 +29,20 @@ type CompilerCacheArgs struct {
 	// ExpiryDays is how long an object may go unused before S3 expires it.
 	ExpiryDays int
 	Tags       map[string]string
+	// Gpuci is the gpuci the stack built for its pods (nil where it runs a release): stored in
+	// the bucket under wellknown.GpuciKey, readable by every server's role and the retrier's.
+	Gpuci *GpuciBinary
+	// Retrier has the in-cluster retrier's account a role that reads the stored gpuci.
+	Retrier bool
 }
 
-// CompilerCache is the S3 bucket behind the compiler cache servers (k8s.CompilerCache) and
-// each server's credentials: a role, by EKS Pod Identity, for its ServiceAccount only, that
+// GpuciBinary is gpuci built for the stack's pods (stack.BuildGpuci): the file and its
+// SHA-256.
+type GpuciBinary struct{ Path, SHA256 string }
+
+// CompilerCache is the stack's bucket: behind the compiler cache servers (k8s.CompilerCache),
+// and where the stack keeps the gpuci its pods run (when it builds its own), with each
+// server's credentials and the retrier's: a role, by EKS Pod Identity, for its ServiceAccount only, that
 // reaches its prefix only, and writes it only where the pool is read-write. No static key
 // exists. The bucket is private (public access blocked, ACLs off), encrypted, refuses plain
 // HTTP, expires what goes unused and is emptied and deleted with the stack: a cache holds
@@ -41,6 +52,8 @@ type CompilerCache struct {
 
 	// Bucket is the bucket's name.
 	Bucket pulumi.StringOutput
+	// RetrierResources are the retrier's role and association (none without a retrier).
+	RetrierResources []pulumi.Resource
 	// Resources are what the servers need while they run (the bucket, its settings, the
 	// roles and associations): the Kubernetes side depends on them.
 	Resources []pulumi.Resource
@@ -112,16 +125,21 @@ func NewCompilerCache(ctx *pulumi.Context, name string, args *CompilerCacheArgs,
 	}
 	// Expiry counts from an object's last write; a read-write server rewrites an object it
 	// serves (bazel-remote's --s3.update_timestamps), so what its builds still hit lives on.
-	lifecycle, err := s3.NewBucketLifecycleConfigurationV2(ctx, name, &s3.BucketLifecycleConfigurationV2Args{
-		Bucket: bucket.ID(),
-		Rules: s3.BucketLifecycleConfigurationV2RuleArray{&s3.BucketLifecycleConfigurationV2RuleArgs{
-			Id:                             pulumi.String("expire-unused"),
+	// Only the caches' prefixes expire: the stored gpuci lives as long as the stack runs it.
+	var rules s3.BucketLifecycleConfigurationV2RuleArray
+	for _, prefix := range CachePrefixes(args.Services) {
+		rules = append(rules, &s3.BucketLifecycleConfigurationV2RuleArgs{
+			Id:                             pulumi.String("expire-unused-" + prefix),
 			Status:                         pulumi.String("Enabled"),
-			Filter:                         &s3.BucketLifecycleConfigurationV2RuleFilterArgs{},
+			Filter:                         &s3.BucketLifecycleConfigurationV2RuleFilterArgs{Prefix: pulumi.String(prefix + "/")},
 			Expiration:                     &s3.BucketLifecycleConfigurationV2RuleExpirationArgs{Days: pulumi.Int(args.ExpiryDays)},
 			AbortIncompleteMultipartUpload: &s3.BucketLifecycleConfigurationV2RuleAbortIncompleteMultipartUploadArgs{DaysAfterInitiation: pulumi.Int(1)},
-		}},
-	}, parent)
+		})
+	}
+	var lifecycle pulumi.Resource
+	if len(rules) > 0 {
+		lifecycle, err = s3.NewBucketLifecycleConfigurationV2(ctx, name, &s3.BucketLifecycleConfigurationV2Args{Bucket: bucket.ID(), Rules: rules}, parent)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -139,7 +157,25 @@ func NewCompilerCache(ctx *pulumi.Context, name string, args *CompilerCacheArgs,
 	if err != nil {
 		return nil, err
 	}
-	made.add(block, owner, sse, lifecycle, policy)
+	made.add(block, owner, sse, policy)
+	if lifecycle != nil {
+		made.add(lifecycle)
+	}
+	var gpuci pulumi.StringArray // the stored gpuci's ARN, for its readers
+	if g := args.Gpuci; g != nil {
+		obj, err := s3.NewBucketObjectv2(ctx, name+"-gpuci", &s3.BucketObjectv2Args{
+			Bucket:      bucket.ID(),
+			Key:         pulumi.String(wellknown.GpuciKey(g.SHA256)),
+			Source:      pulumi.NewFileAsset(g.Path),
+			ContentType: pulumi.String("application/octet-stream"),
+			Tags:        tags,
+		}, parent, pulumi.DependsOn([]pulumi.Resource{policy, sse}))
+		if err != nil {
+			return nil, fmt.Errorf("storing the stack's gpuci: %w", err)
+		}
+		made.add(obj)
+		gpuci = pulumi.StringArray{pulumi.Sprintf("%s/%s", bucket.Arn, wellknown.GpuciKey(g.SHA256))}
+	}
 
 	for _, svc := range args.Services {
 		sa := wellknown.CompilerCacheName(svc.Name)
@@ -156,7 +192,7 @@ func NewCompilerCache(ctx *pulumi.Context, name string, args *CompilerCacheArgs,
 		access, err := iam.NewRolePolicy(ctx, name+"-"+svc.Name, &iam.RolePolicyArgs{
 			Role:   role.Name,
 			Name:   pulumi.String("compiler-cache"),
-			Policy: policyDocument(ctx, c, "", CompilerCacheStatements(bucket.Arn, svc)...),
+			Policy: policyDocument(ctx, c, "", append(CompilerCacheStatements(bucket.Arn, svc), readGpuci(gpuci)...)...),
 		}, parent)
 		if err != nil {
 			return nil, err
@@ -176,12 +212,64 @@ func NewCompilerCache(ctx *pulumi.Context, name string, args *CompilerCacheArgs,
 		made.add(role, access, assoc)
 	}
 
+	if args.Retrier && gpuci != nil {
+		sa := wellknown.RetrierServiceAccount
+		role, _, err := newRole(ctx, c, name+"-retrier", roleSpec{
+			Name:        RetrierRoleName(args.ClusterName),
+			Description: "The in-cluster retrier of " + args.ClusterName + ": reads the gpuci the stack stored for it",
+			Trust:       podIdentityTrust(args.Partition, args.Region, args.AccountID, args.ClusterName, wellknown.RetrierNamespace, sa),
+			Tags:        tags,
+			Boundary:    args.Boundary,
+		})
+		if err != nil {
+			return nil, err
+		}
+		access, err := iam.NewRolePolicy(ctx, name+"-retrier", &iam.RolePolicyArgs{
+			Role: role.Name, Name: pulumi.String("gpuci"), Policy: policyDocument(ctx, c, "", readGpuci(gpuci)...),
+		}, parent)
+		if err != nil {
+			return nil, err
+		}
+		assoc, err := awseks.NewPodIdentityAssociation(ctx, name+"-retrier", &awseks.PodIdentityAssociationArgs{
+			ClusterName: args.EKSClusterName, Namespace: pulumi.String(wellknown.RetrierNamespace), ServiceAccount: pulumi.String(sa),
+			RoleArn: role.Arn, Tags: tags,
+		}, parent, pulumi.DependsOn([]pulumi.Resource{args.PodIdentityAgent}))
+		if err != nil {
+			return nil, fmt.Errorf("creating the Pod Identity association of %s: %w", sa, err)
+		}
+		c.RetrierResources = []pulumi.Resource{role, access, assoc}
+	}
+
 	c.Bucket = bucket.Bucket
 	c.Resources = made
 	if err := ctx.RegisterResourceOutputs(c, pulumi.Map{"bucket": c.Bucket}); err != nil {
 		return nil, err
 	}
 	return c, nil
+}
+
+// readGpuci lets a role read the stored gpuci, and nothing else of the bucket (none where the
+// stack stores none).
+func readGpuci(object pulumi.StringArray) []statement {
+	if object == nil {
+		return nil
+	}
+	return []statement{{Sid: "ReadTheStacksGpuci", Actions: []string{"s3:GetObject"}, Resources: object}}
+}
+
+// RetrierRoleName is the in-cluster retrier's role.
+func RetrierRoleName(cluster string) string { return cluster + "-retrier" }
+
+// CachePrefixes are the bucket's prefixes the caches fill (each read-write pool's), sorted.
+func CachePrefixes(services []config.CompilerCacheService) []string {
+	var out []string
+	for _, s := range services {
+		if s.Writes() && !slices.Contains(out, s.Prefix) {
+			out = append(out, s.Prefix)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // CompilerCacheStatements are what a cache server's role may do: read its prefix (and list

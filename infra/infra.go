@@ -52,14 +52,17 @@ type Outputs struct {
 	// them, so the controller starts with its credentials and drains GPU nodes on destroy
 	// with them.
 	KarpenterLifelines lifelines.Set
-	// CompilerCacheBucket is the compiler cache's bucket ("" when no pool has a cache), and
-	// CompilerCacheLifelines its settings and the servers' roles: the servers depend on them.
+	// CompilerCacheBucket is the stack's bucket ("" when it has none: no compiler cache and no
+	// stored gpuci), and CompilerCacheLifelines its settings and the servers' roles: the
+	// servers depend on them. RetrierLifelines are the retrier's role and association.
 	CompilerCacheBucket    pulumi.StringOutput
 	CompilerCacheLifelines []pulumi.Resource
+	RetrierLifelines       []pulumi.Resource
 }
 
-// New builds the AWS layer from validated configuration.
-func New(ctx *pulumi.Context, cfg *config.Config) (*Outputs, error) {
+// New builds the AWS layer from validated configuration; gpuci is the build the stack's pods
+// run (nil where they run a release).
+func New(ctx *pulumi.Context, cfg *config.Config, gpuci *GpuciBinary) (*Outputs, error) {
 	// Look-ups first: if the account cannot hold the stack, fail before creating anything.
 	zones, err := chooseZones(ctx, cfg.ClusterName, cfg.Network.AZCount, cfg.Pools())
 	if err != nil {
@@ -184,8 +187,8 @@ func New(ctx *pulumi.Context, cfg *config.Config) (*Outputs, error) {
 	}); err != nil {
 		return nil, err
 	}
-	bucket, cacheLifelines := pulumi.String("").ToStringOutput(), []pulumi.Resource(nil)
-	if services := cfg.CompilerCaches(); len(services) > 0 {
+	bucket, cacheLifelines, retrierLifelines := pulumi.String("").ToStringOutput(), []pulumi.Resource(nil), []pulumi.Resource(nil)
+	if services := cfg.CompilerCaches(); len(services) > 0 || (gpuci != nil && cfg.Retrier.Enabled()) {
 		cc, err := NewCompilerCache(ctx, "compiler-cache", &CompilerCacheArgs{
 			ClusterName:      cfg.ClusterName,
 			Region:           cfg.Region,
@@ -197,11 +200,13 @@ func New(ctx *pulumi.Context, cfg *config.Config) (*Outputs, error) {
 			ExpiryDays:       cfg.CompilerCacheExpiryDays,
 			Boundary:         cfg.PermissionsBoundaryArn(),
 			Tags:             cfg.Tags,
+			Gpuci:            gpuci,
+			Retrier:          cfg.Retrier.Enabled(),
 		})
 		if err != nil {
 			return nil, err
 		}
-		bucket, cacheLifelines = cc.Bucket, cc.Resources
+		bucket, cacheLifelines, retrierLifelines = cc.Bucket, cc.Resources, cc.RetrierResources
 	}
 	if b := cfg.Budget; b != nil {
 		if _, err := NewBudget(ctx, "budget", &BudgetArgs{
@@ -230,6 +235,7 @@ func New(ctx *pulumi.Context, cfg *config.Config) (*Outputs, error) {
 
 		CompilerCacheBucket:    bucket,
 		CompilerCacheLifelines: cacheLifelines,
+		RetrierLifelines:       retrierLifelines,
 	}, nil
 }
 

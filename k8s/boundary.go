@@ -150,9 +150,12 @@ func ARCSystemsNetworkPolicies() []networkingv1.NetworkPolicy {
 }
 
 // RetrierNetworkPolicies are the in-cluster retrier's namespace's (its token may re-run jobs):
-// everything denied; out to DNS, GitHub and the API server.
+// everything denied; out to DNS, GitHub, S3 (its stored gpuci) and the API server, and to the
+// Pod Identity agent (the credentials that read the stored gpuci).
 func RetrierNetworkPolicies() []networkingv1.NetworkPolicy {
-	return []networkingv1.NetworkPolicy{DenyAll(wellknown.RetrierNamespace), controllerEgress(wellknown.RetrierNamespace)}
+	egress := controllerEgress(wellknown.RetrierNamespace)
+	egress.Spec.Egress = append(egress.Spec.Egress, podIdentityAgentEgress())
+	return []networkingv1.NetworkPolicy{DenyAll(wellknown.RetrierNamespace), egress}
 }
 
 // DenyAll denies every pod of namespace every connection, in and out.

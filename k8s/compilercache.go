@@ -15,8 +15,8 @@ package k8s
 //     server listens on the pod's loopback only. It looks each request's caller up (the pool's
 //     pod at its address, that pod's EphemeralRunner, the job ARC recorded there) and lets
 //     only a job of a trusted ref (compilerCacheWriteRefs) write; each repository's entries are
-//     its own unless the pool shares them. It runs the stack's gpuci (gpuci.go): a stack that
-//     pins none has no gate, and then its servers take no write from anyone.
+//     its own unless the pool shares them. It runs the stack's gpuci (gpuci.go); a server
+//     without a gate (none to run) takes no write from anyone.
 //   - Read-write pool: its server reads and writes the pool's prefix, and refreshes an object
 //     it serves (--s3.update_timestamps) so the bucket's expiry counts from last use.
 //   - Read-only pool: its server reads the prefix of the pool it reads from with a role that
@@ -102,6 +102,14 @@ func CompilerCacheEnv(pool config.GPUPool) []corev1.EnvVar {
 		{Name: "CCACHE_BASEDIR", Value: compilerCacheBaseDir(pool)},
 		// The compiler's content, not its mtime: two nodes' copies of one image differ in mtime.
 		{Name: "CCACHE_COMPILERCHECK", Value: "content"},
+		// Depend mode: a compilation's key is its source, flags and the headers its dependency
+		// file lists, never the preprocessor's output. nvcc -E preprocesses as the device pass
+		// (__CUDA_ARCH__ defined), so in preprocessor mode an edit to host-only code keeps the
+		// key and links the old object (mozilla/sccache#2299, the same flaw). ccache uses it
+		// when the build writes dependency files (-MD/-MMD, as CMake does) and falls back to
+		// preprocessor mode otherwise (src/ccache/ccache.cpp at v4.12.1: :2807-2811 disable,
+		// :1263-1276 the key from the dependency file).
+		{Name: "CCACHE_DEPEND", Value: "1"},
 	}
 }
 
@@ -110,7 +118,7 @@ func CompilerCacheEnv(pool config.GPUPool) []corev1.EnvVar {
 // (utils/flags/flags.go:323-328 at v2.6.2).
 const (
 	CompilerCacheBucketConfigMap = "compiler-cache"
-	CompilerCacheBucketKey       = "bucket"
+	CompilerCacheBucketKey       = bucketKey
 	compilerCacheBucketEnv       = "BAZEL_REMOTE_S3_BUCKET"
 )
 
@@ -184,7 +192,7 @@ func CompilerCacheGateRules(svc config.CompilerCacheService) map[string][]rbacv1
 
 // CompilerCacheServer is svc's Deployment: one server on the system nodes, its local copy on
 // an emptyDir, as the image's own non-root user, behind its gate where the stack pins a gpuci.
-func CompilerCacheServer(svc config.CompilerCacheService, region string, cache ImageCache, gpuci config.Gpuci) appsv1.Deployment {
+func CompilerCacheServer(svc config.CompilerCacheService, region string, cache ImageCache, gpuci Gpuci) appsv1.Deployment {
 	name := wellknown.CompilerCacheName(svc.Name)
 	labels := map[string]string{"app.kubernetes.io/name": "compiler-cache", wellknown.CompilerCacheLabel: svc.Name}
 	user := int64(65532) // the image's (BUILD.bazel BAZEL_REMOTE_USER_ID at v2.6.2)
@@ -204,7 +212,7 @@ func CompilerCacheServer(svc config.CompilerCacheService, region string, cache I
 			ImagePullPolicy: corev1.PullIfNotPresent,
 			// The image's entrypoint adds a profiling listener on :6060; these flags do not.
 			Command: []string{versions.CompilerCacheServerBinary},
-			Args:    CompilerCacheServerArgs(svc, region, gpuci.Pinned()),
+			Args:    CompilerCacheServerArgs(svc, region, gpuci.Available()),
 			Env: []corev1.EnvVar{{Name: compilerCacheBucketEnv, ValueFrom: &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{
 				LocalObjectReference: corev1.LocalObjectReference{Name: CompilerCacheBucketConfigMap}, Key: CompilerCacheBucketKey,
 			}}}},
@@ -218,17 +226,16 @@ func CompilerCacheServer(svc config.CompilerCacheService, region string, cache I
 		}},
 		Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: &disk}}}},
 	}
-	if gpuci.Pinned() {
+	if gpuci.Available() {
 		small := corev1.ResourceRequirements{
 			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("20m"), corev1.ResourceMemory: resource.MustParse("32Mi")},
 			Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("128Mi")},
 		}
-		image := cache.Pull(versions.RunnerImage)
-		pod.InitContainers = []corev1.Container{fetchGpuci(gpuci, image, small)}
+		pod.InitContainers = []corev1.Container{fetchGpuci(gpuci, cache, region, CompilerCacheBucketConfigMap, small)}
 		pod.Containers[0].Ports = nil
 		pod.Containers = append(pod.Containers, corev1.Container{
 			Name:            "gate",
-			Image:           image,
+			Image:           cache.Pull(versions.RunnerImage),
 			ImagePullPolicy: corev1.PullIfNotPresent,
 			Command:         []string{gpuciBinary},
 			Args:            CompilerCacheGateArgs(svc),
@@ -237,9 +244,9 @@ func CompilerCacheServer(svc config.CompilerCacheService, region string, cache I
 			SecurityContext: restrictedReadOnly(),
 			VolumeMounts:    []corev1.VolumeMount{gpuciMount()},
 		})
-		pod.Volumes = append(pod.Volumes, gpuciVolume())
+		pod.Volumes = append(pod.Volumes, gpuciVolumes()...)
 	}
-	if !svc.Writes() || !gpuci.Pinned() {
+	if !svc.Writes() || !gpuci.Available() {
 		pod.Containers[0].VolumeMounts = append(pod.Containers[0].VolumeMounts, corev1.VolumeMount{Name: "no-writer", MountPath: compilerCacheAuthDir, ReadOnly: true})
 		pod.Volumes = append(pod.Volumes, corev1.Volume{Name: "no-writer", VolumeSource: corev1.VolumeSource{
 			ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: name}},
@@ -286,13 +293,13 @@ func CompilerCacheService(svc config.CompilerCacheService) corev1.Service {
 // (public addresses, through the VPC's gateway endpoint) and the Pod Identity agent.
 func CompilerCacheNetworkPolicies(services []config.CompilerCacheService) []networkingv1.NetworkPolicy {
 	ns := wellknown.CompilerCacheNamespace
-	tcp, port, agentPort := corev1.ProtocolTCP, intstr.FromInt32(wellknown.CompilerCachePort), intstr.FromInt32(80)
+	tcp, port := corev1.ProtocolTCP, intstr.FromInt32(wellknown.CompilerCachePort)
 	servers := k8smeta.LabelSelector{MatchLabels: map[string]string{"app.kubernetes.io/name": "compiler-cache"}}
 	out := []networkingv1.NetworkPolicy{
 		DenyAll(ns),
 		networkPolicy(ns, "server-egress", servers, []networkingv1.PolicyType{networkingv1.PolicyTypeEgress}, []networkingv1.NetworkPolicyEgressRule{
 			dnsEgress(), internetEgress(privateRanges), tcpEgress(clusterRanges, apiServerPort), // the gate reads the API server
-			{To: []networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: podIdentityAgent}}}, Ports: []networkingv1.NetworkPolicyPort{{Protocol: &tcp, Port: &agentPort}}},
+			podIdentityAgentEgress(),
 		}),
 	}
 	for _, svc := range services {
@@ -321,6 +328,15 @@ func CompilerCacheNetworkPolicies(services []config.CompilerCacheService) []netw
 // podIdentityAgent is the EKS Pod Identity agent's address on every node (its container
 // credentials endpoint, AWS_CONTAINER_CREDENTIALS_FULL_URI).
 const podIdentityAgent = "169.254.170.23/32"
+
+// podIdentityAgentEgress reaches the agent, on its port 80.
+func podIdentityAgentEgress() networkingv1.NetworkPolicyEgressRule {
+	tcp, port := corev1.ProtocolTCP, intstr.FromInt32(80)
+	return networkingv1.NetworkPolicyEgressRule{
+		To:    []networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: podIdentityAgent}}},
+		Ports: []networkingv1.NetworkPolicyPort{{Protocol: &tcp, Port: &port}},
+	}
+}
 
 // compilerCacheEgress lets a job's pod reach the compiler cache servers' port (each server's
 // own policy then admits only its pool's pods).

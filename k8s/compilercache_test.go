@@ -26,7 +26,7 @@ import (
 // gate, no server takes a write from anyone.
 func TestCompilerCacheServer(t *testing.T) {
 	cache := testCache
-	gpuci := config.Gpuci{Version: "v0.4.0", SHA256: strings.Repeat("ab", 32)}
+	gpuci := k8s.Gpuci{Stored: strings.Repeat("ab", 32)}
 	services := []config.CompilerCacheService{
 		{Name: "gpu-spot", Prefix: "gpu-spot", Access: config.CacheReadWrite, WriteRefs: []string{"refs/heads/main"}, PodNamespaces: []string{"arc-runners"}},
 		{Name: "gpu-spot-container", Prefix: "gpu-spot", Access: config.CacheReadOnly, PodNamespaces: []string{"arc-runners", "arc-jobs-gpu-spot-container"}},
@@ -35,7 +35,7 @@ func TestCompilerCacheServer(t *testing.T) {
 	for _, svc := range services {
 		d := k8s.CompilerCacheServer(svc, "us-west-2", cache, gpuci)
 		gated[d.Name] = d
-		d = k8s.CompilerCacheServer(svc, "us-west-2", cache, config.Gpuci{})
+		d = k8s.CompilerCacheServer(svc, "us-west-2", cache, k8s.Gpuci{})
 		ungated[d.Name] = d
 	}
 	require.Len(t, gated, 2)
@@ -60,7 +60,7 @@ func TestCompilerCacheServer(t *testing.T) {
 		assert.Equal(t, "http", gate.Ports[0].Name, "the Service's target")
 		assert.Equal(t, int32(wellknown.CompilerCachePort), gate.Ports[0].ContainerPort)
 		require.Len(t, spec.InitContainers, 1)
-		assert.Contains(t, spec.InitContainers[0].Env, corev1.EnvVar{Name: "SHA256", Value: gpuci.SHA256}, "the pinned binary, or nothing")
+		assert.Contains(t, spec.InitContainers[0].Env, corev1.EnvVar{Name: "SHA256", Value: gpuci.Stored}, "the pinned binary, or nothing")
 		for _, r := range eval.EvaluatePod(psaapi.LevelVersion{Level: psaapi.LevelRestricted, Version: psaapi.LatestVersion()}, &d.Spec.Template.ObjectMeta, &spec) {
 			assert.True(t, r.Allowed, "%s: %s: %s", name, r.ForbiddenReason, r.ForbiddenDetail)
 		}

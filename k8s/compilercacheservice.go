@@ -19,8 +19,8 @@ type CompilerCacheArgs struct {
 	// Bucket is the bucket's name; Region its region.
 	Bucket pulumi.StringInput
 	Region string
-	// Gpuci is the release each server's gate runs (none: no gate, and no write).
-	Gpuci config.Gpuci
+	// Gpuci is what each server's gate runs (none: no gate, and no write).
+	Gpuci Gpuci
 	// DependsOn are the bucket and the servers' roles and Pod Identity associations
 	// (infra.CompilerCache): a server must get its credentials when it starts.
 	DependsOn  []pulumi.Resource
@@ -91,7 +91,7 @@ func NewCompilerCache(ctx *pulumi.Context, name string, args *CompilerCacheArgs,
 			return nil, err
 		}
 		deps := append([]pulumi.Resource{ns, sa, bucket}, args.DependsOn...)
-		if !svc.Writes() || !args.Gpuci.Pinned() {
+		if !svc.Writes() || !args.Gpuci.Available() {
 			f := CompilerCacheNoWriterFile(svc)
 			cm, err := newObject(ctx, name+"-"+n+"-no-writer", f.TypeMeta, f.ObjectMeta, f, inNS...)
 			if err != nil {
@@ -122,14 +122,14 @@ func NewCompilerCache(ctx *pulumi.Context, name string, args *CompilerCacheArgs,
 		c.accounts[svc.Name] = sa
 	}
 	c.Resources = made
-	c.services, c.gated, c.parent = args.Services, args.Gpuci.Pinned(), parent
+	c.services, c.gated, c.parent = args.Services, args.Gpuci.Available(), parent
 	return c, ctx.RegisterResourceOutputs(c, pulumi.Map{})
 }
 
 // LetGatesRead grants each server's gate its reads (CompilerCacheGateRules) in the runners'
-// and jobs' namespaces, which runners (NewRunners) creates. Until they exist a gate refuses
-// every request: a build misses, and nothing is written.
-func (c *CompilerCache) LetGatesRead(ctx *pulumi.Context, name string, runners pulumi.Resource) error {
+// and jobs' namespaces (namespaces: Runners.PodNamespaces). Until the grants exist a gate
+// refuses every request: a build misses, and nothing is written.
+func (c *CompilerCache) LetGatesRead(ctx *pulumi.Context, name string, namespaces []pulumi.Resource) error {
 	if !c.gated {
 		return nil
 	}
@@ -137,7 +137,7 @@ func (c *CompilerCache) LetGatesRead(ctx *pulumi.Context, name string, runners p
 		account := wellknown.CompilerCacheName(svc.Name)
 		for _, ns := range slices.Sorted(maps.Keys(CompilerCacheGateRules(svc))) {
 			if _, err := newAccountRoleOf(ctx, name+"-"+account+"-"+ns, account, wellknown.CompilerCacheNamespace, ns, CompilerCacheGateRules(svc)[ns], c.accounts[svc.Name],
-				c.parent, pulumi.DependsOn([]pulumi.Resource{runners})); err != nil {
+				c.parent, pulumi.DependsOn(namespaces)); err != nil {
 				return err
 			}
 		}

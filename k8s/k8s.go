@@ -73,8 +73,10 @@ type Args struct {
 	RetryRunner config.RetryRunner
 	// Retrier is the in-cluster retrier (config.Retrier); its zero value is none.
 	Retrier config.Retrier
-	// Gpuci is the gpuci release the stack's pods run (the retrier, the compiler caches' gates).
-	Gpuci config.Gpuci
+	// Gpuci is what the stack's pods run (the retrier, the compiler caches' gates), and
+	// RetrierLifelines the retrier's role and association that read a stored one.
+	Gpuci            Gpuci
+	RetrierLifelines []pulumi.Resource
 	// CompilerCaches are the compiler cache's servers (config.Config.CompilerCaches), on
 	// CompilerCacheBucket, with their AWS side (infra.CompilerCache) as
 	// CompilerCacheLifelines.
@@ -221,12 +223,13 @@ func New(ctx *pulumi.Context, name string, args *Args, opts ...pulumi.ResourceOp
 		return nil, err
 	}
 
-	if err := compilerCache.LetGatesRead(ctx, name+"-compiler-cache", runners); err != nil {
+	if err := compilerCache.LetGatesRead(ctx, name+"-compiler-cache", runners.PodNamespaces); err != nil {
 		return nil, err
 	}
 
 	if _, err := NewRetrier(ctx, name+"-retrier", &RetrierArgs{
-		Retrier: args.Retrier, GitHub: args.GitHub, Pools: args.Pools, ImageCache: args.ImageCache, SkipAwait: args.SkipAwait, Runners: runners,
+		Retrier: args.Retrier, GitHub: args.GitHub, Pools: args.Pools, ImageCache: args.ImageCache, Runners: runners,
+		Gpuci: args.Gpuci, Bucket: args.CompilerCacheBucket, Lifelines: args.RetrierLifelines, Region: args.Region,
 	}, in...); err != nil {
 		return nil, err
 	}

@@ -30,6 +30,10 @@ func RetrierNamespaceLabels() map[string]string {
 	return map[string]string{psaapi.EnforceLevelLabel: string(psaapi.LevelRestricted)}
 }
 
+// RetrierBucketConfigMap holds the stack bucket's name in the retrier's namespace, where its
+// stored gpuci is (gpuci.go).
+const RetrierBucketConfigMap = "stack-bucket"
+
 // retrierTokenKey is the token's key in its Secret, read as GITHUB_TOKEN.
 const retrierTokenKey = "token"
 
@@ -73,7 +77,7 @@ func CoolDownRules(r config.Retrier, pools []config.GPUPool) []rbacv1.PolicyRule
 
 // RetrierDeployment is the retrier: one replica, as the runner image's non-root user, with
 // its gpuci fetched and checked by an init container into a volume only the pod sees.
-func RetrierDeployment(r config.Retrier, gh config.GitHub, pools []config.GPUPool, cache ImageCache) appsv1.Deployment {
+func RetrierDeployment(r config.Retrier, gh config.GitHub, pools []config.GPUPool, cache ImageCache, gpuci Gpuci, region string) appsv1.Deployment {
 	labels := map[string]string{"app.kubernetes.io/name": wellknown.RetrierName}
 	user := runnerUser
 	restricted := restrictedReadOnly()
@@ -101,7 +105,7 @@ func RetrierDeployment(r config.Retrier, gh config.GitHub, pools []config.GPUPoo
 						RunAsNonRoot: ptr(true), RunAsUser: &user, RunAsGroup: &user,
 						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 					},
-					InitContainers: []corev1.Container{fetchGpuci(config.Gpuci{Version: r.GpuciVersion, SHA256: r.GpuciSHA256}, image, small)},
+					InitContainers: []corev1.Container{fetchGpuci(gpuci, cache, region, RetrierBucketConfigMap, small)},
 					Containers: []corev1.Container{{
 						Name:            "retrier",
 						Image:           image,
@@ -115,7 +119,7 @@ func RetrierDeployment(r config.Retrier, gh config.GitHub, pools []config.GPUPoo
 						SecurityContext: restricted,
 						VolumeMounts:    []corev1.VolumeMount{gpuciMount()},
 					}},
-					Volumes: []corev1.Volume{gpuciVolume()},
+					Volumes: gpuciVolumes(),
 				},
 			},
 		},

@@ -18,11 +18,16 @@ type RetrierArgs struct {
 	GitHub     config.GitHub
 	Pools      []config.GPUPool
 	ImageCache ImageCache
-	// SkipAwait creates the Deployment without waiting for it to run (the e2e API server).
-	SkipAwait bool
 	// Runners are the runners' namespace and ARC (NewRunners): the account's Role there
 	// needs the namespace, and on destroy the retrier goes first.
 	Runners pulumi.Resource
+	// Gpuci is what it runs; Bucket the stack's bucket, where a stored gpuci is, and
+	// Lifelines the role and association that read it (infra.CompilerCache); Region the
+	// bucket's.
+	Gpuci     Gpuci
+	Bucket    pulumi.StringInput
+	Lifelines []pulumi.Resource
+	Region    string
 }
 
 // Retrier is the retrier's namespace, account, Roles, token and Deployment.
@@ -83,10 +88,20 @@ func NewRetrier(ctx *pulumi.Context, name string, args *RetrierArgs, opts ...pul
 		return nil, err
 	}
 	deps = append(deps, token)
-	d := RetrierDeployment(args.Retrier, args.GitHub, args.Pools, args.ImageCache)
-	if args.SkipAwait {
-		d.Annotations = map[string]string{skipAwaitAnnotation: "true"}
+	if args.Gpuci.Stored != "" {
+		bucket, err := corev1.NewConfigMap(ctx, name+"-bucket", &corev1.ConfigMapArgs{
+			Metadata: &metav1.ObjectMetaArgs{Name: pulumi.String(RetrierBucketConfigMap), Namespace: pulumi.String(wellknown.RetrierNamespace)},
+			Data:     pulumi.StringMap{bucketKey: args.Bucket},
+		}, inNS...)
+		if err != nil {
+			return nil, err
+		}
+		deps = append(append(deps, bucket), args.Lifelines...)
 	}
+	d := RetrierDeployment(args.Retrier, args.GitHub, args.Pools, args.ImageCache, args.Gpuci, args.Region)
+	// Not awaited: a retrier that cannot start (its gpuci, its token) fails nothing else of
+	// the up; gpuci verify reports it.
+	d.Annotations = map[string]string{skipAwaitAnnotation: "true"}
 	if _, err := newObject(ctx, name, d.TypeMeta, d.ObjectMeta, d, parent, pulumi.DependsOn(append(deps, args.Runners))); err != nil {
 		return nil, err
 	}

@@ -54,6 +54,10 @@ type Runners struct {
 
 	// RunsOn maps each scale set name to its two `runs-on:` forms.
 	RunsOn pulumi.StringMapMapOutput `pulumi:"runsOn"`
+	// PodNamespaces are the namespaces where the runner and job pods run (the runners', each
+	// container-form pool's jobs') and what they hold: what grants a reader there (the
+	// compiler caches' gates) depends on.
+	PodNamespaces []pulumi.Resource
 }
 
 // NewRunners installs ARC, the credentials Secret and the scale sets.
@@ -152,6 +156,10 @@ func NewRunners(ctx *pulumi.Context, name string, args *RunnersArgs, opts ...pul
 	hooks, err := newContainerHooks(ctx, name, args.Pools, parent, pulumi.DependsOn([]pulumi.Resource{runnersNS}))
 	if err != nil {
 		return nil, err
+	}
+	r.PodNamespaces = []pulumi.Resource{runnersNS}
+	for _, pool := range args.Pools {
+		r.PodNamespaces = append(r.PodNamespaces, hooks[pool.Name]...)
 	}
 	budgets, err := newRunningJobsBudgets(ctx, name, args.Pools, parent, pulumi.DependsOn([]pulumi.Resource{runnersNS}))
 	if err != nil {

@@ -193,7 +193,7 @@ func kubeconfigExec(t *testing.T, cfg map[string]string) *clientcmdapi.ExecConfi
 		if err != nil {
 			return err
 		}
-		out, err := infra.New(ctx, cfg)
+		out, err := infra.New(ctx, cfg, nil)
 		if err != nil {
 			return err
 		}

@@ -8,6 +8,7 @@ package stack_test
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/luxfi/lux-gpu-ci/internal/testsupport/iamjudge"
 	"github.com/luxfi/lux-gpu-ci/internal/wellknown"
+	"github.com/luxfi/lux-gpu-ci/stack"
 )
 
 // devReadOnly is dev with its container-form pool reading the runner-form pool's cache (the
@@ -48,11 +50,16 @@ func TestTheCompilerCacheBucketIsPrivateAndExpires(t *testing.T) {
 	sse := m.one(t, "aws:s3/bucketServerSideEncryptionConfigurationV2:BucketServerSideEncryptionConfigurationV2").Inputs
 	assert.Equal(t, "AES256", path(sse["rules"].([]any)[0], "applyServerSideEncryptionByDefault", "sseAlgorithm"))
 
+	// Each cache's prefix expires; the stored gpuci (gpuci/…) lives as long as the stack.
 	rules := m.one(t, "aws:s3/bucketLifecycleConfigurationV2:BucketLifecycleConfigurationV2").Inputs["rules"].([]any)
-	require.Len(t, rules, 1)
-	assert.Equal(t, "Enabled", path(rules[0], "status"))
-	assert.Equal(t, 30.0, path(rules[0], "expiration", "days"), "compilerCacheExpiryDays")
-	assert.Equal(t, map[string]any{}, path(rules[0], "filter"), "every object")
+	require.Len(t, rules, 2, "dev's two read-write pools")
+	for i, prefix := range []string{"gpu-spot/", "gpu-spot-container/"} {
+		assert.Equal(t, "Enabled", path(rules[i], "status"))
+		assert.Equal(t, 30.0, path(rules[i], "expiration", "days"), "compilerCacheExpiryDays")
+		assert.Equal(t, map[string]any{"prefix": prefix}, path(rules[i], "filter"), "the pool's prefix only")
+	}
+	obj := m.one(t, "aws:s3/bucketObjectv2:BucketObjectv2").Inputs
+	assert.Equal(t, "gpuci/linux-amd64/"+stack.GpuciStandInSHA256, obj["key"], "the build, under its pin")
 
 	doc := policyOf(t, m.one(t, "aws:s3/bucketPolicy:BucketPolicy"), "policy")
 	require.Len(t, doc.Statement, 1)
@@ -119,6 +126,11 @@ func TestEachPoolsCacheRoleReachesItsPrefixOnly(t *testing.T) {
 		"the reader reads what gpu-spot's builds fill": {"gpu-spot-container", reader, "s3:GetObject", obj("gpu-spot", "raw/ab/abc"), nil, true},
 		"the reader writes there":                      {"gpu-spot-container", reader, "s3:PutObject", obj("gpu-spot", "raw/ab/abc"), nil, false},
 		"the reader reads its own name's prefix":       {"gpu-spot-container", reader, "s3:GetObject", obj("gpu-spot-container", "raw/ab/abc"), nil, false},
+		// The gpuci its gate runs: that one build, read only.
+		"the writer reads the stack's gpuci":    {"gpu-spot", writer, "s3:GetObject", obj("gpuci", "linux-amd64/"+stack.GpuciStandInSHA256), nil, true},
+		"the reader reads the stack's gpuci":    {"gpu-spot-container", reader, "s3:GetObject", obj("gpuci", "linux-amd64/"+stack.GpuciStandInSHA256), nil, true},
+		"the writer reads another build":        {"gpu-spot", writer, "s3:GetObject", obj("gpuci", "linux-amd64/"+strings.Repeat("0", 64)), nil, false},
+		"the writer replaces the stack's gpuci": {"gpu-spot", writer, "s3:PutObject", obj("gpuci", "linux-amd64/"+stack.GpuciStandInSHA256), nil, false},
 	}
 	var cases []iamjudge.Case
 	for name, a := range asks {

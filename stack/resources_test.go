@@ -74,13 +74,14 @@ func TestDevStackResourceCounts(t *testing.T) {
 		// ARC's four CRDs, from the controller chart of the pinned version.
 		"kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition": 4,
 		// The container-form pool's job pod template and its jobs' sampler; the cache servers'
-		// bucket name; the runners' job hooks; each server's password file that matches none
-		// (dev pins no gpuci, so no gate: no server takes a write). Accounts: the container-form pool's and the one
+		// bucket name; the runners' job hooks. Accounts: the container-form pool's and the one
 		// its runners had before (k8s.LegacyContainerHooksAccount), the cache servers'.
-		"kubernetes:core/v1:ConfigMap":                        1 + 1 + 1 + 1 + 2,
-		"kubernetes:core/v1:ServiceAccount":                   2 + 2,
-		"kubernetes:rbac.authorization.k8s.io/v1:Role":        2,
-		"kubernetes:rbac.authorization.k8s.io/v1:RoleBinding": 2,
+		"kubernetes:core/v1:ConfigMap":      1 + 1 + 1 + 1,
+		"kubernetes:core/v1:ServiceAccount": 2 + 2,
+		// The hooks' accounts; each cache server's gate reads its pool's pods where they run
+		// (gpu-spot: the runners' namespace; gpu-spot-container: that and its jobs').
+		"kubernetes:rbac.authorization.k8s.io/v1:Role":        2 + 1 + 2,
+		"kubernetes:rbac.authorization.k8s.io/v1:RoleBinding": 2 + 1 + 2,
 		// The container hooks' accounts read a job pod's Node (its capacity type).
 		"kubernetes:rbac.authorization.k8s.io/v1:ClusterRole":        1,
 		"kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding": 2,
@@ -94,9 +95,11 @@ func TestDevStackResourceCounts(t *testing.T) {
 		// (strict mode: k8s/boundary.go).
 		"kubernetes:networking.k8s.io/v1:NetworkPolicy": 4 + 2 + 4 + 3 + 2,
 		// A compiler cache server per pool, and its Service.
-		"lux-gpu-ci:k8s:CompilerCache":  1,
-		"kubernetes:apps/v1:Deployment": 2,
-		"kubernetes:core/v1:Service":    2,
+		"lux-gpu-ci:k8s:CompilerCache": 1,
+		// The gpuci the stack built for its pods (the gates), in the stack's bucket.
+		"aws:s3/bucketObjectv2:BucketObjectv2": 1,
+		"kubernetes:apps/v1:Deployment":        2,
+		"kubernetes:core/v1:Service":           2,
 	}
 	got := map[string]int{}
 	for _, r := range m.programResources() {

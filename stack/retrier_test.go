@@ -1,11 +1,17 @@
 package stack_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/luxfi/lux-gpu-ci/internal/testsupport/iamjudge"
+	"github.com/luxfi/lux-gpu-ci/stack"
 )
 
 const retrierRelease = "3f1c2a9e0b7d4c5a6e8f9012345678901234567890abcdef1234567890abcdef"
@@ -93,4 +99,63 @@ func TestSpotPoolsCoolDownWithTheRetrier(t *testing.T) {
 		assert.NotContains(t, names(off.all("kubernetes:karpenter.sh/v1:NodePool")), "gpu-ci-gpu-spot-cool-down", name)
 		assert.NotContains(t, names(off.all("kubernetes:rbac.authorization.k8s.io/v1:ClusterRole")), "gpu-ci-retrier-cool-down", name)
 	}
+}
+
+// The retrier runs the gpuci the stack built: stored in the stack's bucket (the bucket exists
+// for it even where no pool has a compiler cache), fetched by the AWS CLI with the retrier's
+// own Pod Identity, whose role reads that one object and nothing else (judged by the IAM
+// evaluator). With a release pinned, nothing is stored and curl fetches the release.
+func TestTheRetrierRunsTheStacksOwnGpuci(t *testing.T) {
+	m := runDev(t, "retrierGitHubToken", "github_pat_retrier", "gpuPools", `[{"name": "gpu-spot", "instanceTypes": ["g4dn.xlarge"], "compilerCache": "none"}]`)
+	m.one(t, "aws:s3/bucketV2:BucketV2")
+	obj := m.one(t, "aws:s3/bucketObjectv2:BucketObjectv2")
+	assert.Equal(t, "gpuci/linux-amd64/"+stack.GpuciStandInSHA256, obj.Inputs["key"])
+	assert.Empty(t, m.all("aws:s3/bucketLifecycleConfigurationV2:BucketLifecycleConfigurationV2"), "no cache prefix to expire; the build never expires")
+
+	role := m.get(t, "aws:iam/role:Role", "compiler-cache-retrier-role")
+	assert.Equal(t, "lux-gpu-ci-retrier", role.Inputs["name"])
+	trust := policyOf(t, role, "assumeRolePolicy")
+	require.Len(t, trust.Statement, 1)
+	assert.Equal(t, []string{"gpuci-retrier"}, trust.Statement[0].Condition["StringEquals"]["aws:RequestTag/kubernetes-service-account"], "the retrier's account only")
+	assoc := m.get(t, "aws:eks/podIdentityAssociation:PodIdentityAssociation", "compiler-cache-retrier")
+	assert.Equal(t, "gpuci-retrier", assoc.Inputs["namespace"])
+	doc := policyOf(t, m.get(t, "aws:iam/rolePolicy:RolePolicy", "compiler-cache-retrier"), "policy")
+	b, err := json.Marshal(doc)
+	require.NoError(t, err)
+	asks := map[string]struct {
+		action, arn string
+		allowed     bool
+	}{
+		"reads the stored build":    {"s3:GetObject", bucketArn + "/gpuci/linux-amd64/" + stack.GpuciStandInSHA256, true},
+		"reads another object":      {"s3:GetObject", bucketArn + "/gpu-spot/ac/ab", false},
+		"replaces the stored build": {"s3:PutObject", bucketArn + "/gpuci/linux-amd64/" + stack.GpuciStandInSHA256, false},
+		"lists the bucket":          {"s3:ListBucket", bucketArn, false},
+	}
+	var cases []iamjudge.Case
+	for name, a := range asks {
+		cases = append(cases, iamjudge.Case{Name: name, Principal: "arn:aws:iam::" + testAccount + ":role/lux-gpu-ci-retrier",
+			Action: a.action, Resource: a.arn, Account: testAccount, Identity: []json.RawMessage{b}})
+	}
+	verdicts := iamjudge.Judge(t, cases)
+	for name, a := range asks {
+		assert.Equal(t, a.allowed, verdicts[name] == iamjudge.Allowed, "%s: %s", name, verdicts[name])
+	}
+
+	var d appsv1.Deployment
+	decodeInputs(t, m.get(t, "kubernetes:apps/v1:Deployment", "gpu-ci-retrier"), &d)
+	fetch := d.Spec.Template.Spec.InitContainers[0]
+	assert.Equal(t, "public.ecr.aws/aws-cli/aws-cli:2.36.7", fetch.Image)
+	assert.Contains(t, fetch.Env, corev1.EnvVar{Name: "SHA256", Value: stack.GpuciStandInSHA256}, "the build's pin")
+	cm := m.get(t, "kubernetes:core/v1:ConfigMap", "gpu-ci-retrier-bucket")
+	assert.Equal(t, map[string]any{"bucket": "lux-gpu-ci--ccache-20261203000000000000000001"}, cm.Inputs["data"])
+	dd := m.get(t, "kubernetes:apps/v1:Deployment", "gpu-ci-retrier")
+	for _, r := range []registered{cm, assoc} {
+		assert.Contains(t, dd.Deps(), r.Key(), "the retrier starts once it can fetch its gpuci")
+	}
+	assert.Equal(t, "true", path(dd.Inputs, "metadata", "annotations", "pulumi.com/skipAwait"), "a retrier that cannot start fails nothing else of the up")
+
+	released := runWithRetrier(t)
+	assert.Empty(t, released.all("aws:s3/bucketObjectv2:BucketObjectv2"), "a pinned release: nothing built, nothing stored")
+	decodeInputs(t, released.get(t, "kubernetes:apps/v1:Deployment", "gpu-ci-retrier"), &d)
+	assert.Contains(t, d.Spec.Template.Spec.InitContainers[0].Env, corev1.EnvVar{Name: "SHA256", Value: retrierRelease})
 }

@@ -11,15 +11,32 @@ import (
 	"github.com/luxfi/lux-gpu-ci/k8s"
 )
 
-// Program is the whole stack: configuration is read and validated before any resource is
-// registered (so a bad value changes nothing), then the AWS layer, then the Kubernetes layer
-// on it, then the exports.
-func Program(ctx *pulumi.Context) error {
+// Program is the whole stack, with the gpuci it builds for its pods (BuildGpuci).
+func Program(ctx *pulumi.Context) error { return ProgramWith(BuildGpuci)(ctx) }
+
+// ProgramWith is the whole stack, its pods' gpuci built by build (the tests give a stand-in):
+// configuration is read and validated before any resource is registered (so a bad value
+// changes nothing), gpuci built where a pod of the stack runs it and no release is pinned,
+// then the AWS layer, then the Kubernetes layer on it, then the exports.
+func ProgramWith(build func() (infra.GpuciBinary, error)) pulumi.RunFunc {
+	return func(ctx *pulumi.Context) error { return program(ctx, build) }
+}
+
+func program(ctx *pulumi.Context, build func() (infra.GpuciBinary, error)) error {
 	cfg, err := config.Parse(ctx.Stack(), ctx.GetConfig, ctx.IsConfigSecret)
 	if err != nil {
 		return err
 	}
-	aws, err := infra.New(ctx, cfg)
+	gpuci := k8s.Gpuci{Release: cfg.Gpuci}
+	var built *infra.GpuciBinary
+	if !cfg.Gpuci.Pinned() && (cfg.Retrier.Enabled() || len(cfg.CompilerCaches()) > 0) {
+		b, err := build()
+		if err != nil {
+			return err
+		}
+		built, gpuci.Stored = &b, b.SHA256
+	}
+	aws, err := infra.New(ctx, cfg, built)
 	if err != nil {
 		return err
 	}
@@ -44,7 +61,8 @@ func Program(ctx *pulumi.Context) error {
 		RunnerDrainSeconds: int(cfg.RunnerDrainTimeout.Seconds()),
 		RetryRunner:        cfg.RetryRunner,
 		Retrier:            cfg.Retrier,
-		Gpuci:              cfg.Gpuci,
+		Gpuci:              gpuci,
+		RetrierLifelines:   aws.RetrierLifelines,
 
 		CompilerCaches:         cfg.CompilerCaches(),
 		CompilerCacheBucket:    aws.CompilerCacheBucket,

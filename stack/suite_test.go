@@ -47,9 +47,10 @@ func newStackMocks(stack string) *mocks {
 	return &mocks{Mocks: mockstack.New(config.Project, stack), secretKeys: testkit.SecretKeys}
 }
 
-// run executes the real program (stack.Program) under mocks with the given config.
+// run executes the real program (stack.ProgramWith, its gpuci build stood in for) under mocks
+// with the given config.
 func (m *mocks) run(cfg map[string]string) error {
-	return m.Run(stack.Program, cfg, m.secretKeys)
+	return m.Run(stack.ProgramWith(stack.GpuciStandIn), cfg, m.secretKeys)
 }
 
 func (m *mocks) all(typ string) []registered { return m.All(typ) }

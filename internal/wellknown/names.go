@@ -129,3 +129,7 @@ const (
 
 // CoolDownNodePool is the name of pool's cool-down NodePool.
 func CoolDownNodePool(pool string) string { return pool + coolDownSuffix }
+
+// GpuciKey is where the stack's bucket keeps a build of gpuci for the stack's pods: under its
+// SHA-256, so a new build is a new object and a pod never reads a binary its pin does not name.
+func GpuciKey(sha256 string) string { return "gpuci/linux-amd64/" + sha256 }

@@ -51,7 +51,7 @@ func Run(opts Options) error {
 	}
 
 	m := mockstack.New(config.Project, opts.Stack)
-	if err := m.Run(stack.Program, cfg, secretKeys); err != nil {
+	if err := m.Run(stack.ProgramWith(stack.GpuciStandIn), cfg, secretKeys); err != nil {
 		return err
 	}
 	files, err := build(m.Resources(), opts.Charts)

@@ -10,8 +10,10 @@
 package fakeaws
 
 import (
+	"crypto/md5"
 	"encoding/base64"
 	"fmt"
+	"os"
 	"slices"
 	"sort"
 	"strings"
@@ -293,6 +295,17 @@ var types = map[string]outputs{
 			"bucketRegionalDomainName": r.computed(name + ".s3." + r.cloud.region() + ".amazonaws.com"),
 			"region":                   r.computed(r.cloud.region()),
 		}
+	},
+	// An object: S3's ETag of a single-part upload with SSE-S3 is its content's MD5 (S3 user
+	// guide, "Checking object integrity"), read from the asset's file where there is one.
+	"aws:s3/bucketObjectv2:BucketObjectv2": func(r res) map[string]resource.PropertyValue {
+		out := map[string]resource.PropertyValue{"key": resource.NewProperty(r.str("key")), "versionId": r.computed("")}
+		if src, ok := r.in["source"]; ok && src.IsAsset() && src.AssetValue().Path != "" {
+			if b, err := os.ReadFile(src.AssetValue().Path); err == nil {
+				out["etag"] = r.computed(fmt.Sprintf("%x", md5.Sum(b)))
+			}
+		}
+		return out
 	},
 	"aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock":                                     nothing,
 	"aws:s3/bucketOwnershipControls:BucketOwnershipControls":                                     nothing,

@@ -23,8 +23,9 @@ import (
 //     must match.
 //   - A container-form job runs in the pod the hooks create for its runner, in the pool's
 //     jobs' namespace, labelled runner-pod=<runner pod> and named <runner pod, cut to 54>-workflow
-//     (packages/k8s/src/hooks/constants.ts RunnerInstanceLabel, getJobPodName; k8s/index.ts
-//     createPod, runner-container-hooks v0.8.1). Only the hooks' account creates pods there.
+//     (packages/k8s/src/hooks/constants.ts RunnerInstanceLabel, getJobPodName;
+//     packages/k8s/src/k8s/index.ts createPod, runner-container-hooks v0.8.1). Only the
+//     hooks' account creates pods there.
 //
 // The pool's label (wellknown.CompilerCacheLabel) must name the pool: a pod of another pool at
 // the address is not this pool's caller.
