@@ -227,8 +227,10 @@ if [[ -n ${DEPLOY_REPOSITORY:-} && ${GH_SETUP:-1} == 1 ]] && command -v gh >/dev
 	fi
 	# Previews run a pull request's code: its environment waits for a reviewer where the plan
 	# offers them (DEPLOY_REVIEWERS); its role reads, and trusts pull requests' refs alone.
+	preview_reviewed=
 	if [[ -n $reviewers ]] && gh api -X PUT "repos/$repo/environments/preview" --silent --input - <<<"{\"reviewers\":[$reviewers]}" 2>/dev/null; then
 		echo "environment preview: a preview waits for one of $logins"
+		preview_reviewed=1
 	else
 		gh api -X PUT "repos/$repo/environments/preview" --silent
 	fi
@@ -242,6 +244,13 @@ if [[ -n ${DEPLOY_REPOSITORY:-} && ${GH_SETUP:-1} == 1 ]] && command -v gh >/dev
 		printf '%s' "$PULUMI_CONFIG_PASSPHRASE" | gh secret set PULUMI_CONFIG_PASSPHRASE --env "$stack" --repo "$repo"
 	else
 		echo "  gh secret set PULUMI_CONFIG_PASSPHRASE --env '$stack' --repo '$repo'   # the stack's passphrase (none was in this shell)"
+	fi
+	# A preview runs a pull request's code with the passphrase, which decrypts the stack's
+	# credentials: the preview environment gets it only where a reviewer reads the code first.
+	if [[ -n $preview_reviewed && -n ${PULUMI_CONFIG_PASSPHRASE:-} ]]; then
+		printf '%s' "$PULUMI_CONFIG_PASSPHRASE" | gh secret set PULUMI_CONFIG_PASSPHRASE --env preview --repo "$repo"
+	elif [[ -z $preview_reviewed ]]; then
+		echo "environment preview: no required reviewer, so no passphrase: a pull request shows the offline render diff, not pulumi preview"
 	fi
 else
 	echo "To deploy this stack from GitHub Actions (deploy.yml), give the repository the same state"

@@ -329,9 +329,20 @@ func TestBootstrapAsksForReviewersWhereThePlanAllows(t *testing.T) {
 		cmd.Env = append(bootstrapEnv(), "PATH="+standIns(t), "AWS_REGION=us-west-2", "STACK=dev", "STACK_FILE_DIR="+testkit.FixtureDir(t), "YES=1",
 			"GITHUB_ORG=luxfi", "GITHUB_PAT=ghp_x", "FAKE_QUOTA_L_3819A6DF=8", "FAKE_QUOTA_L_DB2E81BA=4",
 			"PULUMI_BACKEND_URL=s3://lux-gpu-ci-state", "DEPLOY_REPOSITORY=luxfi/lux-gpu-ci", "FAKE_IDENTITY_STACK=dev",
-			"FAKE_GH_AUTH=ok", "FAKE_GH_LOG="+log, "FAKE_GH_PLAN="+plan, "DEPLOY_REVIEWERS=alice")
+			"FAKE_GH_AUTH=ok", "FAKE_GH_LOG="+log, "FAKE_GH_PLAN="+plan, "DEPLOY_REVIEWERS=alice", "PULUMI_CONFIG_PASSPHRASE=correct horse")
 		b, err := cmd.CombinedOutput()
 		require.NoError(t, err, "%s", b)
+		// The preview environment holds the passphrase only where a reviewer reads a pull
+		// request's code before it runs with it.
+		calls, err := os.ReadFile(log)
+		require.NoError(t, err)
+		previewSecret := "gh secret set PULUMI_CONFIG_PASSPHRASE --env preview --repo luxfi/lux-gpu-ci"
+		if plan == "free" {
+			assert.NotContains(t, string(calls), previewSecret, "no reviewer: no passphrase for a pull request's code")
+			assert.Contains(t, string(b), "no required reviewer, so no passphrase")
+		} else {
+			assert.Contains(t, string(calls), previewSecret)
+		}
 		body, err := os.ReadFile(log + ".env.dev")
 		require.NoError(t, err)
 		assert.JSONEq(t, want, string(body), "plan %s", plan)

@@ -303,8 +303,9 @@ func TestCUDARunnerImageAgreesWithTheStack(t *testing.T) {
 }
 
 // The workflows act on the stacks the repository has, never on a name of their own: preview
-// previews every stack file (its matrix is the "The stacks" step's output, run here on a
-// directory of stack files), and deploy deploys the stack it is told or none.
+// previews the stack the repository deploys (vars.LUX_GPU_CI_STACK) if the branch has its file
+// (its matrix is the "The stacks" step's output, run here on a directory of stack files), and
+// none otherwise; deploy deploys the stack it is told or none.
 func TestWorkflowsActOnTheStacksTheRepositoryHas(t *testing.T) {
 	t.Parallel()
 	wfs := workflows(t)
@@ -312,6 +313,7 @@ func TestWorkflowsActOnTheStacksTheRepositoryHas(t *testing.T) {
 	for _, s := range wfs["preview.yml"].Jobs["test-and-render"].Steps {
 		if s.Name == "The stacks" {
 			script = s.Run
+			assert.Equal(t, "${{ vars.LUX_GPU_CI_STACK }}", s.Env["STACK"], "the stack deploy.yml deploys")
 		}
 	}
 	require.NotEmpty(t, script, "preview.yml lists the stacks in a step")
@@ -319,17 +321,20 @@ func TestWorkflowsActOnTheStacksTheRepositoryHas(t *testing.T) {
 	for _, f := range []string{"Pulumi.yaml", "Pulumi.alpha.yaml", "Pulumi.beta-2.yaml", "README.md"} {
 		require.NoError(t, os.WriteFile(filepath.Join(dir, f), nil, 0o644))
 	}
-	output := filepath.Join(dir, "github_output")
-	cmd := exec.Command("bash", "-e", "-o", "pipefail", "-c", script)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GITHUB_OUTPUT="+output)
-	b, err := cmd.CombinedOutput()
-	require.NoError(t, err, "%s", b)
-	got, err := os.ReadFile(output)
-	require.NoError(t, err)
-	assert.Equal(t, `stacks=["alpha","beta-2"]`+"\n", string(got), "every stack file, and nothing else")
+	for stack, want := range map[string]string{"beta-2": `["beta-2"]`, "gamma": `[]`, "": `[]`} {
+		output := filepath.Join(dir, "github_output-"+stack)
+		cmd := exec.Command("bash", "-e", "-o", "pipefail", "-c", script)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "GITHUB_OUTPUT="+output, "STACK="+stack)
+		b, err := cmd.CombinedOutput()
+		require.NoError(t, err, "%s", b)
+		got, err := os.ReadFile(output)
+		require.NoError(t, err)
+		assert.Equal(t, "stacks="+want+"\n", string(got), "LUX_GPU_CI_STACK=%q: the deployed stack if the branch has its file, else none", stack)
+	}
+	assert.Contains(t, wfs["preview.yml"].Jobs["preview"].If, "needs.test-and-render.outputs.stacks != '[]'", "no preview job on an empty matrix (GitHub fails one)")
 
-	b, err = os.ReadFile(filepath.Join(testkit.RepoRoot(t), ".github", "workflows", "preview.yml"))
+	b, err := os.ReadFile(filepath.Join(testkit.RepoRoot(t), ".github", "workflows", "preview.yml"))
 	require.NoError(t, err)
 	assert.Contains(t, string(b), "stack: ${{ fromJSON(needs.test-and-render.outputs.stacks) }}", "the preview matrix is that list")
 	b, err = os.ReadFile(filepath.Join(testkit.RepoRoot(t), ".github", "workflows", "deploy.yml"))
