@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	karpv1 "sigs.k8s.io/karpenter/pkg/apis/v1"
 
 	"github.com/luxfi/lux-gpu-ci/config"
 	"github.com/luxfi/lux-gpu-ci/internal/testsupport/fakeaws"
@@ -153,6 +155,7 @@ func platformBumped(t *testing.T, ctx context.Context, h *harness, core kubernet
 	require.NoError(t, err, "its GPU node survived the up")
 	assert.Nil(t, nc.GetDeletionTimestamp(), "its GPU node is not being disrupted")
 	require.NoError(t, pods.Delete(ctx, job.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}), "ARC ends the job")
+	launchedCapacityIsTheNodes(t, ctx, core, kube)
 
 	// The node group's new version replaced the system nodes (EKS's update, by the fake);
 	// no job ran on them.
@@ -236,4 +239,40 @@ func pulumiEKSBumped(t *testing.T, ctx context.Context, h *harness) {
 	}
 	t.Logf("changed: %v", changed)
 	assert.Positive(t, changes["same"], "the up ran over the stack the previous version deployed")
+}
+
+// launchedCapacityIsTheNodes: the API server's launched-capacity policy, now served, gives a
+// runner pod bound to a spot node "spot" and to an on-demand node "on-demand" (the node's
+// label, not a constant): the scheduler's Binding, made here through the same subresource, for
+// a pod of each to a Node of each type (tainted, so nothing else lands there).
+func launchedCapacityIsTheNodes(t *testing.T, ctx context.Context, core kubernetes.Interface, kube dynamic.Interface) {
+	for _, capacity := range []string{karpv1.CapacityTypeSpot, karpv1.CapacityTypeOnDemand} {
+		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "e2e-launched-" + capacity, Labels: map[string]string{karpv1.CapacityTypeLabelKey: capacity}},
+			Spec: corev1.NodeSpec{Taints: []corev1.Taint{{Key: "e2e.luxfi.com/no-pods", Effect: corev1.TaintEffectNoExecute}}}}
+		_, err := core.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
+		require.NoError(t, err)
+		// The API server reads the Node from its informer cache (the policy fails open while
+		// the new Node is not in it yet): a pod bound before that gets no annotation, so each
+		// attempt is a new pod, for a few seconds.
+		pods := core.CoreV1().Pods(wellknown.RunnersNamespace)
+		var got string
+		deadline := time.Now().Add(15 * time.Second)
+		for attempt := 0; time.Now().Before(deadline); attempt++ {
+			pod := runnerPod(t, ctx, kube, "lux-gpu-t4", fmt.Sprintf("lux-gpu-t4-e2e-launched-%s-%d", capacity, attempt))
+			_, err = pods.Create(ctx, pod, metav1.CreateOptions{})
+			require.NoError(t, err)
+			require.NoError(t, pods.Bind(ctx, &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: pod.Name}, Target: corev1.ObjectReference{Kind: "Node", Name: node.Name}}, metav1.CreateOptions{}))
+			bound, err := pods.Get(ctx, pod.Name, metav1.GetOptions{})
+			require.NoError(t, err)
+			require.Equal(t, node.Name, bound.Spec.NodeName)
+			got = bound.Annotations[wellknown.LaunchedCapacityAnnotation]
+			require.NoError(t, pods.Delete(ctx, pod.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}))
+			if got != "" {
+				break
+			}
+			time.Sleep(250 * time.Millisecond)
+		}
+		assert.Equal(t, capacity, got, "a pod bound to a %s node is told so", capacity)
+		require.NoError(t, core.CoreV1().Nodes().Delete(ctx, node.Name, metav1.DeleteOptions{}))
+	}
 }

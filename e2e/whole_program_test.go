@@ -91,7 +91,7 @@ func TestWholeProgram(t *testing.T) {
 		r.systemNodes = platformBumped(t, ctx, r.h, core, kube, r.work, r.systemNodes)
 	})
 	step(t, "meanwhile, the GPU job's node: not consolidated while its job ran (WhenEmpty), consolidated once it ended, its instance terminated", ending.Wait)
-	step(t, "a tag added and gpu-spot's images from a snapshot, while a container-form job runs on a system node: the node group's update fails with PodEvictionFailure and the job runs on; the next deploy (up --refresh) replaces the system nodes; everything else updated in place", func(t *testing.T) {
+	step(t, "a tag added and gpu-spot's images from a snapshot, while a container-form job runs on a system node: the node group's update fails with PodEvictionFailure and the job runs on; the next deploy (up --refresh) replaces the system nodes; everything else updated in place (the node group's failure and refresh as the fake AWS models pulumi-aws and EKS: internal/testsupport/fakeaws/nodegroup.go)", func(t *testing.T) {
 		r.systemNodes = tagsAndSnapshotEdited(t, ctx, r.h, core, kube, r.systemNodes, r.gpuci, r.kubeconfig())
 	})
 

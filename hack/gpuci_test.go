@@ -228,9 +228,9 @@ func TestGpuciStatsPrintsATable(t *testing.T) {
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	require.NoError(t, cmd.Run(), "%s%s", stdout.String(), stderr.String())
 	out := stdout.String()
-	assert.Regexp(t, `(?m)^ +SCALE SET +JOBS +QUEUE p50 +p90 +max +RUN MIN +FAILED +INTERRUPTED +RE-RUNS +SPEND +AT GITHUB'S PRICE$`, out)
+	assert.Regexp(t, `(?m)^ +SCALE SET +JOBS +QUEUE p50 +p90 +max +CANCELLED QUEUED +RUN MIN +FAILED +INTERRUPTED +RE-RUNS +SPEND +AT GITHUB'S PRICE$`, out)
 	// 107 s queued, 12 minutes at g4dn.xlarge spot ($0.2497/h: $0.05) and at GitHub's $0.052/min ($0.62).
-	assert.Regexp(t, `(?m)^ +lux-gpu-t4 +1 +107s +107s +107s +12 +0 +0 +0 +\$0\.05 +\$0\.62$`, out)
+	assert.Regexp(t, `(?m)^ +lux-gpu-t4 +1 +107s +107s +107s +0 +12 +0 +0 +0 +\$0\.05 +\$0\.62$`, out)
 	assert.Regexp(t, `(?m)^ +lux-gpu-t4-on-demand +0 +0s`, out, "every scale set of the stack, a job or none")
 	assert.Contains(t, stderr.String(), "app: jobs of run 7 (1 of 1)", "progress while it pages")
 }

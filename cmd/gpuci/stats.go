@@ -67,15 +67,19 @@ func runStats(args []string) error {
 	}
 	fmt.Printf("Jobs on %s's scale sets since %s: %d runs in %d repositories read.\n\n", cfg.GitHub.Org, rep.Since.UTC().Format("2006-01-02 15:04 MST"), rep.Runs, rep.Repos)
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "SCALE SET\tJOBS\tQUEUE p50\tp90\tmax\tRUN MIN\tFAILED\tINTERRUPTED\tRE-RUNS\tSPEND\tAT GITHUB'S PRICE\t")
+	fmt.Fprintln(tw, "SCALE SET\tJOBS\tQUEUE p50\tp90\tmax\tCANCELLED QUEUED\tRUN MIN\tFAILED\tINTERRUPTED\tRE-RUNS\tSPEND\tAT GITHUB'S PRICE\t")
 	for _, s := range rep.ScaleSets {
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%.0f\t%d\t%d\t%d\t$%.2f\t$%.2f\t\n", s.ScaleSet, s.Jobs, secs(s.QueueP50), secs(s.QueueP90), secs(s.QueueMax),
-			s.RunMinutes, s.Failed, s.Interrupted, s.Reruns, s.Spend, s.GitHub)
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%d\t%.0f\t%d\t%d\t%d\t$%.2f\t$%.2f\t\n", s.ScaleSet, s.Jobs, secs(s.QueueP50), secs(s.QueueP90), secs(s.QueueMax),
+			s.CancelledQueued, s.RunMinutes, s.Failed, s.Interrupted, s.Reruns, s.Spend, s.GitHub)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Printf("\nQueue: GitHub's started_at − created_at of each job (nearest-rank percentiles). Spend: the jobs' minutes at each pool's node price\n"+
+	if rep.Incomplete != "" {
+		fmt.Printf("\nINCOMPLETE: %s.\n", rep.Incomplete)
+	}
+	fmt.Printf("\nQueue: from a job's created_at to its runner's first step (GitHub may stamp a scale set job's started_at when it assigns it:\n"+
+		"ARC issue #3346), jobs cancelled in the queue counted with their wait (nearest-rank percentiles). Spend: the jobs' minutes at each pool's node price\n"+
 		"(spot where the pool runs spot), without the boot and warm window around them (gpuci cost models those); GitHub's: the\n"+
 		"same minutes at $%.3f/min. Interrupted: failed jobs GitHub annotated with a lost runner. Prices: %s\n", prices.HostedT4PerMinute, prices.Source)
 	return nil
