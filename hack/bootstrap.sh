@@ -70,6 +70,25 @@ if command -v pulumi >/dev/null 2>&1 && ! $preflight_only; then
 		problems+=("no Pulumi backend: export PULUMI_BACKEND_URL=s3://<bucket> (the value of the repository variable PULUMI_BACKEND_URL, which deploy.yml uses), or LOCAL_STATE=1 for a stack only this machine deploys")
 	fi
 fi
+if ! $preflight_only; then
+	# The state must be where deploy.yml reaches it with the AWS credentials it has, and no
+	# other: S3 (or this machine's, with LOCAL_STATE=1).
+	case ${PULUMI_BACKEND_URL:-} in
+	"" | s3://* | file://*) ;;
+	*) problems+=("PULUMI_BACKEND_URL=$PULUMI_BACKEND_URL: deploy.yml gives a workflow AWS credentials and no other, so the state must be in S3 (s3://<bucket>)") ;;
+	esac
+	# The deploying repository is the organization's own copy (the deploy role trusts its
+	# workflows), and gh administers it: its environments and secrets are set after the up,
+	# which is too late to learn that they cannot be.
+	if [[ -n ${DEPLOY_REPOSITORY:-} ]]; then
+		if [[ ${DEPLOY_REPOSITORY%%/*} != "${GITHUB_ORG:-}" ]]; then
+			problems+=("DEPLOY_REPOSITORY=$DEPLOY_REPOSITORY is not in GITHUB_ORG=${GITHUB_ORG:-}: the deploy role would trust another organization's workflows; name your organization's copy, ${GITHUB_ORG:-<org>}/<repository>")
+		elif [[ ${GH_SETUP:-1} == 1 ]] && command -v gh >/dev/null 2>&1 && gh auth status >/dev/null 2>&1 &&
+			[[ $(gh api "repos/$DEPLOY_REPOSITORY" --jq .permissions.admin 2>/dev/null) != true ]]; then
+			problems+=("gh is not an admin of $DEPLOY_REPOSITORY: bootstrap sets its environments, variables and secrets after the up (gh auth login as an admin of it, or GH_SETUP=0 to have them printed instead)")
+		fi
+	fi
+fi
 if command -v aws >/dev/null 2>&1; then
 	if identity=$(aws sts get-caller-identity --query Arn --output text 2>/dev/null); then
 		echo "AWS credentials: $identity"
@@ -189,7 +208,8 @@ pulumi install
 step "pulumi up: about 25 minutes (the EKS control plane takes ~15); the first run also builds the program (~14 minutes on 2 cores)"
 yes=()
 [[ ${YES:-} == 1 ]] && yes=(--yes)
-pulumi up --stack "$stack" "${yes[@]}"
+# ${a[@]+…}: an empty array under set -u is an error in bash before 4.4 (macOS's is 3.2).
+pulumi up --stack "$stack" ${yes[@]+"${yes[@]}"}
 echo
 step "done"
 echo "Point a workflow at the runners with one of:"

@@ -81,6 +81,8 @@ if [[ "$1 $2 $3" == "api -X PUT" && "$*" == *"--input -"* ]]; then
 	printf '%s' "$body" >"${FAKE_GH_LOG:-/dev/null}.env.${4##*/}"
 fi
 [[ "$1 $2" == "api users/alice" ]] && echo 4242
+# The deploying repository's permissions: admin unless FAKE_GH_ADMIN=false.
+[[ "$1 $3 $4" == "api --jq .permissions.admin" ]] && echo "${FAKE_GH_ADMIN:-true}"
 exit 0
 `,
 	}
@@ -278,6 +280,7 @@ func TestBootstrapConfiguresTheDeployingRepository(t *testing.T) {
 	calls, err := os.ReadFile(log)
 	require.NoError(t, err, "bootstrap called gh: %s", out)
 	assert.Equal(t, []string{
+		"gh api repos/luxfi/lux-gpu-ci --jq .permissions.admin",
 		"gh api -X PUT repos/luxfi/lux-gpu-ci/environments/dev --silent --input -",
 		"gh api repos/luxfi/lux-gpu-ci/environments/dev/deployment-branch-policies --jq .branch_policies[].name",
 		"gh api -X POST repos/luxfi/lux-gpu-ci/environments/dev/deployment-branch-policies --silent -f name=main -f type=branch",
@@ -313,6 +316,34 @@ func TestBootstrapConfiguresTheDeployingRepository(t *testing.T) {
 	require.Error(t, err, "%s", b)
 	assert.Contains(t, string(b), "set GPUCI_RELEASE and GPUCI_RELEASE_SHA256 together")
 	assert.NotContains(t, string(b), "stand-in pulumi", "nothing was changed")
+}
+
+// Before anything is changed, bootstrap refuses what would fail after the long up or deploy
+// the wrong code: a deploying repository outside GITHUB_ORG (upstream's, say), one gh does not
+// administer, and a backend deploy.yml cannot reach with AWS credentials alone.
+func TestBootstrapRefusesWhatWouldFailAfterTheUp(t *testing.T) {
+	t.Parallel()
+	for name, tc := range map[string]struct {
+		env  []string
+		want string
+	}{
+		"upstream's repository": {[]string{"DEPLOY_REPOSITORY=someone-else/lux-gpu-ci"}, "DEPLOY_REPOSITORY=someone-else/lux-gpu-ci is not in GITHUB_ORG=luxfi"},
+		"gh not an admin":       {[]string{"DEPLOY_REPOSITORY=luxfi/lux-gpu-ci", "FAKE_GH_ADMIN=false"}, "gh is not an admin of luxfi/lux-gpu-ci"},
+		"Pulumi Cloud":          {[]string{"PULUMI_BACKEND_URL=https://api.pulumi.com"}, "the state must be in S3"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			cmd := exec.Command("bash", "bootstrap.sh")
+			cmd.Env = append(bootstrapEnv(), append([]string{"PATH=" + standIns(t), "AWS_REGION=us-west-2", "STACK=dev", "STACK_FILE_DIR=" + testkit.FixtureDir(t), "YES=1",
+				"GITHUB_ORG=luxfi", "GITHUB_PAT=ghp_x", "FAKE_QUOTA_L_3819A6DF=8", "FAKE_QUOTA_L_DB2E81BA=4", "PULUMI_BACKEND_URL=s3://lux-gpu-ci-state",
+				"FAKE_GH_AUTH=ok"}, tc.env...)...)
+			b, err := cmd.CombinedOutput()
+			require.Error(t, err, "%s", b)
+			assert.Contains(t, string(b), tc.want)
+			assert.NotContains(t, string(b), "stand-in pulumi up", "nothing was changed")
+			assert.NotContains(t, string(b), "stand-in pulumi stack", "nothing was changed")
+		})
+	}
 }
 
 // DEPLOY_REVIEWERS makes a deploy and a preview wait for a reviewer where the plan offers
