@@ -3,12 +3,14 @@
 package e2e
 
 // The compiler cache, through the path the stack gives a job: ccache (Debian's) with the
-// settings the API server put in the pools' pods, bazel-remote (the pinned version, built from
-// the module proxy) with the flags and account of the live Deployments, credentials the way
-// EKS Pod Identity hands them (a token file and a full URI, which a stand-in agent on
-// 127.0.0.1 answers only for that token), and gofakes3 for S3 on 127.0.0.1. Only addresses
-// change: the server's listen address, S3's endpoint (plain HTTP here) and the service's host
-// in ccache's URL.
+// settings the API server put in the pools' pods, each server's gate (the stack's own gpuci
+// build, as the server's account) in front of bazel-remote (the pinned version, built from the
+// module proxy), both with the flags of the live Deployments, credentials the way EKS Pod
+// Identity hands them (a token file and a full URI, which a stand-in agent on 127.0.0.1
+// answers only for that token, with that server's role's key), and gofakes3 for S3 on
+// 127.0.0.1 behind a front that holds each request to the policy the program gave the role
+// that signed it. Only addresses change: the listen addresses, S3's endpoint (plain HTTP here)
+// and the service's host in ccache's URL.
 //
 // gpu-spot is read-write; gpu-spot-container reads gpu-spot's cache (the e2e's stack file
 // says so: it stands for a pool that runs public repositories' pull requests).
@@ -27,6 +29,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -114,11 +118,24 @@ func compilerCacheBuilds(t *testing.T, ctx context.Context, core kubernetes.Inte
 	assert.Equal(t, "gpu-spot-container", job.Labels[wellknown.CompilerCacheLabel], "the container-form job pod its own")
 	assert.Contains(t, readerEnv["CCACHE_REMOTE_STORAGE"], "|read-only")
 
-	s3, s3Backend := startFakeS3(t, ctx, fakeS3, bucket)
-	agent := startPodIdentityAgent(t, dir)
+	// Each server's role, as the program deployed its policy, stands behind an access key of
+	// its own; its agent hands that key to that server only.
+	roles, agents := map[string]s3Policy{}, map[string]podIdentityAgent{}
+	for _, pool := range []string{"gpu-spot", "gpu-spot-container"} {
+		var policy s3Policy
+		for _, r := range resources {
+			if string(r.Type) == "aws:iam/rolePolicy:RolePolicy" && strings.HasSuffix(string(r.URN), "::compiler-cache-"+pool) {
+				require.NoError(t, json.Unmarshal([]byte(r.Inputs["policy"].(string)), &policy))
+			}
+		}
+		require.NotEmpty(t, policy.Statement, "%s's role has its policy", pool)
+		key := "ASIAE2E" + strings.ToUpper(strings.ReplaceAll(pool, "-", ""))
+		roles[key], agents[pool] = policy, startPodIdentityAgent(t, dir, key)
+	}
+	s3, s3Backend := startFakeS3(t, ctx, fakeS3, bucket, roles)
 
 	// The read-write server: a first build fills the bucket under the pool's prefix.
-	rw := startCacheServer(t, ctx, core, server, gpuci, gates["gpu-spot"], servers["gpu-spot"], bucket, s3, agent, filepath.Join(dir, "rw-1"))
+	rw := startCacheServer(t, ctx, core, server, gpuci, gates["gpu-spot"], servers["gpu-spot"], bucket, s3, agents["gpu-spot"], filepath.Join(dir, "rw-1"))
 	src := writeSources(t, filepath.Join(dir, "work"))
 	first := ccacheBuild(t, ccache, writerEnv, rw, src, filepath.Join(dir, "ccache-1"))
 	assert.Equal(t, len(compilerCacheSources), first["cache_miss"], "a first build misses: %v", first)
@@ -135,7 +152,7 @@ func compilerCacheBuilds(t *testing.T, ctx context.Context, core kubernetes.Inte
 
 	// A new runner on a new node: an empty ccache directory, and a new server with an empty
 	// disk (its pod rescheduled): every hit comes from the bucket.
-	rw2 := startCacheServer(t, ctx, core, server, gpuci, gates["gpu-spot"], servers["gpu-spot"], bucket, s3, agent, filepath.Join(dir, "rw-2"))
+	rw2 := startCacheServer(t, ctx, core, server, gpuci, gates["gpu-spot"], servers["gpu-spot"], bucket, s3, agents["gpu-spot"], filepath.Join(dir, "rw-2"))
 	second := ccacheBuild(t, ccache, writerEnv, rw2, src, filepath.Join(dir, "ccache-2"))
 	assert.Equal(t, len(compilerCacheSources), second["direct_cache_hit"]+second["preprocessed_cache_hit"], "every compilation a hit: %v", second)
 	assert.Zero(t, second["cache_miss"], "no compilation missed")
@@ -149,7 +166,7 @@ func compilerCacheBuilds(t *testing.T, ctx context.Context, core kubernetes.Inte
 	staleObjectsNeverLink(t, ccache, writerEnv)
 
 	// The read-only pool: its server reads gpu-spot's prefix; its builds hit and write nothing.
-	ro := startCacheServer(t, ctx, core, server, gpuci, gates["gpu-spot-container"], servers["gpu-spot-container"], bucket, s3, agent, filepath.Join(dir, "ro"))
+	ro := startCacheServer(t, ctx, core, server, gpuci, gates["gpu-spot-container"], servers["gpu-spot-container"], bucket, s3, agents["gpu-spot-container"], filepath.Join(dir, "ro"))
 	before := listBucket(t, s3Backend, bucket)
 	read := ccacheBuild(t, ccache, readerEnv, ro, src, filepath.Join(dir, "ccache-ro"))
 	assert.Equal(t, len(compilerCacheSources), read["remote_storage_hit"], "a read-only pool's build hits the writer's cache: %v", read)
@@ -193,6 +210,22 @@ func compilerCacheBuilds(t *testing.T, ctx context.Context, core kubernetes.Inte
 		"main's one entry reaches the bucket")
 	for _, o := range listBucket(t, s3Backend, bucket) {
 		assert.NotContains(t, o, key, "no object under the planted key")
+	}
+
+	// The S3 stand-in holds each server to its role, as S3 would: the read-only server's
+	// credentials write nothing, the writer's reach no other prefix.
+	for _, c := range []struct{ role, method, key string }{
+		{"ASIAE2EGPUSPOTCONTAINER", http.MethodPut, "gpu-spot/ac/planted"},
+		{"ASIAE2EGPUSPOT", http.MethodPut, "gpu-spot-container/ac/planted"},
+		{"ASIAE2EGPUSPOT", http.MethodGet, "gpuci/linux-amd64/" + strings.Repeat("0", 64)},
+	} {
+		req, err := http.NewRequestWithContext(ctx, c.method, "http://"+s3+"/"+bucket+"/"+c.key, strings.NewReader("x"))
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "AWS4-HMAC-SHA256 Credential="+c.role+"/20261207/us-west-2/s3/aws4_request")
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		_ = resp.Body.Close()
+		assert.Equal(t, http.StatusForbidden, resp.StatusCode, "%s %s as %s", c.method, c.key, c.role)
 	}
 }
 
@@ -496,12 +529,13 @@ func startProcess(t *testing.T, ctx context.Context, bin string, args, env []str
 }
 
 // podIdentityAgent stands in for the EKS Pod Identity agent: it answers the token the
-// webhook would mount, with the container credentials' JSON, and nothing else.
+// webhook would mount, with the container credentials' JSON of the role its association names
+// (accessKey stands for that role's session), and nothing else.
 type podIdentityAgent struct{ url, tokenFile string }
 
-func startPodIdentityAgent(t *testing.T, dir string) podIdentityAgent {
-	const token = "eks-pod-identity-token-of-the-server"
-	tokenFile := filepath.Join(dir, "eks-pod-identity-token")
+func startPodIdentityAgent(t *testing.T, dir, accessKey string) podIdentityAgent {
+	token := "eks-pod-identity-token-of-" + accessKey
+	tokenFile := filepath.Join(dir, "eks-pod-identity-token-"+accessKey)
 	require.NoError(t, os.WriteFile(tokenFile, []byte(token), 0o600))
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Authorization") != token || r.URL.Path != "/v1/credentials" {
@@ -509,7 +543,7 @@ func startPodIdentityAgent(t *testing.T, dir string) podIdentityAgent {
 			return
 		}
 		_ = json.NewEncoder(w).Encode(map[string]string{
-			"AccessKeyId": "ASIAE2ECOMPILERCACHE", "SecretAccessKey": "e2e", "Token": "e2e-session",
+			"AccessKeyId": accessKey, "SecretAccessKey": "e2e", "Token": "e2e-session",
 			"Expiration": time.Now().Add(time.Hour).UTC().Format(time.RFC3339),
 		})
 	}))
@@ -517,10 +551,49 @@ func startPodIdentityAgent(t *testing.T, dir string) podIdentityAgent {
 	return podIdentityAgent{url: srv.URL + "/v1/credentials", tokenFile: tokenFile}
 }
 
+// s3Policy is a role's identity policy as the program deployed it (its RolePolicy's document).
+type s3Policy struct {
+	Statement []struct {
+		Effect    string
+		Action    []string
+		Resource  []string
+		Condition map[string]map[string][]string
+	}
+}
+
+// allows: an Allow statement names action on arn (its * a wildcard), its StringLike conditions
+// (the only kind the stack writes) holding for context. S3 answers a request no statement
+// allows with 403; the stack's policies hold no Deny.
+func (p s3Policy) allows(action, arn string, context map[string]string) bool {
+	match := func(pattern, v string) bool {
+		re := "^" + strings.ReplaceAll(regexp.QuoteMeta(pattern), `\*`, ".*") + "$"
+		return regexp.MustCompile(re).MatchString(v)
+	}
+	for _, st := range p.Statement {
+		if st.Effect != "Allow" || !slices.ContainsFunc(st.Action, func(a string) bool { return match(a, action) }) ||
+			!slices.ContainsFunc(st.Resource, func(r string) bool { return match(r, arn) }) {
+			continue
+		}
+		holds := true
+		for op, keys := range st.Condition {
+			for key, values := range keys {
+				holds = holds && op == "StringLike" && slices.ContainsFunc(values, func(v string) bool { return match(v, context[key]) })
+			}
+		}
+		if holds {
+			return true
+		}
+	}
+	return false
+}
+
 // startFakeS3 runs gofakes3 on 127.0.0.1 with the stack's bucket (backend), and in front of it
-// the address the servers use, which checks that every request is signed with the agent's
-// credentials (gofakes3 verifies no signature itself).
-func startFakeS3(t *testing.T, ctx context.Context, bin, bucket string) (front, backend string) {
+// the address the servers use, which acts as S3 does on each request by the policy of the role
+// whose credentials signed it (roles: access key → the role's policy; gofakes3 checks neither a
+// signature nor a policy itself): GetObject (GET, HEAD), PutObject (PUT) or ListBucket (a
+// listing, with its prefix) on what the request names, refused 403 where the policy does not
+// allow it.
+func startFakeS3(t *testing.T, ctx context.Context, bin, bucket string, roles map[string]s3Policy) (front, backend string) {
 	backend = freeAddr(t)
 	cmd := exec.CommandContext(ctx, bin, "-backend", "memory", "-host", backend, "-initialbucket", bucket)
 	require.NoError(t, cmd.Start())
@@ -532,10 +605,30 @@ func startFakeS3(t *testing.T, ctx context.Context, bin, bucket string) (front, 
 		}
 		return err == nil
 	}, 10*time.Second, 100*time.Millisecond)
+	credential := regexp.MustCompile(`Credential=([A-Z0-9]+)/`)
 	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		auth := r.Header.Get("Authorization")
-		if !strings.Contains(auth, "Credential=ASIAE2ECOMPILERCACHE/") {
-			http.Error(w, "not signed with the pod's credentials", http.StatusForbidden)
+		m := credential.FindStringSubmatch(r.Header.Get("Authorization"))
+		if m == nil {
+			http.Error(w, "not signed", http.StatusForbidden)
+			return
+		}
+		policy, ok := roles[m[1]]
+		if !ok {
+			http.Error(w, "no role for "+m[1], http.StatusForbidden)
+			return
+		}
+		key := strings.TrimPrefix(strings.TrimPrefix(r.URL.Path, "/"+bucket), "/")
+		action, arn, context := "", "arn:aws:s3:::"+bucket+"/"+key, map[string]string{}
+		switch {
+		case key == "" && r.Method == http.MethodGet:
+			action, arn, context["s3:prefix"] = "s3:ListBucket", "arn:aws:s3:::"+bucket, r.URL.Query().Get("prefix")
+		case r.Method == http.MethodGet || r.Method == http.MethodHead:
+			action = "s3:GetObject"
+		case r.Method == http.MethodPut:
+			action = "s3:PutObject"
+		}
+		if action == "" || !policy.allows(action, arn, context) {
+			http.Error(w, fmt.Sprintf("AccessDenied: %s may not %s %s %v", m[1], action, arn, context), http.StatusForbidden)
 			return
 		}
 		req, err := http.NewRequestWithContext(r.Context(), r.Method, "http://"+backend+r.URL.RequestURI(), r.Body)

@@ -133,13 +133,23 @@ func assertJobsSurviveADrain(t *testing.T, ctx context.Context, core kubernetes.
 // DaemonSets (kube-proxy, the VPC CNI, the pod identity agent) are not in this API server and
 // need their share of it.
 func assertSystemNodesFit(t *testing.T, ctx context.Context, core kubernetes.Interface, systemNodes []string) {
-	for _, ns := range []string{wellknown.KarpenterNamespace, wellknown.ARCNamespace, wellknown.DevicePluginNamespace} {
-		pods, err := core.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
-		require.NoError(t, err)
-		for _, p := range pods.Items {
-			assert.NotEmpty(t, p.Spec.NodeName, "%s/%s is scheduled", ns, p.Name)
+	// A pod made before the nodes joined waits out the scheduler's back-off (up to
+	// podMaxBackoffSeconds, 10 s by default) before it is tried again: placed within 20 s.
+	var unplaced []string
+	require.Eventually(t, func() bool {
+		unplaced = nil
+		for _, ns := range []string{wellknown.KarpenterNamespace, wellknown.ARCNamespace, wellknown.DevicePluginNamespace} {
+			pods, err := core.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+			require.NoError(t, err)
+			for _, p := range pods.Items {
+				if p.Spec.NodeName == "" {
+					unplaced = append(unplaced, ns+"/"+p.Name)
+				}
+			}
 		}
-	}
+		return len(unplaced) == 0
+	}, 20*time.Second, 250*time.Millisecond, "every controller and listener is scheduled")
+	assert.Empty(t, unplaced, "every controller and listener is scheduled")
 	for _, name := range systemNodes {
 		node, err := core.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 		require.NoError(t, err)

@@ -76,9 +76,6 @@ func TestWholeProgram(t *testing.T) {
 	step(t, "update: gpuLimit 1 → 2, and a type only an earlier zone offers (which also gained the GPUs): only the NodePools change", func(t *testing.T) {
 		poolEditedWhileAnEarlierZoneGainsItsTypes(t, ctx, r.h, kube)
 	})
-	step(t, "bad config: refused before anything is sent", r.badConfigRefused)
-	step(t, "the deploy identity's roles added to the running stack: pulumi-eks creates their access entries (cluster-admin, view), nothing replaced; removed again", func(t *testing.T) { deployIdentityAdded(t, ctx, r.h) })
-	step(t, "zones and the system node group are kept: raising azCount, or a system instance type that would replace the group, is refused, naming the key", r.zonesAndSystemNodesKept)
 	// It touches no node or NodePool (the CRDs and NodePools stay), so it runs beside
 	// Karpenter's timers too.
 	step(t, "up --replace of ARC's CRD and Karpenter's CRD release: kept and adopted, no scale set or NodePool deleted", func(t *testing.T) { crdReplaced(t, ctx, r.h, kube, r.github) })
@@ -105,6 +102,11 @@ func TestWholeProgram(t *testing.T) {
 	r.github.placeJobsOn(core, r.systemNodes[0])
 	step(t, "ARC across a minor version: every scale set back in GitHub, no job killed", func(t *testing.T) { arcMinorUpgrade(t, ctx, r.h, kube, r.github, r.work) })
 	step(t, "a pool added, then removed while its runner holds a job", func(t *testing.T) { poolRemovedWhileItsJobRuns(t, ctx, r.h, kube, r.github) })
+	// They touch no node and no GPU pool: they run while the warm window above is open, which
+	// the run waits for next anyway.
+	step(t, "bad config: refused before anything is sent", r.badConfigRefused)
+	step(t, "the deploy identity's roles added to the running stack: pulumi-eks creates their access entries (cluster-admin, view), nothing replaced; removed again", func(t *testing.T) { deployIdentityAdded(t, ctx, r.h) })
+	step(t, "zones and the system node group are kept: raising azCount, or a system instance type that would replace the group, is refused, naming the key", r.zonesAndSystemNodesKept)
 	step(t, "meanwhile, the warm window: each pool's placeholders hold the nodes Karpenter launched (the container pool's on-demand, spot refused; gpuci doctor says so); a runner-form runner and a container-form job pod each preempt one and run on its node with no new NodeClaim, the pool at its gpuLimit; each placeholder comes back after its job; at the window's end every node is consolidated", warm.Wait)
 
 	step(t, "destroy", r.destroyed)
