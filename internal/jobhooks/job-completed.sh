@@ -84,9 +84,14 @@ error=$(fact error)
 note=$(fact note)
 [[ -n $error ]] && echo "::error title=The job's GPU::$error"
 
-# Utilization: mean and peak of the samples, and the memory peak.
-read -r n mean peak mem < <(sed -n 's/^gpuci: sample //p' "$log" 2>/dev/null | awk -F', *' '$1 ~ /^[0-9]+$/ { n++; s += $1; if ($1 > p) p = $1; if ($2 > m) m = $2 }
-	END { printf "%d %.0f %d %d\n", n, n ? s / n : 0, p, m }')
+# Utilization: mean and peak of the samples, and the memory peak, each over the readings that
+# are numbers. nvidia-smi answers "[N/A]" for what a GPU does not report (utilization under
+# MIG or vGPU, for one): such a reading is counted apart (na), never read as 0 or as a peak.
+read -r n mean peak mem nmem na < <(sed -n 's/^gpuci: sample //p' "$log" 2>/dev/null | awk -F', *' '
+	$1 ~ /^[0-9]+$/ { n++; s += $1; if ($1 + 0 > p) p = $1 + 0 }
+	$1 !~ /^[0-9]+$/ { na++ }
+	$2 ~ /^[0-9]+$/ { nm++; if ($2 + 0 > m) m = $2 + 0 }
+	END { printf "%d %.0f %d %d %d %d\n", n, n ? s / n : 0, p, m, nm, na }')
 
 # The wait, as far as the cluster knows it (gpu-sampler.sh: the node's boot, the GPU
 # container's start; here: the job's start in the runner). A node booted within five minutes
@@ -133,7 +138,15 @@ done
 	echo "| Wait | ${wait:-not measured (no facts from the GPU node)}; queued before it: \`gpuci stats\` |"
 	echo "| GPU | ${gpu_name:-${error:-none seen}}${driver:+, driver ${driver# }}${cuda:+, CUDA ${cuda}}${memory:+, ${memory# }} |"
 	if ((n > 0)); then
-		echo "| GPU use | ${mean}% mean, ${peak}% peak; memory peak ${mem} MiB ($n samples) |"
+		if ((nmem > 0)); then
+			echo "| GPU use | ${mean}% mean, ${peak}% peak; memory peak ${mem} MiB ($n samples) |"
+		else
+			echo "| GPU use | ${mean}% mean, ${peak}% peak; memory not reported ($n samples) |"
+		fi
+	elif ((na > 0)); then
+		memory_peak=""
+		((nmem > 0)) && memory_peak="; memory peak ${mem} MiB"
+		echo "| GPU use | not reported: nvidia-smi answered [N/A] for utilization in all $na samples (MIG or vGPU)${memory_peak} |"
 	elif [[ -n $note ]]; then
 		echo "| GPU use | ${note} |"
 	else

@@ -424,6 +424,35 @@ func TestTheFollowerGivesUpWithoutAJobPod(t *testing.T) {
 		"the follower stops by itself")
 }
 
+// A GPU that reports no utilization (nvidia-smi's "[N/A]", under MIG or vGPU) is said to, not
+// blamed on a short job; a memory reading of "[N/A]" is never a peak of 0, and a number among
+// them still is the peak.
+func TestNotReportedReadingsAreSaidSo(t *testing.T) {
+	t.Parallel()
+	for name, tc := range map[string]struct{ samples, want string }{
+		"no utilization":       {"[N/A], [N/A]\n[N/A], 5100\n[N/A], 4000\n", "| GPU use | not reported: nvidia-smi answered [N/A] for utilization in all 3 samples (MIG or vGPU); memory peak 5100 MiB |"},
+		"no memory, first":     {"[N/A], [N/A]\n40, [N/A]\n60, [N/A]\n", "| GPU use | 50% mean, 60% peak; memory not reported (2 samples) |"},
+		"memory after a blank": {"30, [N/A]\n50, 2048\n", "| GPU use | 40% mean, 50% peak; memory peak 2048 MiB (2 samples) |"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			started := time.Now().Add(-5 * time.Minute).Unix()
+			h := newHost(t, machine{boot: started - 100, pid1After: 48 * time.Second, withSMI: true, samples: tc.samples})
+			out, err := h.hook(t, jobhooks.JobStartedKey, "GPUCI_JOB_FORM=runner")
+			require.NoError(t, err, out)
+			t.Cleanup(func() { stopPid(t, filepath.Join(h.temp, "gpuci", "sampler")) })
+			lines := strings.Count(tc.samples, "\n")
+			require.Eventually(t, func() bool {
+				b, _ := os.ReadFile(filepath.Join(h.temp, "gpuci", "log"))
+				return strings.Count(string(b), "gpuci: sample ") == lines
+			}, 10*time.Second, 50*time.Millisecond, "the sampler's readings")
+			out, err = h.hook(t, jobhooks.JobCompletedKey, "GPUCI_JOB_FORM=runner", "GPUCI_NOW="+strconv.FormatInt(started+300, 10))
+			require.NoError(t, err, out)
+			assert.Contains(t, h.summaryText(t), tc.want)
+		})
+	}
+}
+
 // The job's code can write its own container's log, and so every line the runner's completed
 // hook reads back; that hook holds the container hooks' token, which reads the runners'
 // Secrets. A hostile job's lines are text and nothing more: a bash arithmetic injection runs
