@@ -249,6 +249,7 @@ func cacheRequest(t *testing.T, ctx context.Context, from, addr, method, key, bo
 	if user, pass, ok := strings.Cut(auth, ":"); ok {
 		req.SetBasicAuth(user, pass)
 	}
+	defer client.CloseIdleConnections()
 	resp, err := client.Do(req)
 	require.NoError(t, err)
 	defer resp.Body.Close()

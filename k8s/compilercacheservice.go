@@ -135,8 +135,9 @@ func (c *CompilerCache) LetGatesRead(ctx *pulumi.Context, name string, namespace
 	}
 	for _, svc := range c.services {
 		account := wellknown.CompilerCacheName(svc.Name)
-		for _, ns := range slices.Sorted(maps.Keys(CompilerCacheGateRules(svc))) {
-			if _, err := newAccountRoleOf(ctx, name+"-"+account+"-"+ns, account, wellknown.CompilerCacheNamespace, ns, CompilerCacheGateRules(svc)[ns], c.accounts[svc.Name],
+		rules := CompilerCacheGateRules(svc)
+		for _, ns := range slices.Sorted(maps.Keys(rules)) {
+			if _, err := newAccountRoleOf(ctx, name+"-"+account+"-"+ns, account, wellknown.CompilerCacheNamespace, ns, rules[ns], c.accounts[svc.Name],
 				c.parent, pulumi.DependsOn(namespaces)); err != nil {
 				return err
 			}
