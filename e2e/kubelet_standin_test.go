@@ -6,12 +6,14 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
@@ -39,16 +41,31 @@ import (
 //     which a kubelet reports only once the NVIDIA device plugin runs on the node and
 //     registers them (k8s-device-plugin's ListAndWatch). So no GPU job schedules on a node
 //     the device plugin does not reach.
+//   - A GPU the device plugin withdraws (withdrawGPU: a critical XID) stays in the node's
+//     capacity and leaves its allocatable, as the kubelet reports a plugin's unhealthy devices
+//     (live.WithdrawnGPUs cites both).
 //   - A pod bound to one of these nodes is marked Running, and Ready unless its readiness
 //     asks whether it runs a job (probesAJob); a pod asked to go (deletion timestamp set) is
 //     removed, as the kubelet does once its containers stop.
 type kubeletStandIn struct {
 	core kubernetes.Interface
 	kube dynamic.Interface
+
+	mu        sync.Mutex
+	withdrawn map[string]int64 // node → GPUs its device plugin withdrew as unhealthy
 }
 
 func newKubeletStandIn(core kubernetes.Interface, kube dynamic.Interface) *kubeletStandIn {
-	return &kubeletStandIn{core: core, kube: kube}
+	return &kubeletStandIn{core: core, kube: kube, withdrawn: map[string]int64{}}
+}
+
+// withdrawGPU is a critical XID on one of node's GPUs: NVIDIA's device plugin sends it to the
+// kubelet as Unhealthy, for good (k8s-device-plugin v0.19.3 internal/plugin/server.go:276-280),
+// and the kubelet's next status has it in capacity, not in allocatable.
+func (k *kubeletStandIn) withdrawGPU(node string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.withdrawn[node]++
 }
 
 // Run reconciles until ctx ends.
@@ -101,12 +118,16 @@ func (k *kubeletStandIn) registerGPUNodes(ctx context.Context) {
 		// stack's keeps off those nodes, wellknown.NodeOSLabel).
 		want := nc.Status.Capacity[wellknown.GPUResource]
 		have := node.Status.Allocatable[wellknown.GPUResource]
+		k.mu.Lock()
+		withdrawn := min(k.withdrawn[node.Name], want.Value())
+		k.mu.Unlock()
+		healthy := *resource.NewQuantity(want.Value()-withdrawn, resource.DecimalSI)
 		plugin := node.Labels[wellknown.NodeOSLabel] == config.NodeOSBottlerocket || k.devicePluginRunsOn(ctx, node.Name)
-		gpus := !want.IsZero() && have.IsZero() && plugin
+		gpus := !want.IsZero() && plugin && (have.IsZero() && withdrawn == 0 || withdrawn > 0 && have.Cmp(healthy) != 0)
 		if node.Status.Allocatable.Pods().IsZero() || gpus {
 			capacity, allocatable := machineCapacity(&nc)
 			if gpus || !have.IsZero() {
-				capacity[wellknown.GPUResource], allocatable[wellknown.GPUResource] = want, want
+				capacity[wellknown.GPUResource], allocatable[wellknown.GPUResource] = want, healthy
 			}
 			_ = k.ready(ctx, node, capacity, allocatable)
 		}

@@ -179,38 +179,9 @@ func interruptedMatrix(interruptedRunner, otherRunner string, end jobEnd, starte
 // its runner's name) and passes; once the cool-down is over, the next pass ends it: the limit
 // back to 0, and nothing re-run again.
 func retrierSweepsTheOrg(t tb, ctx context.Context, core kubernetes.Interface, kube dynamic.Interface, gpuci, adminKubeconfig, interruptedRunner, healthyRunner string, end jobEnd, started time.Time, rerun func() string) {
-	dir, err := os.MkdirTemp("", "e2e-retrier-")
-	require.NoError(t, err)
-	defer os.RemoveAll(dir)
-	kubeconfig, account := accountKubeconfig(t, ctx, core, adminKubeconfig, dir, wellknown.RetrierNamespace, wellknown.RetrierServiceAccount)
-
-	d, err := core.AppsV1().Deployments(wellknown.RetrierNamespace).Get(ctx, wellknown.RetrierName, metav1.GetOptions{})
-	require.NoError(t, err, "the program's retrier")
-	c := d.Spec.Template.Spec.Containers[0]
-	require.Equal(t, "GITHUB_TOKEN", c.Env[0].Name)
-	ref := c.Env[0].ValueFrom.SecretKeyRef
-	secret, err := core.CoreV1().Secrets(wellknown.RetrierNamespace).Get(ctx, ref.Name, metav1.GetOptions{})
-	require.NoError(t, err)
-	assert.Equal(t, retrierToken, string(secret.Data[ref.Key]), "the token the stack was given")
-	args := c.Args
-	require.Equal(t, []string{"--every", "1m"}, args[len(args)-2:], "a pass a minute")
-	args = append(args[:len(args)-2:len(args)-2], "--kubeconfig", kubeconfig)
-
 	gh := interruptedMatrix(interruptedRunner, healthyRunner, end, started)
-	srv := gh.serve(t)
-	defer srv.Close()
-	pass := func() retrierPass {
-		cmd := exec.CommandContext(ctx, gpuci, args...)
-		cmd.Env = append(os.Environ(), "GITHUB_TOKEN="+string(secret.Data[ref.Key]), "GITHUB_API_URL="+srv.URL, "KUBECONFIG=")
-		var stdout, stderr bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		require.NoError(t, cmd.Run(), "gpuci %v: %s%s", args, stdout.String(), stderr.String())
-		t.Logf("the retrier's pass under %s: %s", wellknown.RetrierServiceAccount, stdout.String())
-		var p retrierPass
-		require.NoError(t, json.Unmarshal(stdout.Bytes(), &p), stdout.String())
-		assert.Empty(t, p.Errors)
-		return p
-	}
+	pass, account, done := retrierPasses(t, ctx, core, gpuci, adminKubeconfig, gh)
+	defer done()
 	p := pass()
 	assert.Positive(t, p.Interruptions, "Karpenter's event, read with the retrier's own account")
 	assert.Equal(t, 1, p.Repos)
@@ -280,11 +251,51 @@ func retrierSweepsTheOrg(t tb, ctx context.Context, core kubernetes.Interface, k
 	gh.mu.Unlock()
 }
 
+// retrierPasses runs the program's retrier as its Deployment does, one pass a call: the
+// Deployment's command and arguments (without --every), its token from the Secret the
+// program made, its own account's token from the API server, against gh. done removes what
+// it made.
+func retrierPasses(t tb, ctx context.Context, core kubernetes.Interface, gpuci, adminKubeconfig string, gh *githubRun) (pass func() retrierPass, account kubernetes.Interface, done func()) {
+	dir, err := os.MkdirTemp("", "e2e-retrier-")
+	require.NoError(t, err)
+	kubeconfig, account := accountKubeconfig(t, ctx, core, adminKubeconfig, dir, wellknown.RetrierNamespace, wellknown.RetrierServiceAccount)
+
+	d, err := core.AppsV1().Deployments(wellknown.RetrierNamespace).Get(ctx, wellknown.RetrierName, metav1.GetOptions{})
+	require.NoError(t, err, "the program's retrier")
+	c := d.Spec.Template.Spec.Containers[0]
+	require.Equal(t, "GITHUB_TOKEN", c.Env[0].Name)
+	ref := c.Env[0].ValueFrom.SecretKeyRef
+	secret, err := core.CoreV1().Secrets(wellknown.RetrierNamespace).Get(ctx, ref.Name, metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, retrierToken, string(secret.Data[ref.Key]), "the token the stack was given")
+	args := c.Args
+	require.Equal(t, []string{"--every", "1m"}, args[len(args)-2:], "a pass a minute")
+	args = append(args[:len(args)-2:len(args)-2], "--kubeconfig", kubeconfig)
+
+	srv := gh.serve(t)
+	pass = func() retrierPass {
+		cmd := exec.CommandContext(ctx, gpuci, args...)
+		cmd.Env = append(os.Environ(), "GITHUB_TOKEN="+string(secret.Data[ref.Key]), "GITHUB_API_URL="+srv.URL, "KUBECONFIG=")
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		require.NoError(t, cmd.Run(), "gpuci %v: %s%s", args, stdout.String(), stderr.String())
+		t.Logf("the retrier's pass under %s: %s", wellknown.RetrierServiceAccount, stdout.String())
+		var p retrierPass
+		require.NoError(t, json.Unmarshal(stdout.Bytes(), &p), stdout.String())
+		assert.Empty(t, p.Errors)
+		assert.Equal(t, "ok", p.Token, "GitHub took the stack's token (gpuci doctor reads this)")
+		return p
+	}
+	return pass, account, func() { srv.Close(); os.RemoveAll(dir) }
+}
+
 // retrierPass is what a pass of the retrier prints (retry.Pass).
 type retrierPass struct {
 	Interruptions int      `json:"interruptions"`
 	Repos         int      `json:"repos"`
 	CoolDowns     []string `json:"coolDowns"`
 	Ended         []string `json:"coolDownsEnded"`
+	OutOfService  []string `json:"outOfService"`
+	Token         string   `json:"token"`
 	Errors        []string `json:"errors"`
 }

@@ -34,6 +34,7 @@ type run struct {
 
 	systemNodes []string
 	karp        *karpenter
+	kubelet     *kubeletStandIn
 	gpuci       string
 }
 
@@ -92,7 +93,8 @@ func (r *run) kubeconfig() string { return filepath.Join(r.e.clusterDir, "kubeco
 // the real Karpenter over a fake AWS seeded with what the program created, and the operator's
 // gpuci (if the compiler cache's step has not built it).
 func (r *run) startNodes(t *testing.T) {
-	go newKubeletStandIn(r.core, r.kube).Run(r.ctx)
+	r.kubelet = newKubeletStandIn(r.core, r.kube)
+	go r.kubelet.Run(r.ctx)
 	_, resources := r.h.state(t, r.ctx)
 	r.systemNodes = startSystemNodes(t, r.ctx, r.core, resources)
 	r.karp = startKarpenter(t, r.ctx, r.core, r.kubeconfig(), r.work, resources)

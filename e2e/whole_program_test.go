@@ -99,6 +99,11 @@ func TestWholeProgram(t *testing.T) {
 	step(t, "warm windows on both pools, opening at the next minute in "+warmZone+"; EC2 out of spot capacity for the container pool", func(t *testing.T) {
 		warm = runInBackground(warmWindowConfigured(t, ctx, r.h, core, kube, r.karp, r.gpuci, r.kubeconfig()))
 	})
+	// Runner-form jobs on gpu-spot's twin, which no warm window holds and the phases below do
+	// not use; its pods sit on GPU nodes only.
+	broken := runInBackground(func(t tb) {
+		brokenGPU(t, ctx, core, kube, r.karp, r.kubelet, r.gpuci, r.kubeconfig())
+	})
 	r.github.placeJobsOn(core, r.systemNodes[0])
 	step(t, "ARC across a minor version: every scale set back in GitHub, no job killed", func(t *testing.T) { arcMinorUpgrade(t, ctx, r.h, kube, r.github, r.work) })
 	step(t, "a pool added, then removed while its runner holds a job", func(t *testing.T) { poolRemovedWhileItsJobRuns(t, ctx, r.h, kube, r.github) })
@@ -107,6 +112,7 @@ func TestWholeProgram(t *testing.T) {
 	step(t, "bad config: refused before anything is sent", r.badConfigRefused)
 	step(t, "the deploy identity's roles added to the running stack: pulumi-eks creates their access entries (cluster-admin, view), nothing replaced; removed again", func(t *testing.T) { deployIdentityAdded(t, ctx, r.h) })
 	step(t, "zones and the system node group are kept: raising azCount, or a system instance type that would replace the group, is refused, naming the key", r.zonesAndSystemNodesKept)
+	step(t, "meanwhile, a GPU breaks under a runner-form job (its device plugin withdraws it): the real scheduler places no further job on the node; the stack's retrier, as its own account, records it, deletes its NodeClaim and re-runs the job it failed, no cool-down; the real Karpenter replaces the node and the re-run runs on the fresh one; a job on another node of the pool untouched; gpuci doctor lists the node taken out of service", broken.Wait)
 	step(t, "meanwhile, the warm window: each pool's placeholders hold the nodes Karpenter launched (the container pool's on-demand, spot refused; gpuci doctor says so); a runner-form runner and a container-form job pod each preempt one and run on its node with no new NodeClaim, the pool at its gpuLimit; each placeholder comes back after its job; at the window's end every node is consolidated", warm.Wait)
 
 	step(t, "destroy", r.destroyed)

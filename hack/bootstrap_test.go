@@ -64,6 +64,8 @@ if [[ "$*" == "-C identity stack output deployRoles --json" ]]; then
 	printf '{\n  "%s": "arn:aws:iam::123456789012:role/%s-deploy"\n}\n' "${FAKE_IDENTITY_STACK:-starter}" "${FAKE_IDENTITY_STACK:-starter}"
 fi
 [[ "$*" == "-C identity stack output previewRole" ]] && echo "arn:aws:iam::123456789012:role/lux-gpu-ci-preview-luxfi-lux-gpu-ci"
+# The identity's stacks so far (FAKE_IDENTITY_STACKS, as JSON), as pulumi config get prints a list.
+if [[ "$*" == "-C identity config get stacks" ]]; then [[ -n ${FAKE_IDENTITY_STACKS:-} ]] || exit 255; echo "$FAKE_IDENTITY_STACKS"; fi
 exit 0
 `,
 		"kubectl": "#!/usr/bin/env bash\nexit 0\n",
@@ -409,4 +411,32 @@ func TestIdentityNamesWhatItMisses(t *testing.T) {
 		assert.Contains(t, out, want)
 	}
 	assert.NotContains(t, out, "stand-in pulumi -C identity", "nothing is changed")
+}
+
+// A second environment's identity run adds its stack's deploy role and keeps the first one's:
+// the identity's stacks are read back and the new one appended, never replaced.
+func TestIdentityAddsAStackAndKeepsTheOthers(t *testing.T) {
+	t.Parallel()
+	cmd := exec.Command("bash", "identity.sh")
+	cmd.Env = append(bootstrapEnv(), "PATH="+standIns(t), "AWS_REGION=us-west-2", "STACKS=prod", "YES=1",
+		"PULUMI_BACKEND_URL=s3://lux-gpu-ci-state", "DEPLOY_REPOSITORY=luxfi/lux-gpu-ci", "FAKE_IDENTITY_STACK=prod", `FAKE_IDENTITY_STACKS=["dev"]`)
+	b, err := cmd.CombinedOutput()
+	out := string(b)
+	require.NoError(t, err, out)
+	set := regexp.MustCompile(`stand-in pulumi -C identity config set --path (stacks\[\d\] \S+)`).FindAllStringSubmatch(out, -1)
+	var stacks []string
+	for _, m := range set {
+		stacks = append(stacks, m[1])
+	}
+	assert.Equal(t, []string{"stacks[0] dev", "stacks[1] prod"}, stacks, "dev's role kept, prod's added:\n%s", out)
+	assert.Contains(t, out, "stand-in pulumi -C identity up --yes")
+	assert.Contains(t, out, "gh variable set AWS_DEPLOY_ROLE_ARN --env 'prod'")
+
+	// Run again for prod: nothing doubled.
+	cmd = exec.Command("bash", "identity.sh")
+	cmd.Env = append(bootstrapEnv(), "PATH="+standIns(t), "AWS_REGION=us-west-2", "STACKS=prod", "YES=1",
+		"PULUMI_BACKEND_URL=s3://lux-gpu-ci-state", "DEPLOY_REPOSITORY=luxfi/lux-gpu-ci", "FAKE_IDENTITY_STACK=prod", `FAKE_IDENTITY_STACKS=["dev","prod"]`)
+	b, err = cmd.CombinedOutput()
+	require.NoError(t, err, string(b))
+	assert.Equal(t, 2, strings.Count(string(b), "config set --path stacks["), string(b))
 }

@@ -36,7 +36,7 @@ if ((${#problems[@]})); then
 fi
 
 identity_stack=${IDENTITY_STACK:-github}
-echo "deploy identity $identity_stack: repository $repo, stacks $stacks"
+echo "deploy identity $identity_stack: repository $repo, adding stacks $stacks"
 pulumi -C identity stack select "$identity_stack" 2>/dev/null ||
 	pulumi -C identity stack init "$identity_stack" --secrets-provider passphrase
 pulumi -C identity config set aws:region "$region"
@@ -45,15 +45,23 @@ pulumi -C identity config set stateBackend "$backend"
 if [[ -n ${OIDC_PROVIDER_ARN:-} ]]; then
 	pulumi -C identity config set oidcProviderArn "$OIDC_PROVIDER_ARN"
 fi
+# The stacks the identity already has stay: a second environment's bootstrap adds its role and
+# never deletes the first one's. (To drop a stack's role: pulumi -C identity config rm
+# 'stacks[N]', then pulumi -C identity up.)
+all=$(pulumi -C identity config get stacks 2>/dev/null | tr -d '[]" \n\t' || true)
+for s in ${stacks//,/ }; do
+	[[ ",$all," == *",$s,"* ]] || all=${all:+$all,}$s
+done
 pulumi -C identity config rm stacks >/dev/null 2>&1 || true
 i=0
-for s in ${stacks//,/ }; do
+for s in ${all//,/ }; do
 	pulumi -C identity config set --path "stacks[$i]" "$s"
 	i=$((i + 1))
 done
 yes=()
 [[ ${YES:-} == 1 ]] && yes=(--yes)
-pulumi -C identity up "${yes[@]}"
+# ${yes[@]+…}: an empty array under set -u is an error in bash before 4.4 (macOS's 3.2).
+pulumi -C identity up ${yes[@]+"${yes[@]}"}
 
 # Each stack gives the roles their access entries (its next up creates them).
 roles=$(pulumi -C identity stack output deployRoles --json)

@@ -57,7 +57,30 @@ func RetrierCommandArgs(r config.Retrier, gh config.GitHub, pools []config.GPUPo
 	if len(cool) > 0 {
 		args = append(args, "--spot-cool-down", r.SpotCoolDown.String(), "--cool-down-node-pools", strings.Join(cool, ","))
 	}
-	return append(args, "--every", RetrierSweepEvery)
+	return append(args, "--gpu-pools", strings.Join(poolNames(pools), ","), "--every", RetrierSweepEvery)
+}
+
+func poolNames(pools []config.GPUPool) []string {
+	var names []string
+	for _, p := range pools {
+		names = append(names, p.Name)
+	}
+	return names
+}
+
+// OutOfServiceRules are the retrier's rights to take a broken GPU's node out of service
+// (live.OutOfService): cluster-wide, to list Nodes (to read their GPUs' capacity and
+// allocatable) and to list and delete NodeClaims (Karpenter then drains and replaces the
+// node; NodeClaims have generated names, so no resourceNames can narrow it); in "default",
+// to record its GPUOutOfService event on the Node. Only the retrier's account has them: the
+// retry runner's, where a job runs, reads events and writes none, so no job can make the
+// evidence the retrier re-runs on.
+func OutOfServiceRules() (cluster []rbacv1.PolicyRule, inDefault rbacv1.PolicyRule) {
+	return []rbacv1.PolicyRule{
+			{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"list"}},
+			{APIGroups: []string{"karpenter.sh"}, Resources: []string{"nodeclaims"}, Verbs: []string{"list", "delete"}},
+		},
+		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create"}}
 }
 
 // CoolDownRules are the retrier's cluster-wide rights: to read and patch its pools'

@@ -42,7 +42,7 @@ func TestRetrierDeployment(t *testing.T) {
 	c := spec.Containers[0]
 	assert.Equal(t, []string{"/opt/gpuci/gpuci"}, c.Command)
 	assert.Equal(t, []string{"retry", "--org", "luxfi", "--scale-sets", "lux-gpu-t4,lux-gpu-t4-on-demand,lux-gpu-c",
-		"--pod-namespaces", "arc-runners,arc-jobs-gpu-c", "--every", "1m"}, c.Args,
+		"--pod-namespaces", "arc-runners,arc-jobs-gpu-c", "--gpu-pools", "gpu-spot,gpu-spot-on-demand,gpu-c", "--every", "1m"}, c.Args,
 		"every pool's and twin's scale set, and where their runner and job pods run")
 	require.Len(t, c.Env, 1)
 	assert.Equal(t, "GITHUB_TOKEN", c.Env[0].Name)

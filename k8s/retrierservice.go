@@ -7,6 +7,7 @@ import (
 	corev1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/core/v1"
 	metav1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/meta/v1"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+	k8smeta "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/luxfi/lux-gpu-ci/config"
 	"github.com/luxfi/lux-gpu-ci/internal/wellknown"
@@ -64,6 +65,8 @@ func NewRetrier(ctx *pulumi.Context, name string, args *RetrierArgs, opts ...pul
 	}
 	deps := append([]pulumi.Resource{ns, sa}, boundary...)
 	reads := RetryReaderRules(args.Pools)
+	outOfService, recordEvents := OutOfServiceRules()
+	reads[k8smeta.NamespaceDefault] = append(slices.Clip(reads[k8smeta.NamespaceDefault]), recordEvents)
 	for _, readNS := range slices.Sorted(maps.Keys(reads)) {
 		rules := reads[readNS]
 		rbac, err := newAccountRoleOf(ctx, name+"-"+readNS, wellknown.RetrierServiceAccount, wellknown.RetrierNamespace, readNS, rules, sa,
@@ -73,6 +76,11 @@ func NewRetrier(ctx *pulumi.Context, name string, args *RetrierArgs, opts ...pul
 		}
 		deps = append(deps, rbac...)
 	}
+	rbac, err := newAccountClusterRole(ctx, name+"-out-of-service", wellknown.OutOfServiceRole, wellknown.RetrierServiceAccount, wellknown.RetrierNamespace, outOfService, sa, parent)
+	if err != nil {
+		return nil, err
+	}
+	deps = append(deps, rbac...)
 	if rules := CoolDownRules(args.Retrier, args.Pools); rules != nil {
 		rbac, err := newAccountClusterRole(ctx, name+"-cool-down", wellknown.CoolDownRole, wellknown.RetrierServiceAccount, wellknown.RetrierNamespace, rules, sa, parent)
 		if err != nil {

@@ -44,11 +44,18 @@ func TestTheInClusterRetrier(t *testing.T) {
 	}
 
 	events := []any{map[string]any{"apiGroups": []any{""}, "resources": []any{"events"}, "verbs": []any{"get", "list"}}}
+	// In default, where a Node's events are, it also records its own (a node taken out of
+	// service for a broken GPU).
+	record := map[string]any{"apiGroups": []any{""}, "resources": []any{"events"}, "verbs": []any{"create"}}
 	d := m.get(t, "kubernetes:apps/v1:Deployment", "gpu-ci-retrier")
 	for _, readNS := range []string{"arc-runners", "arc-jobs-gpu-spot-container", "default"} {
 		role := m.get(t, "kubernetes:rbac.authorization.k8s.io/v1:Role", "gpu-ci-retrier-"+readNS)
 		assert.Equal(t, map[string]any{"name": "gpuci-retrier", "namespace": readNS}, path(role.Inputs, "metadata"))
-		assert.Equal(t, events, path(role.Inputs, "rules"), "events only: no pod (a job pod's spec holds its job's secrets), no Secret")
+		want := events
+		if readNS == "default" {
+			want = append(append([]any{}, events...), record)
+		}
+		assert.Equal(t, want, path(role.Inputs, "rules"), "events only: no pod (a job pod's spec holds its job's secrets), no Secret")
 		binding := m.get(t, "kubernetes:rbac.authorization.k8s.io/v1:RoleBinding", "gpu-ci-retrier-"+readNS)
 		assert.Equal(t, []any{map[string]any{"kind": "ServiceAccount", "name": "gpuci-retrier", "namespace": "gpuci-retrier"}}, path(binding.Inputs, "subjects"))
 		assert.Contains(t, d.Deps(), binding.Key(), "the retrier starts once it may read")
@@ -62,7 +69,19 @@ func TestTheInClusterRetrier(t *testing.T) {
 	assert.Equal(t, []any{"retry", "--org", "luxfi", "--scale-sets", "lux-gpu-t4,lux-gpu-t4-on-demand,lux-gpu-t4-container",
 		"--pod-namespaces", "arc-runners,arc-jobs-gpu-spot-container",
 		"--spot-cool-down", "30m0s", "--cool-down-node-pools", "lux-gpu-t4=gpu-spot-cool-down,lux-gpu-t4-container=gpu-spot-container-cool-down",
-		"--every", "1m"}, path(c, "args"))
+		"--gpu-pools", "gpu-spot,gpu-spot-on-demand,gpu-spot-container", "--every", "1m"}, path(c, "args"))
+
+	// Cluster-wide, to take a broken GPU's node out of service: list Nodes, list and delete
+	// NodeClaims; nothing else.
+	oos := m.get(t, "kubernetes:rbac.authorization.k8s.io/v1:ClusterRole", "gpu-ci-retrier-out-of-service")
+	assert.Equal(t, "gpuci-retrier-out-of-service", path(oos.Inputs, "metadata", "name"))
+	assert.Equal(t, []any{
+		map[string]any{"apiGroups": []any{""}, "resources": []any{"nodes"}, "verbs": []any{"list"}},
+		map[string]any{"apiGroups": []any{"karpenter.sh"}, "resources": []any{"nodeclaims"}, "verbs": []any{"list", "delete"}},
+	}, path(oos.Inputs, "rules"))
+	binding := m.get(t, "kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding", "gpu-ci-retrier-out-of-service")
+	assert.Equal(t, []any{map[string]any{"kind": "ServiceAccount", "name": "gpuci-retrier", "namespace": "gpuci-retrier"}}, path(binding.Inputs, "subjects"))
+	assert.Contains(t, d.Deps(), binding.Key(), "the retrier starts once it may act")
 }
 
 // With the retrier, each spot pool has a cool-down NodePool: the pool's nodes on on-demand,

@@ -37,6 +37,7 @@ func runRetry(args []string) error {
 	lookback := fs.Duration("lookback", 6*time.Hour, "with --org, how long before an interruption a run may have started")
 	coolDownFor := fs.Duration("spot-cool-down", 0, "with --org, how long the pool of a re-run job launches on-demand nodes (0: never)")
 	coolDownPools := fs.String("cool-down-node-pools", "", "with --spot-cool-down, comma-separated <scale set>=<its pool's cool-down NodePool>")
+	gpuPools := fs.String("gpu-pools", "", "with --org, comma-separated GPU pools whose nodes are taken out of service (their NodeClaim deleted) when their device plugin withdraws a GPU")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -45,7 +46,7 @@ func runRetry(args []string) error {
 		if err != nil {
 			return err
 		}
-		return runRetrySweep(*org, *scaleSets, *podNamespaces, *every, *lookback, *kubeconfig, *dryRun, cool, st)
+		return runRetrySweep(*org, *scaleSets, *podNamespaces, *every, *lookback, *kubeconfig, *dryRun, cool, splitList(*gpuPools), st)
 	}
 	owner, name, ok := strings.Cut(*repo, "/")
 	if !ok || owner == "" || name == "" || *runID <= 0 {
@@ -162,12 +163,13 @@ func splitList(flagValue string) []string {
 }
 
 // runRetrySweep is the in-cluster retrier (k8s.RetrierDeployment runs it): at each pass it
-// reads the cluster's events with its own account and, when they hold a spot interruption,
-// the organization's failed runs since, with GITHUB_TOKEN (a token that may re-run jobs:
+// takes the GPU nodes whose device plugin withdrew a GPU out of service (live.OutOfService),
+// reads the cluster's events with its own account and, when they hold a spot interruption or
+// a node taken out of service, the organization's failed runs since, with GITHUB_TOKEN (a token that may re-run jobs:
 // Actions read and write on the repositories; it may not read annotations, see ClusterOnly).
 // A pass that fails is reported and the next one tried: the retrier outlives GitHub's and the
 // API server's bad minutes.
-func runRetrySweep(org, scaleSets, podNamespaces string, every, lookback time.Duration, kubeconfig string, dryRun bool, cool coolDowns, st stackFlags) error {
+func runRetrySweep(org, scaleSets, podNamespaces string, every, lookback time.Duration, kubeconfig string, dryRun bool, cool coolDowns, gpuPools []string, st stackFlags) error {
 	token := os.Getenv("GITHUB_TOKEN")
 	if token == "" {
 		return fmt.Errorf("GITHUB_TOKEN is not set: the in-cluster retrier reads it from its Secret (config key retrier.githubToken)")
@@ -181,10 +183,23 @@ func runRetrySweep(org, scaleSets, podNamespaces string, every, lookback time.Du
 		return err
 	}
 	ctx := context.Background()
+	var tokenState string // the last check's: every pass prints it, with its time
+	var checked time.Time
 	for {
-		pass, err := sweepOnce(ctx, client, org, ours, lookback, kubeconfig, dryRun, cool)
-		if err == nil {
-			err = printJSON(pass)
+		pass, err := sweepOnce(ctx, client, org, ours, lookback, kubeconfig, dryRun, cool, gpuPools)
+		if time.Since(checked) >= tokenCheckEvery {
+			tokenState, checked = retry.Sweep{Client: client, Org: org}.CheckToken(ctx), time.Now().UTC()
+		}
+		pass.Token, pass.TokenChecked = tokenState, checked
+		// Every pass prints its line, a failed one too: gpuci doctor reads the last one.
+		if pass.At.IsZero() {
+			pass.At = time.Now().UTC()
+		}
+		if err != nil {
+			pass.Errors = append(pass.Errors, err.Error())
+		}
+		if perr := printJSON(pass); err == nil {
+			err = perr
 		}
 		if every <= 0 {
 			return err
@@ -192,16 +207,55 @@ func runRetrySweep(org, scaleSets, podNamespaces string, every, lookback time.Du
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "gpuci retry --org %s: %v (next pass in %s)\n", org, err, every)
 		}
-		time.Sleep(every)
+		watchGPUs(ctx, every, kubeconfig, ours.stack, gpuPools, dryRun)
 	}
 }
 
-func sweepOnce(ctx context.Context, client *github.Client, org string, ours ourRunners, lookback time.Duration, kubeconfig string, dryRun bool, cool coolDowns) (retry.Pass, error) {
+// tokenCheckEvery is how often the retrier checks that GitHub still takes its token (at its
+// first pass, then hourly): gpuci doctor reads the result from its log.
+const tokenCheckEvery = time.Hour
+
+// outOfServiceEvery is how often the retrier looks for a broken GPU between its passes: a
+// node whose only job a broken GPU failed is empty at once, and Karpenter consolidates an
+// empty node consolidateAfter (30 s in the starter) plus 15 s later. Taken out of service
+// first, the node leaves its event, which is the evidence the next pass re-runs the job on.
+const outOfServiceEvery = 10 * time.Second
+
+// watchGPUs waits for the next pass, taking broken GPUs' nodes out of service meanwhile.
+func watchGPUs(ctx context.Context, wait time.Duration, kubeconfig, stack string, gpuPools []string, dryRun bool) {
+	for end := time.Now().Add(wait); time.Until(end) > 0; {
+		time.Sleep(min(outOfServiceEvery, time.Until(end)))
+		if dryRun || len(gpuPools) == 0 {
+			continue
+		}
+		kube, dyn, cleanup, err := clients(kubeconfig, stack)
+		if err != nil {
+			continue // the pass reports it
+		}
+		did, err := live.OutOfService{Kube: kube, Dynamic: dyn, Pools: gpuPools}.Sweep(ctx)
+		cleanup()
+		for _, line := range did {
+			fmt.Fprintln(os.Stderr, "gpuci retry: out of service: "+line)
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "gpuci retry: taking broken GPUs out of service: %v\n", err)
+		}
+	}
+}
+
+func sweepOnce(ctx context.Context, client *github.Client, org string, ours ourRunners, lookback time.Duration, kubeconfig string, dryRun bool, cool coolDowns, gpuPools []string) (retry.Pass, error) {
 	kube, dyn, cleanup, err := clients(kubeconfig, ours.stack)
 	if err != nil {
 		return retry.Pass{}, fmt.Errorf("the cluster cannot be read, so nothing was re-run: %w", err)
 	}
 	defer cleanup()
+	// First the broken GPUs, so that this pass's evidence holds them: the job a GPU failed is
+	// re-run in the same pass, on a fresh node.
+	var outOfService []string
+	var outErr error
+	if !dryRun {
+		outOfService, outErr = live.OutOfService{Kube: kube, Dynamic: dyn, Pools: gpuPools}.Sweep(ctx)
+	}
 	in, err := live.ReadInterruptions(ctx, kube, ours.podNamespaces)
 	if err != nil {
 		return retry.Pass{}, fmt.Errorf("the cluster cannot be read, so nothing was re-run: %w", err)
@@ -210,7 +264,12 @@ func sweepOnce(ctx context.Context, client *github.Client, org string, ours ourR
 	if cool.span > 0 {
 		s.CoolDown, s.CoolDownFor, s.CoolDownNodePools = live.CoolDowns{Dynamic: dyn, NodePools: cool.nodePools()}, cool.span, cool.byScaleSet
 	}
-	return s.Once(ctx, dryRun)
+	pass, err := s.Once(ctx, dryRun)
+	pass.OutOfService = outOfService
+	if outErr != nil {
+		pass.Errors = append(pass.Errors, "taking broken GPUs out of service: "+outErr.Error())
+	}
+	return pass, err
 }
 
 // coolDowns are --spot-cool-down and --cool-down-node-pools, read.

@@ -127,6 +127,10 @@ const (
 	CoolDownRole               = "gpuci-retrier-cool-down"
 )
 
+// OutOfServiceRole is the in-cluster retrier's ClusterRole to take a broken GPU's node out of
+// service (k8s.OutOfServiceRules).
+const OutOfServiceRole = "gpuci-retrier-out-of-service"
+
 // CoolDownNodePool is the name of pool's cool-down NodePool.
 func CoolDownNodePool(pool string) string { return pool + coolDownSuffix }
 

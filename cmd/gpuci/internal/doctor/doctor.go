@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -78,6 +79,8 @@ func (d Doctor) Examine(ctx context.Context) []Finding {
 		d.gpuNotDetected(ctx, gpuNodes),
 		d.spotCapacity(ctx, claims),
 		d.spotInterruptions(ctx),
+		d.gpusOutOfService(ctx, gpuNodes),
+		d.retrierHealth(ctx),
 		d.gpuQuota(claims),
 		d.costSpike(ctx, gpuNodes),
 		d.stuckTeardown(ctx, claims),
@@ -300,6 +303,9 @@ func (d Doctor) spotInterruptions(ctx context.Context) Finding {
 		return f
 	}
 	for _, e := range in.Events {
+		if e.Cause != live.SpotInterrupted {
+			continue
+		}
 		f.Problem = true
 		line := fmt.Sprintf("%s: node %s: %s", e.At.Format(time.RFC3339), e.Node, e.Message)
 		if len(e.Pods) > 0 {
@@ -311,6 +317,62 @@ func (d Doctor) spotInterruptions(ctx context.Context) Finding {
 		f.Evidence = append(f.Evidence, "no SpotInterrupted event (Kubernetes keeps events about an hour)")
 	}
 	return f
+}
+
+// gpusOutOfService lists the GPU nodes the retrier took out of service (live.OutOfService's
+// events: type, zone, pool, how many GPUs were withdrawn), how often each instance type and
+// zone had one, and any node whose device plugin has withdrawn a GPU that is still in service
+// (no retrier, or its pass has not come yet): it takes no job on that GPU and costs as before.
+func (d Doctor) gpusOutOfService(ctx context.Context, nodes []corev1.Node) Finding {
+	f := Finding{Symptom: "GPUs taken out of service", Fix: "a node whose device plugin withdrew a GPU (a critical XID: ECC, fallen off the bus, …) is replaced by the in-cluster retrier, and the job it failed re-run once (docs/operations.md, \"A broken GPU\"); without the retrier, delete the node's NodeClaim (kubectl delete nodeclaim <name>). Many on one type or zone: tell AWS support the instance IDs"}
+	in, err := live.ReadInterruptions(ctx, d.Kube, config.RunnerPodNamespaces(d.Cfg.Pools()))
+	if err != nil {
+		f.Evidence = append(f.Evidence, err.Error())
+		return f
+	}
+	often := map[string]int{}
+	for _, e := range in.Events {
+		if e.Cause != live.GPUOutOfService {
+			continue
+		}
+		f.Problem = true
+		line := fmt.Sprintf("%s: %s", e.At.Format(time.RFC3339), e.Message)
+		if len(e.Pods) > 0 {
+			line += "; runner pods on it: " + strings.Join(e.Pods, ", ")
+		}
+		f.Evidence = append(f.Evidence, line)
+		if typ, zone, ok := typeAndZone(e.Message); ok {
+			often[typ+" in "+zone]++
+		}
+	}
+	for _, where := range slices.Sorted(maps.Keys(often)) {
+		f.Evidence = append(f.Evidence, fmt.Sprintf("%s: %d node(s) out of service in the last hour", where, often[where]))
+	}
+	for _, n := range nodes {
+		if w, c := live.WithdrawnGPUs(n); w > 0 && n.DeletionTimestamp == nil {
+			f.Problem = true
+			f.Evidence = append(f.Evidence, fmt.Sprintf("node %s (%s) is still in service with %d of its %d GPU(s) withdrawn by its device plugin",
+				n.Name, strings.Trim(n.Labels[corev1.LabelInstanceTypeStable]+", "+n.Labels[corev1.LabelTopologyZone], ", "), w, c))
+		}
+	}
+	if !f.Problem {
+		f.Evidence = append(f.Evidence, "no GPU withdrawn by a device plugin now, and no node taken out of service in the cluster's events (kept about an hour)")
+	}
+	return f
+}
+
+// typeAndZone reads the instance type and zone back from live.OutOfServiceMessage's
+// "node <name> (<type>, <zone>, …".
+func typeAndZone(msg string) (typ, zone string, ok bool) {
+	_, rest, ok := strings.Cut(msg, " (")
+	if !ok {
+		return "", "", false
+	}
+	parts := strings.SplitN(rest, ", ", 3)
+	if len(parts) < 3 {
+		return "", "", false
+	}
+	return parts[0], parts[1], true
 }
 
 // poolPods lists the pods of the pools: runners in the runners' namespace, container-form
@@ -382,7 +444,9 @@ func (d Doctor) gpuNotDetected(ctx context.Context, nodes []corev1.Node) Finding
 			pluginNodes++
 		}
 		f.Evidence = append(f.Evidence, fmt.Sprintf("node %s: %s allocatable %s (from %s), label %s=%q", n.Name, wellknown.GPUResource, gpus.String(), by, wellknown.GPUPresentLabel, n.Labels[wellknown.GPUPresentLabel]))
-		if gpus.IsZero() {
+		// Registered, then withdrawn as unhealthy, is a broken GPU (gpusOutOfService), not one
+		// the plugin never found.
+		if withdrawn, _ := live.WithdrawnGPUs(n); gpus.IsZero() && withdrawn == 0 {
 			f.Problem = true
 		}
 	}

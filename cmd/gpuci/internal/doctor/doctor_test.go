@@ -6,6 +6,7 @@ package doctor_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -72,7 +74,7 @@ func problem(findings []doctor.Finding) []string {
 
 func TestDoctorHealthyCluster(t *testing.T) {
 	_, findings, out := examine(t, doctorCluster())
-	assert.Len(t, findings, 12)
+	assert.Len(t, findings, 14)
 	assert.Empty(t, problem(findings), out)
 	assert.Contains(t, out, "listener lux-gpu-t4-listener Running; last log lines: fake logs")
 }
@@ -148,6 +150,27 @@ func TestDoctorFindsEachSymptom(t *testing.T) {
 			})
 			healthyPlugin(c)
 		}, "Jobs failed by spot interruptions", "2026-12-03T11:50:00Z: node ip-10-0-2-2: Spot interruption warning was triggered; runner pods on it: lux-gpu-t4-7xk2p-runner-abcde"},
+		// The retrier took a node out of service (its event, with the type and zone it names):
+		// listed, with how often that type and zone had one; a forged event is not.
+		"GPU taken out of service": {func(c *fakecluster.Cluster) {
+			msg := "node ip-10-0-2-9 (g4dn.xlarge, us-west-2a, spot, pool gpu-spot): its device plugin withdrew 1 of its 1 GPU(s) as unhealthy; NodeClaim gpu-spot-x9 deleted, Karpenter replaces the node"
+			for i, src := range []string{"gpuci-retrier", "gpuci-retrier", "a-job"} {
+				c.Objects = append(c.Objects, &corev1.Event{
+					ObjectMeta:     metav1.ObjectMeta{Namespace: "default", Name: fmt.Sprintf("ip-10-0-2-9.%d", i)},
+					InvolvedObject: corev1.ObjectReference{Kind: "Node", Name: "ip-10-0-2-9"},
+					Reason:         "GPUOutOfService", Message: msg, Type: "Warning", Source: corev1.EventSource{Component: src},
+					LastTimestamp: metav1.NewTime(doctorNow.Add(-time.Duration(i+1) * time.Minute)),
+				})
+			}
+		}, "GPUs taken out of service", "g4dn.xlarge in us-west-2a: 2 node(s) out of service in the last hour"},
+		// No retrier: a node whose device plugin withdrew its GPU stays, and is named.
+		"GPU withdrawn, node still in service": {func(c *fakecluster.Cluster) {
+			n := gpuNode(0, time.Minute)
+			n.Status.Capacity = corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")}
+			n.Labels[wellknown.PoolLabel] = "gpu-spot"
+			c.Objects = append(c.Objects, n)
+			healthyPlugin(c)
+		}, "GPUs taken out of service", "node ip-10-0-2-2 (g4dn.xlarge) is still in service with 1 of its 1 GPU(s) withdrawn by its device plugin"},
 		"cost spike": {func(c *fakecluster.Cluster) {
 			c.Objects = append(c.Objects, gpuNode(1, 3*time.Hour))
 			healthyPlugin(c)

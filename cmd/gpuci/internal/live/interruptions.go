@@ -30,14 +30,23 @@ func jobPodName(runner string) string {
 // scheduledRE reads the scheduler's Scheduled event: "Successfully assigned <ns>/<pod> to <node>".
 var scheduledRE = regexp.MustCompile(`^Successfully assigned [^/ ]+/(\S+) to (\S+)$`)
 
-// Interruption is one spot interruption Karpenter recorded, and the runner pods (runners, or
-// the job pods of container-form runners) that had been placed on the node before it.
+// Interruption is one spot interruption Karpenter recorded, or a GPU node the retrier took
+// out of service, and the runner pods (runners, or the job pods of container-form runners)
+// that had been placed on the node before it.
 type Interruption struct {
 	Node    string
 	At      time.Time
 	Message string
 	Pods    []string
+	// Cause is SpotInterrupted or GPUOutOfService.
+	Cause string
 }
+
+// outOfServiceLag is how long after a job ended the retrier may take its node out of service
+// for the GPU that failed it: the device plugin's report, the kubelet's next status (10 s),
+// and the retrier's next pass (RetrierSweepEvery, a minute), with room. A job's failure in
+// that time on a node whose GPU was found broken is counted as the GPU's, and re-run once.
+const outOfServiceLag = 3 * time.Minute
 
 // placement is where a pod ran, since when.
 type placement struct {
@@ -78,10 +87,12 @@ func ReadInterruptions(ctx context.Context, kube kubernetes.Interface, podNamesp
 		}
 	}
 	for _, e := range events.Items {
-		if e.Reason != SpotInterrupted || e.InvolvedObject.Kind != "Node" || !reportedBy(e, karpenterReporter) {
+		spot := e.Reason == SpotInterrupted && reportedBy(e, karpenterReporter)
+		gpu := e.Reason == GPUOutOfService && reportedBy(e, RetrierReporter)
+		if e.InvolvedObject.Kind != "Node" || !spot && !gpu {
 			continue
 		}
-		i := Interruption{Node: e.InvolvedObject.Name, At: EventTime(e).UTC(), Message: e.Message}
+		i := Interruption{Node: e.InvolvedObject.Name, At: EventTime(e).UTC(), Message: e.Message, Cause: e.Reason}
 		for _, pod := range slices.Sorted(maps.Keys(in.placed)) {
 			if at := in.placed[pod]; at.node == i.Node && !i.At.Before(at.since.Truncate(time.Second)) {
 				i.Pods = append(i.Pods, pod)
@@ -95,7 +106,8 @@ func ReadInterruptions(ctx context.Context, kube kubernetes.Interface, podNamesp
 // Who records the events the cluster's evidence rests on: Karpenter's controllers, through
 // controller-runtime's recorder named "karpenter" (sigs.k8s.io/karpenter v1.14.1
 // pkg/controllers/controllers.go:145-188, mgr.GetEventRecorderFor), and the scheduler
-// (kube-scheduler's profile name, "default-scheduler"). An event anyone else wrote — an
+// (kube-scheduler's profile name, "default-scheduler"), and the in-cluster retrier
+// (RetrierReporter, its GPUOutOfService). An event anyone else wrote — an
 // account that may create events in "default" or in a runners' namespace — is not evidence.
 const (
 	karpenterReporter = "karpenter"
@@ -125,10 +137,15 @@ func EventTime(e corev1.Event) time.Time {
 // that node had a spot interruption after the pod was placed there (node names, from private
 // IPs, are reused) and while the job ran (from started to completed, GitHub's times of the
 // job; a zero time leaves that side open): an interruption after the job ended did not end it.
-// The evidence says which pod, node and event.
-func (in *Interruptions) Runner(name string, started, completed time.Time) (evidence string, known, interrupted bool) {
-	during := func(at time.Time) bool {
-		return (started.IsZero() || !at.Before(started.Truncate(time.Second))) && (completed.IsZero() || !at.After(completed))
+// A node taken out of service for a broken GPU is seen after the job it failed ended, so it
+// counts up to outOfServiceLag after. The evidence says which pod, node and event.
+func (in *Interruptions) Runner(name string, started, completed time.Time) (evidence string, known bool, cause string) {
+	during := func(e Interruption) bool {
+		end := completed
+		if e.Cause == GPUOutOfService && !end.IsZero() {
+			end = end.Add(outOfServiceLag)
+		}
+		return (started.IsZero() || !e.At.Before(started.Truncate(time.Second))) && (end.IsZero() || !e.At.After(end))
 	}
 	for _, pod := range []string{name, jobPodName(name)} {
 		at, ok := in.placed[pod]
@@ -137,20 +154,24 @@ func (in *Interruptions) Runner(name string, started, completed time.Time) (evid
 		}
 		known = true
 		for _, e := range in.Events {
-			if e.Node == at.node && !e.At.Before(at.since.Truncate(time.Second)) && during(e.At) {
-				return fmt.Sprintf("cluster: pod %s was on node %s, spot-interrupted at %s (%s)", pod, at.node, e.At.Format(time.RFC3339), strings.TrimSpace(e.Message)), true, true
+			if e.Node == at.node && !e.At.Before(at.since.Truncate(time.Second)) && during(e) {
+				what := "spot-interrupted"
+				if e.Cause == GPUOutOfService {
+					what = "taken out of service for a broken GPU"
+				}
+				return fmt.Sprintf("cluster: pod %s was on node %s, %s at %s (%s)", pod, at.node, what, e.At.Format(time.RFC3339), strings.TrimSpace(e.Message)), true, e.Cause
 			}
 		}
-		evidence = fmt.Sprintf("cluster: pod %s ran on node %s, which had no spot interruption while the job ran", pod, at.node)
+		evidence = fmt.Sprintf("cluster: pod %s ran on node %s, which had no spot interruption and no broken GPU while the job ran", pod, at.node)
 	}
 	if !known {
 		evidence = fmt.Sprintf("cluster: no event left of pod %s or %s (the cluster keeps its events about an hour)", name, jobPodName(name))
 	}
-	return evidence, known, false
+	return evidence, known, ""
 }
 
-// Interrupted lists when each spot interruption the cluster still knows of happened: what
-// starts an in-cluster retrier's pass (retry.Sweep).
+// Interrupted lists when each spot interruption (and node taken out of service) the cluster
+// still knows of happened: what starts an in-cluster retrier's pass (retry.Sweep).
 func (in *Interruptions) Interrupted() []time.Time {
 	var at []time.Time
 	for _, e := range in.Events {

@@ -34,7 +34,7 @@ func TestAReclaimedLegAndItsFailFastSiblingsAreRerunTogether(t *testing.T) {
 		fakeJob{4, "cuda (13.1)", "cancelled", "", []string{failFast}, 1}, // still queued: no runner
 	)
 	r := retry.Retrier{Client: f.serve(t), Owner: "luxfi", Repo: "app", ScaleSets: []string{"lux-gpu-t4"},
-		Cluster: clusterSays{ourA: interruptedOn(ourA), ourB: saw{"cluster: pod " + ourB + " ran on node ip-10-0-3-9, which had no spot interruption while the job ran", false}}}
+		Cluster: clusterSays{ourA: interruptedOn(ourA), ourB: saw{"cluster: pod " + ourB + " ran on node ip-10-0-3-9, which had no spot interruption while the job ran", false, ""}}}
 	d, err := r.Decide(context.Background(), runID)
 	require.NoError(t, err)
 	assert.Equal(t, retry.RerunFailedJobs, d.Method, d.Reason)

@@ -73,9 +73,12 @@ type Job struct {
 	// Ambiguous: two jobs of the run share this name in one attempt, so their executions
 	// cannot be told apart (GitHub's jobs API names a job only by its display name).
 	Ambiguous bool `json:"ambiguous,omitempty"`
-	// Interrupted: its runner was one of ours and was lost to a spot interruption while the
-	// job ran (the cluster's evidence, or GitHub's where the cluster cannot tell).
+	// Interrupted: its runner was one of ours and was lost to a spot interruption (or its
+	// node to a broken GPU) while the job ran (the cluster's evidence, or GitHub's where the
+	// cluster cannot tell).
 	Interrupted bool `json:"interrupted"`
+	// Cause is the cluster's: CauseSpot or CauseBrokenGPU; "" where GitHub's annotation decided.
+	Cause string `json:"cause,omitempty"`
 	// Evidence is what decided, for the log.
 	Evidence string `json:"evidence"`
 	// started and completed are GitHub's times of the job: the cluster's evidence counts
@@ -135,11 +138,20 @@ type Retrier struct {
 }
 
 // RunnerEvidence tells what the cluster knows of a runner (by its name): known when it still
-// has the runner's pods, interrupted when their node had a spot interruption while the job
-// ran (between GitHub's started and completed times of the job).
+// has the runner's pods; cause, when their node was lost under the job (between GitHub's
+// started and completed times of the job): CauseSpot or CauseBrokenGPU; "" when it was not.
 type RunnerEvidence interface {
-	Runner(name string, started, completed time.Time) (evidence string, known, interrupted bool)
+	Runner(name string, started, completed time.Time) (evidence string, known bool, cause string)
 }
+
+// Why the cluster lost a job's node (live.Interruption's Cause, the events' reasons).
+const (
+	// CauseSpot: AWS reclaimed the spot node (Karpenter's SpotInterrupted).
+	CauseSpot = "SpotInterrupted"
+	// CauseBrokenGPU: its device plugin withdrew a GPU and the retrier took the node out of
+	// service (live.OutOfService). Its re-run needs a healthy node, not on-demand capacity.
+	CauseBrokenGPU = "GPUOutOfService"
+)
 
 // ours reports whether a runner name belongs to one of the stack's scale sets.
 func (r Retrier) ours(runner string) bool { return ScaleSetOf(runner, r.ScaleSets) != "" }
@@ -316,11 +328,12 @@ func (r Retrier) judge(ctx context.Context, j *Job) error {
 	}
 	var cluster string
 	if r.Cluster != nil {
-		var known, interrupted bool
-		cluster, known, interrupted = r.Cluster.Runner(j.Runner, j.started, j.completed)
+		var known bool
+		var cause string
+		cluster, known, cause = r.Cluster.Runner(j.Runner, j.started, j.completed)
 		switch {
-		case interrupted:
-			j.Interrupted, j.Evidence, j.byCluster = true, cluster, true
+		case cause != "":
+			j.Interrupted, j.Cause, j.Evidence, j.byCluster = true, cause, cluster, true
 			j.noteRerun()
 			return nil
 		case known:

@@ -270,22 +270,29 @@ type clusterSays map[string]saw
 type saw struct {
 	evidence    string
 	interrupted bool
+	cause       string // retry.CauseSpot when interrupted and ""
 }
 
 // interruptedOn: the cluster saw pod's spot node interrupted while its job ran.
 func interruptedOn(pod string) saw {
-	return saw{"cluster: pod " + pod + " was on node ip-10-0-3-7, spot-interrupted at 2026-12-03T11:58:00Z (Spot interruption warning was triggered)", true}
+	return saw{"cluster: pod " + pod + " was on node ip-10-0-3-7, spot-interrupted at 2026-12-03T11:58:00Z (Spot interruption warning was triggered)", true, ""}
 }
 
-func (c clusterSays) Runner(name string, started, completed time.Time) (string, bool, bool) {
+func (c clusterSays) Runner(name string, started, completed time.Time) (string, bool, string) {
 	if !started.Equal(jobStarted) || !completed.Equal(jobCompleted) {
-		return fmt.Sprintf("asked about %s for %v–%v, not the job's own times", name, started, completed), false, false
+		return fmt.Sprintf("asked about %s for %v–%v, not the job's own times", name, started, completed), false, ""
 	}
 	e, ok := c[name]
 	if !ok {
-		return "cluster: nothing left of pod " + name + " or " + name + "-workflow (pods and events are gone)", false, false
+		return "cluster: nothing left of pod " + name + " or " + name + "-workflow (pods and events are gone)", false, ""
 	}
-	return e.evidence, true, e.interrupted
+	switch {
+	case !e.interrupted:
+		return e.evidence, true, ""
+	case e.cause != "":
+		return e.evidence, true, e.cause
+	}
+	return e.evidence, true, retry.CauseSpot
 }
 
 // Where the cluster knows more than GitHub it decides, and says so: a container-form job
@@ -297,7 +304,7 @@ func TestClusterEvidence(t *testing.T) {
 		{2, "cuda-in-container", "failure", ourA, []string{podGone}, 1},
 		{3, "cuda", "failure", ourB, []string{shutdown}, 1},
 	}}
-	cluster := clusterSays{ourA: {"cluster: pod " + ourA + "-workflow was on node ip-10-0-3-7, spot-interrupted at 2026-12-03T11:58:00Z (Spot interruption warning was triggered)", true}}
+	cluster := clusterSays{ourA: {"cluster: pod " + ourA + "-workflow was on node ip-10-0-3-7, spot-interrupted at 2026-12-03T11:58:00Z (Spot interruption warning was triggered)", true, ""}}
 	r := retry.Retrier{Client: f.serve(t), Owner: "luxfi", Repo: "app", ScaleSets: []string{"lux-gpu-t4"}, Cluster: cluster}
 	d, err := r.Decide(context.Background(), runID)
 	require.NoError(t, err)
@@ -317,7 +324,7 @@ func TestClusterEvidence(t *testing.T) {
 	assert.Equal(t, []int64{3}, d.Rerun)
 
 	// A runner whose node was not interrupted, and no lost-runner annotation: not re-run.
-	r.Cluster = clusterSays{ourA: {"cluster: pod " + ourA + " ran on node ip-10-0-3-8, which had no spot interruption since", false}}
+	r.Cluster = clusterSays{ourA: {"cluster: pod " + ourA + " ran on node ip-10-0-3-8, which had no spot interruption since", false, ""}}
 	d, err = r.Decide(context.Background(), runID)
 	require.NoError(t, err)
 	assert.Equal(t, []int64{3}, d.Rerun, "the other job only")
@@ -329,7 +336,7 @@ func TestClusterEvidence(t *testing.T) {
 func TestSpoofedAnnotationWithAHealthyCluster(t *testing.T) {
 	f := &fakeGitHub{status: "completed", conclusion: "failure", attempt: 1, jobs: []fakeJob{{2, "cuda", "failure", ourA, []string{shutdown}, 1}}}
 	r := retry.Retrier{Client: f.serve(t), Owner: "luxfi", Repo: "app", ScaleSets: []string{"lux-gpu-t4"},
-		Cluster: clusterSays{ourA: {"cluster: pod " + ourA + " ran on node ip-10-0-3-8, which had no spot interruption while the job ran", false}}}
+		Cluster: clusterSays{ourA: {"cluster: pod " + ourA + " ran on node ip-10-0-3-8, which had no spot interruption while the job ran", false, ""}}}
 	d, err := r.Decide(context.Background(), runID)
 	require.NoError(t, err)
 	assert.Empty(t, d.Rerun, d.Reason)
@@ -373,8 +380,8 @@ func TestContainerFormJobRerunOnClusterEvidence(t *testing.T) {
 		{3, "unit", "failure", ourC, []string{"Process completed with exit code 2."}, 1},
 	}}
 	r := retry.Retrier{Client: f.serve(t), Owner: "luxfi", Repo: "app", ScaleSets: []string{"lux-gpu-t4"}, Cluster: clusterSays{
-		ourA: {"cluster: pod " + ourA + "-workflow was on node ip-10-0-3-7, spot-interrupted at 2026-12-03T11:58:00Z (Spot interruption warning was triggered)", true},
-		ourC: {"cluster: pod " + ourC + " ran on node ip-10-0-3-9, which had no spot interruption while the job ran", false},
+		ourA: {"cluster: pod " + ourA + "-workflow was on node ip-10-0-3-7, spot-interrupted at 2026-12-03T11:58:00Z (Spot interruption warning was triggered)", true, ""},
+		ourC: {"cluster: pod " + ourC + " ran on node ip-10-0-3-9, which had no spot interruption while the job ran", false, ""},
 	}}
 	d, err := r.Decide(context.Background(), runID)
 	require.NoError(t, err)
@@ -423,7 +430,7 @@ func TestClusterOnlyEvidenceGoesFirst(t *testing.T) {
 		{4, "cuda-in-container", "failure", ourA, []string{podGone}, 1},
 	}}
 	r := retry.Retrier{Client: f.serve(t), Owner: "luxfi", Repo: "app", ScaleSets: []string{"lux-gpu-t4"}, Cluster: clusterSays{
-		ourA: {"cluster: pod " + ourA + "-workflow was on node ip-10-0-3-7, spot-interrupted at 2026-12-03T11:58:00Z (Spot interruption warning was triggered)", true},
+		ourA: {"cluster: pod " + ourA + "-workflow was on node ip-10-0-3-7, spot-interrupted at 2026-12-03T11:58:00Z (Spot interruption warning was triggered)", true, ""},
 	}}
 	d, err := r.Decide(context.Background(), runID)
 	require.NoError(t, err)

@@ -54,6 +54,12 @@ type ClusterEvidence interface {
 
 // Pass is what one sweep did.
 type Pass struct {
+	// At is when the pass started: gpuci doctor reads the retrier's last pass from its log.
+	At time.Time `json:"at"`
+	// Token is what the last check of the retrier's token found (CheckToken), at
+	// TokenChecked: "ok", or why GitHub refused it.
+	Token        string    `json:"token,omitempty"`
+	TokenChecked time.Time `json:"tokenChecked,omitzero"`
 	// Interruptions the cluster knows of; none means GitHub was not asked.
 	Interruptions int `json:"interruptions"`
 	// Repos read, and the failed or cancelled runs among them that completed after the first
@@ -64,14 +70,32 @@ type Pass struct {
 	// it released.
 	CoolDowns []string `json:"coolDowns,omitempty"`
 	Ended     []string `json:"coolDownsEnded,omitempty"`
+	// OutOfService are the GPU nodes the pass took out of service (live.OutOfService) before
+	// it read the cluster's evidence.
+	OutOfService []string `json:"outOfService,omitempty"`
 	// Errors are runs that could not be decided or re-run; the pass goes on without them.
 	Errors []string `json:"errors,omitempty"`
+}
+
+// TokenRefused starts Pass.Token when GitHub refused the token: gpuci doctor looks for it.
+const TokenRefused = "refused: "
+
+// CheckToken asks GitHub for one repository of the organization with the retrier's token: a
+// pass with no interruption asks GitHub nothing, so without this a token that expired (a
+// fine-grained token always does) would be found only when a job needs re-running. One
+// request; the rate limit's own endpoint would not tell whether the token reaches the
+// organization.
+func (s Sweep) CheckToken(ctx context.Context) string {
+	if _, _, err := s.Client.Repositories.ListByOrg(ctx, s.Org, &github.RepositoryListByOrgOptions{ListOptions: github.ListOptions{PerPage: 1}}); err != nil {
+		return TokenRefused + err.Error()
+	}
+	return "ok"
 }
 
 // Once makes one pass: reads the cluster, then (if it saw an interruption) every repository's
 // failed runs since, decides each and, unless dryRun, re-runs what the decision says.
 func (s Sweep) Once(ctx context.Context, dryRun bool) (Pass, error) {
-	var p Pass
+	p := Pass{At: s.now().UTC()}
 	if s.Cluster == nil {
 		return p, fmt.Errorf("the in-cluster retrier needs the cluster's evidence")
 	}
@@ -152,7 +176,8 @@ func (s Sweep) now() time.Time {
 }
 
 // coolDown holds the cool-down NodePool of each interrupted job's pool before d re-runs it,
-// so that the re-run's node is on-demand. A hold that fails is reported and the job re-run
+// so that the re-run's node is on-demand; a job a broken GPU failed needs only a fresh node,
+// which the NodeClaim's deletion gives it. A hold that fails is reported and the job re-run
 // all the same: on spot, it may still pass.
 func (s Sweep) coolDown(ctx context.Context, p *Pass, d Decision) {
 	if s.CoolDown == nil || s.CoolDownFor <= 0 {
@@ -161,7 +186,7 @@ func (s Sweep) coolDown(ctx context.Context, p *Pass, d Decision) {
 	until := s.now().Add(s.CoolDownFor)
 	held := map[string]bool{}
 	for _, j := range d.Failed {
-		if !j.Interrupted || !slices.Contains(d.Rerun, j.ID) {
+		if !j.Interrupted || j.Cause == CauseBrokenGPU || !slices.Contains(d.Rerun, j.ID) {
 			continue
 		}
 		pool := s.CoolDownNodePools[ScaleSetOf(j.Runner, s.ScaleSets)]

@@ -7,10 +7,13 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/google/go-github/v93/github"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -81,8 +84,8 @@ func TestASweepRerunsWhatTheClusterSawInterrupted(t *testing.T) {
 	}}
 	req := org(f, at)
 	s := retry.Sweep{Client: f.serve(t), Org: "luxfi", ScaleSets: []string{"lux-gpu-t4"}, Lookback: 6 * time.Hour, Cluster: interrupted{clusterSays{
-		ourA: {"cluster: pod " + ourA + "-workflow was on node ip-10-0-3-7, spot-interrupted", true},
-		ourC: {"cluster: pod " + ourC + " ran on node ip-10-0-3-9, which had no spot interruption while the job ran", false},
+		ourA: {"cluster: pod " + ourA + "-workflow was on node ip-10-0-3-7, spot-interrupted", true, ""},
+		ourC: {"cluster: pod " + ourC + " ran on node ip-10-0-3-9, which had no spot interruption while the job ran", false, ""},
 	}, []time.Time{at.Add(time.Hour), at}}}
 
 	p, err := s.Once(context.Background(), false)
@@ -175,7 +178,7 @@ func TestASweepDecidesOnTheClusterWhereAnnotationsAreRefused(t *testing.T) {
 		{3, "unit", "failure", ourB, nil, 1}, // its pod's events are gone
 	}}
 	org(f, at)
-	cluster := interrupted{clusterSays{ourA: {"cluster: pod " + ourA + "-workflow was on node ip-10-0-3-7, spot-interrupted", true}}, []time.Time{at}}
+	cluster := interrupted{clusterSays{ourA: {"cluster: pod " + ourA + "-workflow was on node ip-10-0-3-7, spot-interrupted", true, ""}}, []time.Time{at}}
 	client := f.serve(t)
 	p, err := retry.Sweep{Client: client, Org: "luxfi", ScaleSets: []string{"lux-gpu-t4"}, Lookback: time.Hour, Cluster: cluster}.Once(context.Background(), false)
 	require.NoError(t, err)
@@ -187,4 +190,58 @@ func TestASweepDecidesOnTheClusterWhereAnnotationsAreRefused(t *testing.T) {
 
 	_, err = retry.Retrier{Client: client, Owner: "luxfi", Repo: "app", ScaleSets: []string{"lux-gpu-t4"}, Cluster: cluster}.Decide(context.Background(), runID)
 	require.Error(t, err, "without ClusterOnly a refused read is an error, as in the per-repository workflow")
+}
+
+// A job a broken GPU failed (its node taken out of service: live.OutOfService) is re-run once,
+// like an interrupted one, with nothing per repository; its pool does not go on-demand, as
+// spot was not short: the deleted NodeClaim gives it a fresh node. A job of a healthy node
+// that failed in the same run stays failed.
+func TestASweepRerunsTheJobABrokenGPUFailedWithoutACoolDown(t *testing.T) {
+	at := jobCompleted.Add(time.Minute)
+	f := &fakeGitHub{status: "completed", conclusion: "failure", attempt: 1, jobs: []fakeJob{
+		{2, "cuda", "failure", ourA, []string{"Process completed with exit code 1."}, 1},
+		{3, "unit", "failure", ourC, []string{"Process completed with exit code 2."}, 1},
+	}}
+	org(f, at)
+	cool := &coolDowns{f: f}
+	s := retry.Sweep{Client: f.serve(t), Org: "luxfi", ScaleSets: []string{"lux-gpu-t4"}, Lookback: time.Hour,
+		Cluster: interrupted{clusterSays{
+			ourA: {"cluster: pod " + ourA + " was on node ip-10-0-3-7, taken out of service for a broken GPU", true, retry.CauseBrokenGPU},
+			ourC: {"cluster: pod " + ourC + " ran on node ip-10-0-3-9, which had no spot interruption and no broken GPU while the job ran", false, ""},
+		}, []time.Time{at}},
+		CoolDown: cool, CoolDownFor: 30 * time.Minute, CoolDownNodePools: map[string]string{"lux-gpu-t4": "gpu-spot-cool-down"},
+		Now: func() time.Time { return at }}
+	p, err := s.Once(context.Background(), false)
+	require.NoError(t, err)
+	assert.Empty(t, p.Errors)
+	require.Len(t, p.Decisions, 1)
+	d := p.Decisions[0]
+	assert.Equal(t, retry.RerunJob, d.Method, d.Reason)
+	assert.Equal(t, []int64{2}, f.jobReruns, "the broken GPU's job, once")
+	require.Len(t, d.Failed, 2)
+	assert.Equal(t, retry.CauseBrokenGPU, d.Failed[0].Cause)
+	assert.Contains(t, d.Failed[0].Evidence, "taken out of service for a broken GPU")
+	assert.Empty(t, p.CoolDowns, "no cool-down: spot was not short")
+	assert.Equal(t, []string{"release at 2026-12-03T12:01:00Z"}, cool.calls, "only the pass's release of ended cool-downs")
+}
+
+// The retrier's token is checked against the organization (a quiet pass asks GitHub nothing
+// else): GitHub's 401 for an expired token is reported as refused, with GitHub's words.
+func TestCheckToken(t *testing.T) {
+	f := &fakeGitHub{status: "completed", conclusion: "failure", attempt: 1}
+	org(f, jobStarted)
+	assert.Equal(t, "ok", retry.Sweep{Client: f.serve(t), Org: "luxfi"}.CheckToken(context.Background()))
+
+	expired := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusUnauthorized)
+		_, _ = w.Write([]byte(`{"message":"Bad credentials","documentation_url":"https://docs.github.com/rest","status":"401"}`))
+	}))
+	defer expired.Close()
+	base := expired.URL + "/"
+	client, err := github.NewClient(github.WithURLs(&base, &base), github.WithAuthToken("github_pat_expired"))
+	require.NoError(t, err)
+	got := retry.Sweep{Client: client, Org: "luxfi"}.CheckToken(context.Background())
+	assert.True(t, strings.HasPrefix(got, retry.TokenRefused), got)
+	assert.Contains(t, got, "401 Bad credentials")
 }
