@@ -17,7 +17,6 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/auto"
 	"github.com/pulumi/pulumi/sdk/v3/go/auto/optpreview"
 	"github.com/pulumi/pulumi/sdk/v3/go/auto/optup"
-	"github.com/pulumi/pulumi/sdk/v3/go/common/apitype"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -106,13 +105,6 @@ func arcMinorUpgrade(t *testing.T, ctx context.Context, h *harness, kube dynamic
 
 	t.Run("0.14.2 → 0.15.0 with a job running", func(t *testing.T) {
 		moveTo(chartsAt(t, work, "0.15.0", versions.ARCControllerChart, versions.ARCScaleSetChart))
-		pre, err := h.preview(t, ctx)
-		require.NoError(t, err)
-		t.Logf("preview: %v", pre.ChangeSummary)
-		assert.Equal(t, 1+scaleSets, pre.ChangeSummary[apitype.OpReplace], "the plan replaces the controller and every scale set")
-		assert.Zero(t, pre.ChangeSummary[apitype.OpUpdate]+pre.ChangeSummary[apitype.OpCreate]+pre.ChangeSummary[apitype.OpDelete],
-			"and nothing else: the edits before it (the system nodes' replacement among them) left nothing to do")
-
 		const busy = "lux-gpu-t4"
 		github.StartJob(t, ctx, busy)
 		type result struct {
@@ -144,13 +136,13 @@ func arcMinorUpgrade(t *testing.T, ctx context.Context, h *harness, kube dynamic
 		changes := *r.res.Summary.ResourceChanges
 		t.Logf("up: %v\nGitHub:\n%s", changes, github.Log())
 		assert.Equal(t, 1+scaleSets, changes["replace"], "the controller and every scale set reinstalled")
-		assert.Zero(t, changes["create"]+changes["delete"], "nothing else")
-		assert.Equal(t, pre.ChangeSummary[apitype.OpReplace], changes["replace"], "the up did what the plan said")
+		assert.Zero(t, changes["create"]+changes["delete"]+changes["update"],
+			"and nothing else: the edits before it (the system nodes' replacement among them) left nothing to do")
 		log := github.Log()
 		assert.Less(t, strings.Index(log, "job ended on "+busy), strings.Index(log, "scale set "+busy+" deleted"), "the job finished before its scale set was removed")
 		assertScaleSetsServe(t, ctx, kube, github, "0.15.0")
 		runnersCanStart(t, ctx, kube)
-		_, err = h.preview(t, ctx, optpreview.ExpectNoChanges())
+		_, err := h.preview(t, ctx, optpreview.ExpectNoChanges())
 		require.NoError(t, err, "a preview after the upgrade is empty")
 	})
 }

@@ -70,6 +70,7 @@ func brokenGPU(t tb, ctx context.Context, core kubernetes.Interface, kube dynami
 		return claims[i]
 	}
 	brokenClaim, controlClaim := claimOn(broken.Spec.NodeName), claimOn(control.Spec.NodeName)
+	t.Logf("broken GPU: two jobs on two nodes after %s", time.Since(started).Round(100*time.Millisecond))
 
 	// The GPU breaks; the kubelet's status says so; the job fails and its runner ends.
 	kubelet.withdrawGPU(broken.Spec.NodeName)
@@ -98,6 +99,7 @@ func brokenGPU(t tb, ctx context.Context, core kubernetes.Interface, kube dynami
 	pass, _, done := retrierPasses(t, ctx, core, gpuci, adminKubeconfig, gh)
 	defer done()
 	out := pass()
+	t.Logf("broken GPU: the retrier's pass done after %s", time.Since(started).Round(100*time.Millisecond))
 	require.Len(t, out.OutOfService, 1, "the broken node, and only it, taken out of service")
 	assert.Contains(t, out.OutOfService[0], "node "+broken.Spec.NodeName+" (")
 	assert.Contains(t, out.OutOfService[0], "NodeClaim "+brokenClaim.Name+" deleted")
@@ -121,7 +123,9 @@ func brokenGPU(t tb, ctx context.Context, core kubernetes.Interface, kube dynami
 		_, err = kube.Resource(nodeClaims).Get(ctx, brokenClaim.Name, metav1.GetOptions{})
 		return apierrors.IsNotFound(err)
 	}, time.Minute, 500*time.Millisecond, "the broken node's NodeClaim and instance are gone")
+	t.Logf("broken GPU: its node gone after %s", time.Since(started).Round(100*time.Millisecond))
 	rerun := running(next.Name)
+	t.Logf("broken GPU: the re-run runs on a fresh node after %s", time.Since(started).Round(100*time.Millisecond))
 	assert.NotEqual(t, broken.Spec.NodeName, rerun.Spec.NodeName, "the re-run's runner is on a fresh node")
 	c, err := kube.Resource(nodeClaims).Get(ctx, controlClaim.Name, metav1.GetOptions{})
 	require.NoError(t, err, "the other job's node is kept")
@@ -149,4 +153,5 @@ func brokenGPU(t tb, ctx context.Context, core kubernetes.Interface, kube dynami
 		require.NoError(t, kube.Resource(nodeClaims).Delete(ctx, c.Name, metav1.DeleteOptions{}))
 	}
 	require.Eventually(t, func() bool { return len(poolClaims(t, ctx, kube, pool)) == 0 }, time.Minute, 500*time.Millisecond, "the twin's nodes go")
+	t.Logf("broken GPU: done after %s", time.Since(started).Round(100*time.Millisecond))
 }

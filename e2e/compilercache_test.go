@@ -158,9 +158,25 @@ func compilerCacheBuilds(t *testing.T, ctx context.Context, core kubernetes.Inte
 	assert.Zero(t, second["cache_miss"], "no compilation missed")
 	assert.Equal(t, len(compilerCacheSources), second["remote_storage_hit"], "each from the remote storage")
 	t.Logf("second build, fresh runner and server: %v", nonZero(second))
-	// The example workflow's report of it, as a job prints it.
-	report := workflowReport(t, filepath.Join(dir, "ccache-2"))
-	assert.Contains(t, report, fmt.Sprintf("compiler cache: %d of %d compilations hit (100%%), %d from the pool's cache", len(compilerCacheSources), len(compilerCacheSources), len(compilerCacheSources)))
+	// The example workflow's report of it, as a job prints it, asking the gate what it failed.
+	report := workflowReport(t, filepath.Join(dir, "ccache-2"), gateStorage(writerEnv, rw2))
+	n := len(compilerCacheSources)
+	assert.Contains(t, report, fmt.Sprintf("compiler cache: %d of %d compiler calls hit (100%%), %d from the pool's cache; 0 missed", n, n, n))
+	assert.NotContains(t, report, "failed", "the server failed no read")
+
+	// The bucket refuses the server (a role that lost its policy): bazel-remote answers each
+	// read 500, which ccache counts as a plain miss; the gate counted them, and the report says so.
+	refusing := refusingS3(t)
+	broken := startCacheServer(t, ctx, core, server, gpuci, gates["gpu-spot"], servers["gpu-spot"], bucket, refusing, agents["gpu-spot"], filepath.Join(dir, "rw-refused"))
+	missed := ccacheBuild(t, ccache, writerEnv, broken, src, filepath.Join(dir, "ccache-refused"))
+	assert.Equal(t, n, missed["cache_miss"], "every read failed, so every compilation missed: %v", missed)
+	assert.Zero(t, missed["remote_storage_error"], "and ccache saw no error (httpstorage.cpp:188-190): %v", missed)
+	report = workflowReport(t, filepath.Join(dir, "ccache-refused"), gateStorage(writerEnv, broken))
+	m := regexp.MustCompile(`the pool's cache server failed (\d+) of its (\d+) reads for this job`).FindStringSubmatch(report)
+	require.NotNil(t, m, "the gate's count, in the job's report: %s", report)
+	failed, _ := strconv.Atoi(m[1])
+	assert.GreaterOrEqual(t, failed, n, "at least one failed read a compilation (ccache reads a manifest, then maybe a result)")
+	assert.Equal(t, m[1], m[2], "and every read failed")
 
 	// A stale object never links: depend mode, as the pools' pods set it (their env).
 	staleObjectsNeverLink(t, ccache, writerEnv)
@@ -334,9 +350,29 @@ func (a *arcJobs) cleanUp() {
 	}
 }
 
+// gateStorage is a pool's CCACHE_REMOTE_STORAGE (env, from its pods) pointing at a gate the
+// e2e started (ccacheBuild does the same for the builds).
+func gateStorage(env map[string]string, gate string) string {
+	remote := env["CCACHE_REMOTE_STORAGE"]
+	host := remote[len("http://"):strings.IndexAny(remote, "|")]
+	return strings.Replace(remote, host, gate, 1)
+}
+
+// refusingS3 is an S3 endpoint that refuses every request as AWS does a role without the
+// permission (403 AccessDenied: not a miss to bazel-remote's S3 proxy, and not retried).
+func refusingS3(t *testing.T) string {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/xml")
+		w.WriteHeader(http.StatusForbidden)
+		_, _ = io.WriteString(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>AccessDenied</Code><Message>Access Denied</Message></Error>`)
+	}))
+	t.Cleanup(srv.Close)
+	return strings.TrimPrefix(srv.URL, "http://")
+}
+
 // workflowReport runs examples/workflows/cuda.yml's CCACHE_REPORT on a build's ccache
-// directory and returns its last line.
-func workflowReport(t *testing.T, cacheDir string) string {
+// directory, with the pool's remote storage (whose gate it asks), and returns its last line.
+func workflowReport(t *testing.T, cacheDir, storage string) string {
 	b, err := os.ReadFile(filepath.Join(repoRoot(t), "examples", "workflows", "cuda.yml"))
 	require.NoError(t, err)
 	var wf struct {
@@ -345,7 +381,7 @@ func workflowReport(t *testing.T, cacheDir string) string {
 	require.NoError(t, yaml.Unmarshal(b, &wf))
 	require.NotEmpty(t, wf.Env["CCACHE_REPORT"])
 	cmd := exec.Command("bash", "-c", wf.Env["CCACHE_REPORT"])
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "CCACHE_DIR=" + cacheDir, "HOME=" + cacheDir}
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "CCACHE_DIR=" + cacheDir, "HOME=" + cacheDir, "CCACHE_REMOTE_STORAGE=" + storage}
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")

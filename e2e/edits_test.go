@@ -44,14 +44,6 @@ func poolRemovedWhileItsJobRuns(t *testing.T, ctx context.Context, h *harness, k
 	require.NoError(t, err)
 	drain := config.Project + ":" + config.KeyRunnerDrainTimeout
 
-	plan := func(t *testing.T) map[apitype.OpType]int {
-		t.Helper()
-		pre, err := h.preview(t, ctx)
-		require.NoError(t, err)
-		t.Logf("preview: %v", pre.ChangeSummary)
-		return pre.ChangeSummary
-	}
-
 	t.Run("add a pool", func(t *testing.T) {
 		h.editStackFile(t, func(cfg map[string]any) {
 			cfg[drain] = "10s"
@@ -61,11 +53,10 @@ func poolRemovedWhileItsJobRuns(t *testing.T, ctx context.Context, h *harness, k
 				"runnerScaleSetName": scaleSet, "runnerLabels": []any{"self-hosted", "linux", "amd64", "cuda", "gpu", "extra"}, "maxRunners": 1,
 			})
 		})
-		changes := plan(t)
-		assert.Positive(t, changes[apitype.OpCreate], "the pool's NodePool, EC2NodeClass and scale set")
-		assert.Zero(t, changes[apitype.OpReplace]+changes[apitype.OpDelete], "nothing running is replaced or removed")
-		_, err := h.up(t, ctx)
+		changes, err := h.upWithOps(t, ctx)
 		require.NoError(t, err)
+		assert.Positive(t, changes[apitype.OpCreate], "the pool's NodePool, EC2NodeClass and scale set")
+		assert.Zero(t, changes[apitype.OpReplace]+changes[apitype.OpDelete]+changes[apitype.OpDeleteReplaced], "nothing running is replaced or removed")
 		require.Eventually(t, func() bool { return slices.Contains(github.Registered(), scaleSet) }, 10*time.Second, 100*time.Millisecond, "GitHub:\n%s", github.Log())
 		assert.Contains(t, retrierScaleSets(t, ctx, kube), scaleSet, "the in-cluster retrier counts the new pool's runners")
 	})
@@ -76,11 +67,10 @@ func poolRemovedWhileItsJobRuns(t *testing.T, ctx context.Context, h *harness, k
 			pools := cfg[config.Project+":"+config.KeyGPUPools].([]any)
 			cfg[config.Project+":"+config.KeyGPUPools] = slices.DeleteFunc(pools, func(p any) bool { return p.(map[string]any)["name"] == pool })
 		})
-		changes := plan(t)
-		assert.Positive(t, changes[apitype.OpDelete], "the pool's resources are removed")
-		assert.Zero(t, changes[apitype.OpReplace], "nothing else is replaced")
-		_, err := h.up(t, ctx)
+		changes, err := h.upWithOps(t, ctx)
 		require.Error(t, err, "the scale set's removal waits 10 s for a job that runs on")
+		assert.Positive(t, changes[apitype.OpDelete], "the pool's resources are removed")
+		assert.Zero(t, changes[apitype.OpReplace]+changes[apitype.OpDeleteReplaced], "nothing else is replaced")
 		t.Logf("up: %v", err)
 		ars, err := kube.Resource(runnerSets).Namespace("arc-runners").Get(ctx, scaleSet, metav1.GetOptions{})
 		require.NoError(t, err, "ARC keeps the scale set while its job runs")
@@ -184,21 +174,18 @@ func tagsAndSnapshotEdited(t *testing.T, ctx context.Context, h *harness, core k
 		tags["cost-center"] = "gpu-ci"
 		setPoolField(t, cfg, "imageSnapshotID", snapshot)
 	})
-	pre, planned, err := h.previewWithSteps(t, ctx)
-	require.NoError(t, err)
-	t.Logf("preview: %v", pre.ChangeSummary)
-	assert.Zero(t, pre.ChangeSummary[apitype.OpCreate]+pre.ChangeSummary[apitype.OpDelete]+pre.ChangeSummary[apitype.OpReplace], "a tag edit replaces nothing")
-	plan := stepsDone(planned)
-	for _, want := range []string{"update aws:ec2/launchTemplate:LaunchTemplate::cluster-system", "update aws:eks/nodeGroup:NodeGroup::cluster-system"} {
-		assert.Contains(t, plan, want, "the plan rolls the system nodes: a new launch template version")
-	}
-
 	// The disruption controller counts the job before the drain comes.
 	require.Eventually(t, func() bool {
 		pdb, err := core.PolicyV1().PodDisruptionBudgets(wellknown.RunnersNamespace).Get(ctx, k8s.BusyRunnersBudget, metav1.GetOptions{})
 		return err == nil && pdb.Status.ObservedGeneration >= pdb.Generation && pdb.Status.CurrentHealthy >= 1 && pdb.Status.DisruptionsAllowed == 0
 	}, time.Minute, 250*time.Millisecond, "the busy runners' budget counts the job")
-	_, steps, upErr := h.upWithSteps(t, ctx)
+	tr, upErr := h.upTraced(t, ctx)
+	steps := tr.steps
+	// The plan, as the up carried it out (a preview of its own would cost 10 s and show the same).
+	assert.Zero(t, tr.ops[apitype.OpCreate]+tr.ops[apitype.OpDelete]+tr.ops[apitype.OpReplace]+tr.ops[apitype.OpDeleteReplaced], "a tag edit replaces nothing")
+	for _, want := range []string{"update aws:ec2/launchTemplate:LaunchTemplate::cluster-system", "update aws:eks/nodeGroup:NodeGroup::cluster-system"} {
+		assert.Contains(t, tr.begun, want, "the up rolls the system nodes: a new launch template version")
+	}
 	job, err := core.CoreV1().Pods(wellknown.RunnersNamespace).Get(ctx, runner.Name, metav1.GetOptions{})
 	require.NoError(t, err, "the job was not killed")
 	assert.Nil(t, job.DeletionTimestamp, "the job was not evicted")
@@ -232,8 +219,8 @@ func tagsAndSnapshotEdited(t *testing.T, ctx context.Context, h *harness, core k
 	t.Logf("up --refresh: %v; changed %v", *next.Summary.ResourceChanges, redone)
 	assert.Contains(t, redone, "update aws:eks/nodeGroup:NodeGroup::cluster-system", "the refresh read the nodes' real launch template version")
 	after := systemNodesRolled(t, ctx, core, systemNodes, "v1.36.0")
-	// Nothing is left to do: the next phase's plan (ARC's upgrade) holds its replacements and
-	// nothing else (a preview here would cost 7 s of the e2e's budget and say the same).
+	// Nothing is left to do: the next phase's up (ARC's upgrade) replaces ARC's releases and
+	// changes nothing else (a preview here would cost 7 s of the e2e's budget and say the same).
 
 	nc, err := kube.Resource(ec2NodeClasses).Get(ctx, "gpu-spot", metav1.GetOptions{})
 	require.NoError(t, err)

@@ -47,6 +47,10 @@ const (
 	failFastSibling
 	// succeeded: the job passed.
 	succeeded
+	// cancelledByHand: a person cancelled the run (the Cancel button, or the REST API's
+	// cancel): GitHub concludes the job `cancelled` with the annotation public logs show
+	// (cmd/gpuci/internal/retry's CancelledByHand cites them).
+	cancelledByHand
 )
 
 // endOf reads, on the API server, how a job ended: its runner pod gone or terminating with a
@@ -86,7 +90,7 @@ func (j githubJob) conclusion() string {
 	switch j.end {
 	case succeeded:
 		return "success"
-	case runnerShutDown, failFastSibling:
+	case runnerShutDown, failFastSibling, cancelledByHand:
 		return "cancelled"
 	}
 	return "failure"
@@ -103,6 +107,8 @@ func (j githubJob) annotations() []string {
 		out = append(out, "Error: Executing the custom container implementation failed. Please contact your self hosted runner administrator.")
 	case failFastSibling:
 		out = append(out, `The strategy configuration was canceled because "`+j.failedLeg+`" failed`, "The operation was canceled.")
+	case cancelledByHand:
+		out = append(out, "The run was canceled by @alice.", "The operation was canceled.")
 	}
 	if j.note != "" {
 		out = append(out, j.note)

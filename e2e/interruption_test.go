@@ -195,3 +195,99 @@ func containerJobOnANewNode(t tb, ctx context.Context, core kubernetes.Interface
 	assert.NotContains(t, systemNodes, job.Spec.NodeName, "the job pod holds a GPU node, not a system node")
 	return runner, job, claims[0]
 }
+
+// runnerFormInterruption: a runner-form job's spot node is interrupted. The runner holds the
+// GPU on that node, so the reclaim ends the runner itself: the node's graceful shutdown sends
+// it SIGTERM (its pod deleted with a grace period), and GitHub concludes the job `cancelled`,
+// and the two legs of its fail-fast matrix `cancelled` with it (endOf, githubJob). The stack's
+// retrier, as its Deployment runs it, re-runs all three in one attempt and puts gpu-spot on
+// on-demand for the cool-down: the re-run's runner lands on an on-demand node of the pool's
+// cool-down NodePool from the real Karpenter, and the run ends green. The same cluster
+// evidence under a run a person cancelled re-runs nothing. (It runs while the tags edit runs:
+// gpu-spot is free then, and its cool-down ends before the warm window needs the pool.)
+func runnerFormInterruption(t tb, ctx context.Context, core kubernetes.Interface, kube dynamic.Interface, k *karpenter, gpuci, adminKubeconfig string) {
+	const pool, scaleSet = "gpu-spot", "lux-gpu-t4"
+	pods := core.CoreV1().Pods(wellknown.RunnersNamespace)
+	defer func() {
+		if t.Failed() {
+			dumpScheduling(t, ctx, core)
+			t.Logf("karpenter on the runner:\n%s", k.logLines(scaleSet+"-e2e-runner-s"))
+		}
+	}()
+	started := time.Now()
+	rerunPod := runnerPod(t, ctx, kube, scaleSet, scaleSet+"-e2e-runner-s2") // made now: the tags edit changes nothing of it
+	runner, err := pods.Create(ctx, runnerPod(t, ctx, kube, scaleSet, scaleSet+"-e2e-runner-s1"), metav1.CreateOptions{})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		runner, err = pods.Get(ctx, runner.Name, metav1.GetOptions{})
+		return err == nil && runner.Spec.NodeName != "" && runner.Status.Phase == corev1.PodRunning
+	}, time.Minute, 250*time.Millisecond, "the runner runs on a node Karpenter launched for %s", pool)
+	claims := poolClaims(t, ctx, kube, pool)
+	require.Len(t, claims, 1, "one node for the job")
+	claim := claims[0]
+	require.Equal(t, runner.Spec.NodeName, claim.Status.NodeName)
+	require.Equal(t, karpv1.CapacityTypeSpot, claim.Labels[karpv1.CapacityTypeLabelKey])
+
+	k.interrupt(t, instanceID(&claim))
+	require.Eventually(t, func() bool {
+		events, err := core.CoreV1().Events(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{FieldSelector: "reason=SpotInterrupted,involvedObject.name=" + runner.Spec.NodeName})
+		return err == nil && len(events.Items) > 0
+	}, time.Minute, 250*time.Millisecond, "Karpenter records SpotInterrupted on %s", runner.Spec.NodeName)
+	// The reclaim: the node's graceful shutdown stops the runner with a grace period.
+	grace := int64(5)
+	require.NoError(t, pods.Delete(ctx, runner.Name, metav1.DeleteOptions{GracePeriodSeconds: &grace}))
+	end := endOf(t, ctx, core, runner, nil)
+	require.Equal(t, runnerShutDown, end, "the runner got the shutdown signal: GitHub records cancelled")
+	k.awaitGone(t, ctx, kube, pool, instanceID(&claim), time.Minute, "Karpenter takes the interrupted node away, and its instance")
+
+	// A person cancelled this run as the node went: the same evidence re-runs nothing.
+	byHand := newGitHubRun(githubJob{id: 201, name: "cuda (12.9)", runner: runner.Name, end: cancelledByHand, started: started, completed: time.Now()})
+	passByHand, _, doneByHand := retrierPasses(t, ctx, core, gpuci, adminKubeconfig, byHand)
+	p := passByHand()
+	doneByHand()
+	byHand.mu.Lock()
+	assert.Zero(t, byHand.failedJobsRerunCalls+len(byHand.jobReruns), "a run cancelled by hand is left alone")
+	byHand.mu.Unlock()
+	assert.Empty(t, p.CoolDowns, "and its pool stays on spot")
+
+	gh := interruptedMatrix("cuda", runner.Name, scaleSet+"-e2e-runner-s0", end, started)
+	for _, j := range gh.jobs {
+		assert.Equal(t, "cancelled", j.conclusion(), "%s: GitHub concludes every leg cancelled", j.name)
+	}
+	pass, _, done := retrierPasses(t, ctx, core, gpuci, adminKubeconfig, gh)
+	defer done()
+	p = pass()
+	coolDown := wellknown.CoolDownNodePool(pool)
+	require.Len(t, p.CoolDowns, 1, "the interrupted job's pool goes on-demand")
+	assert.Contains(t, p.CoolDowns[0], coolDown+" until ")
+	gh.mu.Lock()
+	assert.Equal(t, 1, gh.failedJobsRerunCalls, "the interrupted leg and the two it cancelled, in one attempt")
+	assert.Equal(t, 2, gh.attempt)
+	gh.mu.Unlock()
+
+	// The re-run's runner: an on-demand node of the cool-down NodePool, none of the spot one's.
+	rerun, err := pods.Create(ctx, rerunPod, metav1.CreateOptions{})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		rerun, err = pods.Get(ctx, rerun.Name, metav1.GetOptions{})
+		return err == nil && rerun.Spec.NodeName != "" && rerun.Status.Phase == corev1.PodRunning
+	}, time.Minute, 250*time.Millisecond, "the re-run's runner runs")
+	cooled := poolClaims(t, ctx, kube, coolDown)
+	require.Len(t, cooled, 1, "Karpenter launched one node of %s for the re-run", coolDown)
+	assert.Equal(t, rerun.Spec.NodeName, cooled[0].Status.NodeName)
+	assert.Equal(t, karpv1.CapacityTypeOnDemand, cooled[0].Labels[karpv1.CapacityTypeLabelKey], "on-demand while the pool cools down")
+	assert.Empty(t, poolClaims(t, ctx, kube, pool), "none of the spot NodePool's")
+	gh.rerunEnds("cuda (12.9)", rerun.Name, succeeded)
+	gh.rerunEnds("cuda (13.0)", scaleSet+"-e2e-runner-s3", succeeded)
+	gh.rerunEnds("cuda (13.1)", scaleSet+"-e2e-runner-s4", succeeded)
+	gh.mu.Lock()
+	status, conclusion := gh.status()
+	gh.mu.Unlock()
+	assert.Equal(t, []string{"completed", "success"}, []string{status, conclusion}, "the run is green")
+
+	require.NoError(t, pods.Delete(ctx, rerun.Name, metav1.DeleteOptions{}))
+	require.NoError(t, kube.Resource(nodeClaims).Delete(ctx, cooled[0].Name, metav1.DeleteOptions{}))
+	k.awaitGone(t, ctx, kube, coolDown, instanceID(&cooled[0]), time.Minute, "the cool-down node and its instance go")
+	coolDownEnds(t, ctx, kube, pass, coolDown)
+	t.Logf("runner-form interruption: done after %s", time.Since(started).Round(100*time.Millisecond))
+}

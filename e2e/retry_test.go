@@ -156,12 +156,12 @@ func retryWorkflowStep(t tb, repo, runID string) []string {
 // interruptedMatrix is GitHub's record of a three-leg fail-fast matrix whose first leg is
 // the interrupted job (end): GitHub cancelled the second leg, which ran on another runner,
 // and the third, still queued (no runner), because the first ended (failFastSibling).
-func interruptedMatrix(interruptedRunner, otherRunner string, end jobEnd, started time.Time) *githubRun {
-	const first = "in-container (12.9)"
+func interruptedMatrix(job, interruptedRunner, otherRunner string, end jobEnd, started time.Time) *githubRun {
+	first := job + " (12.9)"
 	return newGitHubRun(
 		githubJob{id: 101, name: first, runner: interruptedRunner, end: end, started: started, completed: time.Now()},
-		githubJob{id: 102, name: "in-container (13.0)", runner: otherRunner, end: failFastSibling, failedLeg: first, started: started, completed: time.Now()},
-		githubJob{id: 103, name: "in-container (13.1)", end: failFastSibling, failedLeg: first, started: started, completed: time.Now()},
+		githubJob{id: 102, name: job + " (13.0)", runner: otherRunner, end: failFastSibling, failedLeg: first, started: started, completed: time.Now()},
+		githubJob{id: 103, name: job + " (13.1)", end: failFastSibling, failedLeg: first, started: started, completed: time.Now()},
 	)
 }
 
@@ -179,7 +179,7 @@ func interruptedMatrix(interruptedRunner, otherRunner string, end jobEnd, starte
 // its runner's name) and passes; once the cool-down is over, the next pass ends it: the limit
 // back to 0, and nothing re-run again.
 func retrierSweepsTheOrg(t tb, ctx context.Context, core kubernetes.Interface, kube dynamic.Interface, gpuci, adminKubeconfig, interruptedRunner, healthyRunner string, end jobEnd, started time.Time, rerun func() string) {
-	gh := interruptedMatrix(interruptedRunner, healthyRunner, end, started)
+	gh := interruptedMatrix("in-container", interruptedRunner, healthyRunner, end, started)
 	pass, account, done := retrierPasses(t, ctx, core, gpuci, adminKubeconfig, gh)
 	defer done()
 	p := pass()
@@ -234,21 +234,27 @@ func retrierSweepsTheOrg(t tb, ctx context.Context, core kubernetes.Interface, k
 	status, conclusion := gh.status()
 	gh.mu.Unlock()
 	assert.Equal(t, []string{"completed", "success"}, []string{status, conclusion}, "the run is green")
+	coolDownEnds(t, ctx, kube, pass, coolDown)
+	gh.mu.Lock()
+	assert.Equal(t, 1, gh.failedJobsRerunCalls, "re-run once")
+	gh.mu.Unlock()
+}
+
+// coolDownEnds: a cool-down's end moved to the past (as its half hour would), the retrier's
+// next pass ends it: the cool-down NodePool's limit back to 0, the pool on its own NodePool.
+func coolDownEnds(t tb, ctx context.Context, kube dynamic.Interface, pass func() retrierPass, coolDown string) {
 	past, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{wellknown.CoolDownUntilAnnotation: time.Now().Add(-time.Second).UTC().Format(time.RFC3339)}}})
 	require.NoError(t, err)
 	_, err = kube.Resource(nodePools).Patch(ctx, coolDown, types.MergePatchType, past, metav1.PatchOptions{})
 	require.NoError(t, err)
-	p = pass()
+	p := pass()
 	assert.Equal(t, []string{coolDown}, p.Ended)
 	assert.Empty(t, p.CoolDowns, "the re-run passed: no run to decide, no cool-down")
-	np, err = kube.Resource(nodePools).Get(ctx, coolDown, metav1.GetOptions{})
+	np, err := kube.Resource(nodePools).Get(ctx, coolDown, metav1.GetOptions{})
 	require.NoError(t, err)
-	limit, _, _ = unstructured.NestedString(np.Object, "spec", "limits", wellknown.GPUResource)
+	limit, _, _ := unstructured.NestedString(np.Object, "spec", "limits", wellknown.GPUResource)
 	assert.Equal(t, "0", limit, "the pool back on its own NodePool")
 	assert.NotContains(t, np.GetAnnotations(), wellknown.CoolDownUntilAnnotation)
-	gh.mu.Lock()
-	assert.Equal(t, 1, gh.failedJobsRerunCalls, "re-run once")
-	gh.mu.Unlock()
 }
 
 // retrierPasses runs the program's retrier as its Deployment does, one pass a call: the

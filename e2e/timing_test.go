@@ -26,6 +26,7 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/auto/optdestroy"
 	"github.com/pulumi/pulumi/sdk/v3/go/auto/optpreview"
 	"github.com/pulumi/pulumi/sdk/v3/go/auto/optup"
+	"github.com/pulumi/pulumi/sdk/v3/go/common/apitype"
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
 )
 
@@ -44,21 +45,39 @@ func (h *harness) upWithSteps(t tb, ctx context.Context, opts ...optup.Option) (
 	return res, op.steps, err
 }
 
+// upWithOps is up, with the steps the engine began, counted by their op (create, update,
+// delete, replace, …): the plan it carried out, seen in the up itself, a failed up's too, at no
+// cost of a preview of its own.
+func (h *harness) upWithOps(t tb, ctx context.Context, opts ...optup.Option) (map[apitype.OpType]int, error) {
+	t.Helper()
+	tr, err := h.upTraced(t, ctx, opts...)
+	return tr.ops, err
+}
+
+// upTrace is what an up did, as its engine events tell: its result, the steps it completed,
+// and every step it began (a failed one's included), as "op type::name" and counted by op.
+type upTrace struct {
+	res   auto.UpResult
+	steps []stepSpan
+	begun []string
+	ops   map[apitype.OpType]int
+}
+
+func (h *harness) upTraced(t tb, ctx context.Context, opts ...optup.Option) (upTrace, error) {
+	t.Helper()
+	op := newOpTimer("up")
+	res, err := h.stack.Up(ctx, append([]optup.Option{optup.SuppressProgress(), optup.EventStreams(op.ch)}, opts...)...)
+	op.Log(t)
+	t.Logf("up's steps begun: %v", op.ops)
+	return upTrace{res: res, steps: op.steps, begun: op.begun, ops: op.ops}, err
+}
+
 func (h *harness) preview(t tb, ctx context.Context, opts ...optpreview.Option) (auto.PreviewResult, error) {
 	t.Helper()
 	op := newOpTimer("preview")
 	res, err := h.stack.Preview(ctx, append([]optpreview.Option{optpreview.SuppressProgress(), optpreview.EventStreams(op.ch)}, opts...)...)
 	op.Log(t)
 	return res, err
-}
-
-// previewWithSteps is preview, with the steps it plans.
-func (h *harness) previewWithSteps(t tb, ctx context.Context, opts ...optpreview.Option) (auto.PreviewResult, []stepSpan, error) {
-	t.Helper()
-	op := newOpTimer("preview")
-	res, err := h.stack.Preview(ctx, append([]optpreview.Option{optpreview.SuppressProgress(), optpreview.EventStreams(op.ch)}, opts...)...)
-	op.Log(t)
-	return res, op.steps, err
 }
 
 func (h *harness) destroy(t tb, ctx context.Context, opts ...optdestroy.Option) (auto.DestroyResult, error) {
@@ -81,6 +100,8 @@ type opTimer struct {
 	mu    sync.Mutex
 	first time.Duration // until the first resource step began
 	steps []stepSpan
+	ops   map[apitype.OpType]int // every step begun, by its op: what the engine did, a failed step's included
+	begun []string               // every step begun, as "op type::name"
 }
 
 type stepSpan struct {
@@ -96,7 +117,7 @@ func (s stepSpan) resource() string {
 }
 
 func newOpTimer(kind string) *opTimer {
-	o := &opTimer{kind: kind, start: time.Now(), ch: make(chan events.EngineEvent), done: make(chan struct{}), first: -1}
+	o := &opTimer{kind: kind, start: time.Now(), ch: make(chan events.EngineEvent), done: make(chan struct{}), first: -1, ops: map[apitype.OpType]int{}}
 	go func() {
 		defer close(o.done)
 		began := map[string]time.Duration{}
@@ -108,6 +129,12 @@ func newOpTimer(kind string) *opTimer {
 					o.first = now
 				}
 				began[e.ResourcePreEvent.Metadata.URN] = now
+				m := e.ResourcePreEvent.Metadata
+				u := resource.URN(m.URN)
+				o.mu.Lock()
+				o.ops[m.Op]++
+				o.begun = append(o.begun, string(m.Op)+" "+string(u.Type())+"::"+u.Name())
+				o.mu.Unlock()
 			case e.ResOutputsEvent != nil:
 				m := e.ResOutputsEvent.Metadata
 				if at, ok := began[m.URN]; ok {

@@ -88,9 +88,15 @@ func TestWholeProgram(t *testing.T) {
 		r.systemNodes = platformBumped(t, ctx, r.h, core, kube, r.work, r.systemNodes)
 	})
 	step(t, "meanwhile, the GPU job's node: not consolidated while its job ran (WhenEmpty), consolidated once it ended, its instance terminated", ending.Wait)
+	// Runner-form jobs on gpu-spot, free now; its cool-down ends before the warm window.
+	runnerInterrupted := runInBackground(func(t tb) {
+		runnerFormInterruption(t, ctx, core, kube, r.karp, r.gpuci, r.kubeconfig())
+	})
 	step(t, "a tag added and gpu-spot's images from a snapshot, while a container-form job runs on a system node: the node group's update fails with PodEvictionFailure and the job runs on; the next deploy (up --refresh) replaces the system nodes; everything else updated in place (the node group's failure and refresh as the fake AWS models pulumi-aws and EKS: internal/testsupport/fakeaws/nodegroup.go)", func(t *testing.T) {
 		r.systemNodes = tagsAndSnapshotEdited(t, ctx, r.h, core, kube, r.systemNodes, r.gpuci, r.kubeconfig())
 	})
+
+	step(t, "meanwhile, a runner-form job's spot node interrupted: its runner gets the shutdown signal and GitHub concludes it and the two legs of its fail-fast matrix cancelled; the stack's retrier re-runs the three in one attempt, on an on-demand node of the pool's cool-down NodePool, and the run ends green; a run a person cancelled, with the same evidence, is left alone", runnerInterrupted.Wait)
 
 	// A warm window opens at the next minute and closes two minutes later, while ARC's upgrade
 	// and the pool phase (which touch no GPU pool) run; their jobs' runner pods sit on a

@@ -289,7 +289,7 @@ func TestScaleSetChartRendersBothJobForms(t *testing.T) {
 	runnerEnv := env(pod.Containers[0])
 	assert.NotContains(t, runnerEnv, "ACTIONS_RUNNER_CONTAINER_HOOKS", "no container hooks")
 	for k, v := range map[string]string{
-		"CCACHE_REMOTE_STORAGE": "http://ccache-gpu-spot.gpuci-cache.svc.cluster.local:8080|layout=bazel|connect-timeout=1000|operation-timeout=60000",
+		"CCACHE_REMOTE_STORAGE": "http://ccache-gpu-spot.gpuci-cache.svc.cluster.local:8080|layout=bazel|connect-timeout=1000|operation-timeout=10000",
 		"CCACHE_BASEDIR":        "/home/runner/_work",
 		"CCACHE_COMPILERCHECK":  "content",
 		// The runner's job hooks, from their ConfigMap.

@@ -65,14 +65,17 @@ func CompilerCacheNamespaceLabels() map[string]string {
 
 // CompilerCacheURL is the ccache remote storage a pool's jobs use (ccache's
 // CCACHE_REMOTE_STORAGE, MANUAL "Remote storage backends"): its server, in the bazel
-// layout, read-only where the pool is. The timeouts allow for a cluster network (ccache's
-// 100 ms connect default is for a LAN) and a CUDA object's fatbin.
+// layout, read-only where the pool is. The connect timeout allows for a cluster network
+// (ccache's 100 ms default is for a LAN); the operation timeout is ccache's own default, 10 s
+// (src/ccache/storage/remote/remotestorage.hpp:38-39 at v4.12.1): ample for a fatbin from the
+// server's disk or S3 in the region, and what a slow bucket costs each compilation at most
+// (60 s, as it was, could make a build slower than no cache at all).
 func CompilerCacheURL(pool config.GPUPool) string {
 	svc := pool.CompilerCacheService()
 	if svc == "" {
 		return ""
 	}
-	u := fmt.Sprintf("http://%s.%s.svc.cluster.local:%d|layout=bazel|connect-timeout=1000|operation-timeout=60000",
+	u := fmt.Sprintf("http://%s.%s.svc.cluster.local:%d|layout=bazel|connect-timeout=1000|operation-timeout=10000",
 		wellknown.CompilerCacheName(svc), wellknown.CompilerCacheNamespace, wellknown.CompilerCachePort)
 	if pool.CompilerCache == config.CacheReadOnly {
 		u += "|read-only"

@@ -184,7 +184,7 @@ func TestJobPodsCarryTheirPoolsCacheSettings(t *testing.T) {
 		}
 		return out
 	}
-	url := "http://ccache-gpu-spot.gpuci-cache.svc.cluster.local:8080|layout=bazel|connect-timeout=1000|operation-timeout=60000"
+	url := "http://ccache-gpu-spot.gpuci-cache.svc.cluster.local:8080|layout=bazel|connect-timeout=1000|operation-timeout=10000"
 	assert.Equal(t, url, envOf(runner)["CCACHE_REMOTE_STORAGE"])
 	assert.Equal(t, url, envOf(twin)["CCACHE_REMOTE_STORAGE"], "the twin re-runs its pool's jobs: its cache too")
 	assert.Equal(t, "gpu-spot", path(twin, "metadata", "labels", wellknown.CompilerCacheLabel))
@@ -192,7 +192,7 @@ func TestJobPodsCarryTheirPoolsCacheSettings(t *testing.T) {
 	for _, e := range job.Spec.Containers[0].Env {
 		jobEnv[e.Name] = e.Value
 	}
-	assert.Equal(t, "http://ccache-gpu-spot-container.gpuci-cache.svc.cluster.local:8080|layout=bazel|connect-timeout=1000|operation-timeout=60000|read-only", jobEnv["CCACHE_REMOTE_STORAGE"])
+	assert.Equal(t, "http://ccache-gpu-spot-container.gpuci-cache.svc.cluster.local:8080|layout=bazel|connect-timeout=1000|operation-timeout=10000|read-only", jobEnv["CCACHE_REMOTE_STORAGE"])
 	assert.Equal(t, "/__w", jobEnv["CCACHE_BASEDIR"], "the hooks' workspace")
 	assert.Equal(t, "gpu-spot-container", job.Labels[wellknown.CompilerCacheLabel])
 

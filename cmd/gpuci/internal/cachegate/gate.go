@@ -21,6 +21,7 @@ import (
 	"path"
 	"regexp"
 	"strings"
+	"sync"
 )
 
 // Job is what ARC recorded of the job a caller runs: EphemeralRunner's
@@ -64,6 +65,63 @@ type Gate struct {
 	Log    *log.Logger
 
 	proxy *httputil.ReverseProxy
+	reads readCounts
+}
+
+// FailuresPath is where a job asks how many of its reads the cache server failed: ccache counts
+// a read answered 500 (bazel-remote's answer when S3 fails: its v2.6.2 cache/s3proxy/s3proxy.go:
+// 217-234, cache/disk/disk.go:674-680, server/http.go:250-256) as a plain miss, and its
+// remote_storage_error stays 0 (ccache v4.12.1 src/ccache/storage/remote/httpstorage.cpp:
+// 188-190), so only the gate sees them. The answer is "reads <n> failed <m>" for the
+// caller's own address.
+const FailuresPath = "/gpuci/failures"
+
+// readCounts are the reads (GET, HEAD) the gate passed on and the server failed (5xx, or no
+// answer), per caller address. Bounded: past maxCallers addresses it starts over (a pod's
+// address is its job's, and jobs end).
+type readCounts struct {
+	mu            sync.Mutex
+	reads, failed map[string]int
+}
+
+const maxCallers = 4096
+
+func (c *readCounts) add(ip string, failed bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.reads == nil || len(c.reads) >= maxCallers {
+		c.reads, c.failed = map[string]int{}, map[string]int{}
+	}
+	c.reads[ip]++
+	if failed {
+		c.failed[ip]++
+	}
+}
+
+func (c *readCounts) of(ip string) (reads, failed int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.reads[ip], c.failed[ip]
+}
+
+// statusWriter keeps the status the server answered.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
 }
 
 // cachePath is what ccache asks for in its bazel layout: /ac/<sha256 hex> (ccache
@@ -92,6 +150,10 @@ func (g *Gate) Key(job Job, key string) string {
 }
 
 func (g *Gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == FailuresPath && r.Method == http.MethodGet {
+		g.serveFailures(w, r)
+		return
+	}
 	m := cachePath.FindStringSubmatch(r.URL.Path)
 	if m == nil {
 		http.Error(w, "not a compiler cache entry", http.StatusNotFound)
@@ -126,7 +188,28 @@ func (g *Gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	r.URL.RawPath = ""
 	// No credential of the caller's reaches the server.
 	r.Header.Del("Authorization")
-	g.reverseProxy().ServeHTTP(w, r)
+	if write {
+		g.reverseProxy().ServeHTTP(w, r)
+		return
+	}
+	sw := &statusWriter{ResponseWriter: w}
+	g.reverseProxy().ServeHTTP(sw, r)
+	g.reads.add(ip, sw.status >= http.StatusInternalServerError)
+}
+
+// serveFailures answers a job of the pool how many of its reads the server failed.
+func (g *Gate) serveFailures(w http.ResponseWriter, r *http.Request) {
+	ip, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err == nil {
+		_, err = g.Callers.JobAt(r.Context(), ip)
+	}
+	if err != nil {
+		http.Error(w, "refused: "+fmt.Sprint(err), http.StatusForbidden)
+		return
+	}
+	reads, failed := g.reads.of(ip)
+	w.Header().Set("Content-Type", "text/plain")
+	fmt.Fprintf(w, "reads %d failed %d\n", reads, failed)
 }
 
 func (g *Gate) reverseProxy() *httputil.ReverseProxy {

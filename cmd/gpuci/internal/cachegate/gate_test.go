@@ -222,3 +222,55 @@ func TestARefMatchesTheStacksPatterns(t *testing.T) {
 	assert.Equal(t, "refs/heads/main", Job{WorkflowRef: mainRef}.Ref())
 	assert.Equal(t, "", Job{WorkflowRef: "no-ref"}.Ref())
 }
+
+// A read the server fails (bazel-remote's 500 when S3 fails, or no answer at all) is a plain
+// miss to ccache; the gate counts it for the caller, and tells that caller only.
+func TestTheGateCountsTheReadsTheServerFailed(t *testing.T) {
+	broken := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "s3: connection refused", http.StatusInternalServerError)
+	}))
+	t.Cleanup(broken.Close)
+	u, err := url.Parse(broken.URL)
+	require.NoError(t, err)
+	g := &Gate{Upstream: u, Callers: cluster(t), WriteRefs: []string{"refs/heads/main"}}
+	do := serve(t, g)
+	code, _ := do(http.MethodGet, "10.0.0.1", entryKey, "")
+	assert.Equal(t, http.StatusInternalServerError, code, "the server's answer passes through")
+	code, _ = do(http.MethodHead, "10.0.0.1", entryKey, "")
+	assert.Equal(t, http.StatusInternalServerError, code)
+	code, _ = do(http.MethodPut, "10.0.0.1", entryKey, "x")
+	assert.Equal(t, http.StatusInternalServerError, code, "a failed write is ccache's own remote_storage_error: not counted here")
+
+	failures := func(ip string) (int, string) {
+		req := httptest.NewRequest(http.MethodGet, FailuresPath, nil)
+		req.RemoteAddr = net.JoinHostPort(ip, "40000")
+		rec := httptest.NewRecorder()
+		g.ServeHTTP(rec, req)
+		return rec.Code, rec.Body.String()
+	}
+	code, body := failures("10.0.0.1")
+	assert.Equal(t, http.StatusOK, code)
+	assert.Equal(t, "reads 2 failed 2\n", body)
+	code, body = failures("10.0.0.2")
+	assert.Equal(t, http.StatusOK, code)
+	assert.Equal(t, "reads 0 failed 0\n", body, "another job's reads are its own")
+	code, _ = failures("10.0.0.9")
+	assert.Equal(t, http.StatusForbidden, code, "no job of the pool at the address: nothing")
+
+	// The server gone: the gate's own 502 counts too.
+	broken.Close()
+	code, _ = do(http.MethodGet, "10.0.0.2", entryKey, "")
+	assert.Equal(t, http.StatusBadGateway, code)
+	_, body = failures("10.0.0.2")
+	assert.Equal(t, "reads 1 failed 1\n", body)
+
+	// A miss (404) is a read the server answered.
+	healthy, _ := newGate(t, false, "refs/heads/main")
+	code, _ = serve(t, healthy)(http.MethodGet, "10.0.0.1", entryKey, "")
+	require.Equal(t, http.StatusNotFound, code)
+	req := httptest.NewRequest(http.MethodGet, FailuresPath, nil)
+	req.RemoteAddr = "10.0.0.1:40000"
+	rec := httptest.NewRecorder()
+	healthy.ServeHTTP(rec, req)
+	assert.Equal(t, "reads 1 failed 0\n", rec.Body.String())
+}
