@@ -60,9 +60,23 @@ func JobHookEnv(pool config.GPUPool, p pricing.Prices) []k8scorev1.EnvVar {
 		env = append(env, k8scorev1.EnvVar{Name: "GPUCI_PRICES_ON_DEMAND", Value: priceList(p.OnDemand)})
 	}
 	return append(env,
+		// Each catalogued type's GPUs: a job holding one GPU of a multi-GPU node pays its share.
+		k8scorev1.EnvVar{Name: "GPUCI_GPUS", Value: gpuList()},
 		k8scorev1.EnvVar{Name: "GPUCI_GITHUB_PER_MINUTE", Value: fmt.Sprintf("%g", p.HostedT4PerMinute)},
 		k8scorev1.EnvVar{Name: "GPUCI_PRICES_SOURCE", Value: "lux-gpu-ci's pricing/ table"},
 	)
+}
+
+// gpuList is "<instance type>=<GPUs> …" for every catalogued type (instancetypes).
+func gpuList() string {
+	var out []string
+	for _, it := range instancetypes.Names() {
+		if g, ok := instancetypes.Lookup(it); ok {
+			out = append(out, fmt.Sprintf("%s=%d", it, g.GPUs))
+		}
+	}
+	sort.Strings(out)
+	return strings.Join(out, " ")
 }
 
 // priceList is "<instance type>=<USD per hour> …" for every catalogued type table prices.

@@ -60,8 +60,13 @@ fi
 if ! gpu=$(smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1); then
 	fail "GPU not usable" "nvidia-smi failed: $(echo "$gpu" | tr '\n' ' ')— the driver is not loaded or the device is gone. The job was stopped before its first step."
 fi
-[ -n "$gpu" ] || fail "No GPU" "nvidia-smi lists no GPU device. The job was stopped before its first step."
-echo "$gpu" | while IFS= read -r line; do say "gpu $line"; done
+# A line of the query is "name, driver, memory"; nvidia-smi may print a warning among them
+# (an infoROM it cannot read, say), which is said as one, never taken for a GPU.
+gpus=$(echo "$gpu" | grep -E '^[^,]+, [^,]+, [^,]+$')
+[ -n "$gpus" ] || fail "No GPU" "nvidia-smi lists no GPU device: $(echo "$gpu" | tr '\n' ' ')The job was stopped before its first step."
+echo "$gpu" | grep -vE '^[^,]+, [^,]+, [^,]+$' | while IFS= read -r line; do [ -n "$line" ] && say "warning $line"; done
+echo "$gpus" | while IFS= read -r line; do say "gpu $line"; done
+gpu=$gpus
 say "cuda $(smi 2>/dev/null | sed -n 's/.*CUDA Version: *\([0-9.]*\).*/\1/p' | head -1)"
 
 # Utilization and memory, one line per GPU every interval, until the job ends: the runner

@@ -82,6 +82,18 @@ IFS=, read -r gpu_name driver memory <<<"$(fact gpu)"
 cuda=$(fact cuda)
 error=$(fact error)
 note=$(fact note)
+warning=$(fact warning)
+# The GPUs the job held (nvidia-smi lists the ones its container sees, one line each) of the
+# node's (its instance type's, GPUCI_GPUS): a job holding one of four pays a quarter of the node.
+held=$(sed -n 's/^gpuci: gpu //p' "$log" 2>/dev/null | wc -l)
+held=$(number "$held")
+((held > 0)) || held=1
+of=""
+for kv in ${GPUCI_GPUS:-}; do
+	[[ ${kv%%=*} == "$instance" ]] && of=$(number "${kv#*=}")
+done
+((${of:-0} > held)) || of=$held
+
 [[ -n $error ]] && echo "::error title=The job's GPU::$error"
 
 # Utilization: mean and peak of the samples, and the memory peak, each over the readings that
@@ -98,6 +110,14 @@ read -r n mean peak mem nmem na < <(sed -n 's/^gpuci: sample //p' "$log" 2>/dev/
 # of the pod's start was launched for it (cold); an older one was up already (warm).
 node_up=$(number "$(fact node-up)")
 pod_up=$(number "$(fact pod-up)")
+# What the samples cover: the runner form's sampler starts with the job; the container
+# form's with the job container (its postStart), after the node's boot and the image's pull,
+# which its readings must not be stretched over.
+sampled=$seconds
+if [[ ${GPUCI_JOB_FORM:-runner} == container && -n $pod_up ]] && ((now - pod_up < seconds)); then
+	sampled=$((now - pod_up))
+	((sampled >= 0)) || sampled=0
+fi
 wait=""
 if [[ -n $node_up && -n $pod_up ]]; then
 	age=$((pod_up - node_up))
@@ -136,7 +156,7 @@ done
 	echo "|---|---|"
 	echo "| Instance | ${instance}${zone:+ in ${zone}}, ${capacity} |"
 	echo "| Wait | ${wait:-not measured (no facts from the GPU node)}; queued before it: \`gpuci stats\` |"
-	echo "| GPU | ${gpu_name:-${error:-none seen}}${driver:+, driver ${driver# }}${cuda:+, CUDA ${cuda}}${memory:+, ${memory# }} |"
+	echo "| GPU | ${gpu_name:-${error:-none seen}}${driver:+, driver ${driver# }}${cuda:+, CUDA ${cuda}}${memory:+, ${memory# }}${warning:+ (nvidia-smi warned: ${warning})} |"
 	if ((n > 0)); then
 		if ((nmem > 0)); then
 			echo "| GPU use | ${mean}% mean, ${peak}% peak; memory peak ${mem} MiB ($n samples) |"
@@ -153,10 +173,17 @@ done
 		echo "| GPU use | no sample (a job shorter than one interval) |"
 	fi
 	if [[ -n $price ]]; then
-		awk -v m="$seconds" -v p="$price" -v g="${GPUCI_GITHUB_PER_MINUTE:-0}" -v u="$mean" -v n="$n" -v it="$instance" 'BEGIN {
-			here = m / 3600 * p; gh = m / 60 * g
-			printf "| Cost | $%.4f here (%s at $%.4f/h), $%.4f at GitHub'"'"'s price ($%.3f/min) |\n", here, it, p, gh, g
-			if (n > 0) printf "| GPU idle | $%.4f of it (%.0f%% of the time, by the mean) |\n", here * (100 - u) / 100, 100 - u
+		# utilization.gpu is "percent of time over the past sample period during which one or
+		# more kernels was executing; the sample period may be between 1 second and 1/6 second
+		# depending on the product" (nvidia-smi --help-query-gpu): a reading every interval
+		# sees at most one second of it, so the share with no kernel running is an estimate
+		# from the samples, over the time they cover.
+		awk -v m="$seconds" -v p="$price" -v g="${GPUCI_GITHUB_PER_MINUTE:-0}" -v u="$mean" -v n="$n" -v it="$instance" \
+			-v held="$held" -v of="$of" -v s="$sampled" -v every="${GPUCI_SAMPLE_SECONDS:-5}" 'BEGIN {
+			share = p * held / of; here = m / 3600 * share; gh = m / 60 * g
+			if (held < of) printf "| Cost | $%.4f here (%d of the %d GPUs of %s at $%.4f/h: $%.4f/h), $%.4f at GitHub'"'"'s price ($%.3f/min) |\n", here, held, of, it, p, share, gh, g
+			else printf "| Cost | $%.4f here (%s at $%.4f/h), $%.4f at GitHub'"'"'s price ($%.3f/min) |\n", here, it, p, gh, g
+			if (n > 0) printf "| No kernel running | $%.4f: %.0f%% of the %.1f min sampled (%d readings of nvidia-smi'"'"'s utilization.gpu, each its last 1/6–1 s, every %s s) |\n", s / 3600 * share * (100 - u) / 100, 100 - u, s / 60, n, every
 		}'
 	else
 		echo "| Cost | no price for ${instance} |"

@@ -30,7 +30,9 @@ import (
 const fakeNvidiaSMI = `#!/usr/bin/env bash
 [[ -n ${FAKE_SMI_FAIL:-} ]] && { echo "$FAKE_SMI_FAIL"; exit 9; }
 case "$*" in
-*"--query-gpu=name,driver_version,memory.total"*) echo "Tesla T4, 570.133.20, 15360 MiB" ;;
+*"--query-gpu=name,driver_version,memory.total"*)
+	[[ -n ${FAKE_SMI_WARN:-} ]] && echo "$FAKE_SMI_WARN"
+	echo "${FAKE_SMI_GPU:-Tesla T4, 570.133.20, 15360 MiB}" ;;
 *"--query-gpu=utilization.gpu,memory.used"*)
 	n=$(( $(cat "$FAKE_SMI_SAMPLES.n" 2>/dev/null || echo 0) + 1 ))
 	echo "$n" >"$FAKE_SMI_SAMPLES.n"
@@ -55,6 +57,7 @@ type machine struct {
 	noDevice  bool
 	withSMI   bool
 	samples   string
+	instance  string // g4dn.xlarge when empty
 }
 
 func newHost(t *testing.T, m machine) *host {
@@ -80,12 +83,16 @@ func newHost(t *testing.T, m machine) *host {
 	stat := "1 (tail -f) S 0 1 1 0 -1 4194560 100 0 0 0 0 0 0 0 20 0 1 0 " + strconv.FormatInt(int64(m.pid1After.Seconds()*100), 10) + " 2400000 200 18446744073709551615\n"
 	require.NoError(t, os.WriteFile(filepath.Join(h.dir, "proc", "1", "stat"), []byte(stat), 0o644))
 	require.NoError(t, os.WriteFile(filepath.Join(h.dir, "samples"), []byte(m.samples), 0o644))
-	require.NoError(t, os.WriteFile(filepath.Join(h.dir, "dmi", "product_name"), []byte("g4dn.xlarge\n"), 0o444))
+	instance := m.instance
+	if instance == "" {
+		instance = "g4dn.xlarge"
+	}
+	require.NoError(t, os.WriteFile(filepath.Join(h.dir, "dmi", "product_name"), []byte(instance+"\n"), 0o444))
 	h.env = append(os.Environ(), "PATH="+h.bin+":/usr/bin:/bin", "RUNNER_TEMP="+h.temp, "GITHUB_STEP_SUMMARY="+h.summary,
 		"FAKE_SMI_SAMPLES="+filepath.Join(h.dir, "samples"), "GPUCI_SAMPLE_SECONDS=0.05",
 		"GPUCI_DMI_DIR="+filepath.Join(h.dir, "dmi"), "GPUCI_DEV_DIR="+filepath.Join(h.dir, "dev"), "GPUCI_PROC_DIR="+filepath.Join(h.dir, "proc"),
-		"GPUCI_POOL=gpu-spot", "GPUCI_CAPACITY=spot, on-demand when spot is short", "GPUCI_PRICES=g4dn.xlarge=0.2497 g5.xlarge=0.5328",
-		"GPUCI_PRICES_ON_DEMAND=g4dn.xlarge=0.526 g5.xlarge=1.006",
+		"GPUCI_POOL=gpu-spot", "GPUCI_CAPACITY=spot, on-demand when spot is short", "GPUCI_PRICES=g4dn.xlarge=0.2497 g5.xlarge=0.5328 g5.12xlarge=2.2",
+		"GPUCI_PRICES_ON_DEMAND=g4dn.xlarge=0.526 g5.xlarge=1.006 g5.12xlarge=5.672", "GPUCI_GPUS=g4dn.xlarge=1 g5.12xlarge=4 g5.xlarge=1",
 		"GPUCI_GITHUB_PER_MINUTE=0.052", "GPUCI_PRICES_SOURCE=test prices")
 	return h
 }
@@ -174,7 +181,7 @@ func TestARunnerFormSummaryHoldsEveryFieldFromTheSamples(t *testing.T) {
 	}, 10*time.Second, 50*time.Millisecond, "the sampler runs through the job")
 
 	// Its pod was bound to a spot node on Kubernetes 1.36 (k8s.LaunchedCapacityPolicy).
-	out, err = h.hook(t, jobhooks.JobCompletedKey, "GPUCI_JOB_FORM=runner", "GPUCI_LAUNCHED_CAPACITY=spot", "GPUCI_NOW="+strconv.FormatInt(started+600, 10))
+	out, err = h.hook(t, jobhooks.JobCompletedKey, "GPUCI_JOB_FORM=runner", "GPUCI_LAUNCHED_CAPACITY=spot", "GPUCI_NOW="+strconv.FormatInt(started+600, 10), "GPUCI_SAMPLE_SECONDS=5")
 	require.NoError(t, err, out)
 	summary := h.summaryText(t)
 	for _, want := range []string{
@@ -184,9 +191,10 @@ func TestARunnerFormSummaryHoldsEveryFieldFromTheSamples(t *testing.T) {
 		"| Wait | a new node (cold): node booted → runner up 48 s → job start 52 s; queued before it: `gpuci stats` |",
 		"| GPU | Tesla T4, driver 570.133.20, CUDA 12.8, 15360 MiB |",
 		"| GPU use | 50% mean, 100% peak; memory peak 7000 MiB (4 samples) |",
-		// 10 min at $0.2497/h = $0.0416; at $0.052/min = $0.5200; idle half of it: $0.0208.
+		// 10 min at $0.2497/h = $0.0416; at $0.052/min = $0.5200; no kernel in half the
+		// readings, over the ten minutes they cover (the sampler starts with the job): $0.0208.
 		"| Cost | $0.0416 here (g4dn.xlarge at $0.2497/h), $0.5200 at GitHub's price ($0.052/min) |",
-		"| GPU idle | $0.0208 of it (50% of the time, by the mean) |",
+		"| No kernel running | $0.0208: 50% of the 10.0 min sampled (4 readings of nvidia-smi's utilization.gpu, each its last 1/6–1 s, every 5 s) |",
 		"test prices",
 	} {
 		assert.Contains(t, summary, want)
@@ -345,7 +353,7 @@ func TestAContainerFormSummaryComesFromTheJobPodsLog(t *testing.T) {
 	require.Eventually(t, func() bool { return api.served.Load() > 0 }, 10*time.Second, 20*time.Millisecond,
 		"the follower reads the log once the container runs")
 
-	out, err = runner.hook(t, jobhooks.JobCompletedKey, append(env, "GPUCI_NOW="+strconv.FormatInt(started+600, 10))...)
+	out, err = runner.hook(t, jobhooks.JobCompletedKey, append(env, "GPUCI_NOW="+strconv.FormatInt(started+600, 10), "GPUCI_SAMPLE_SECONDS=5")...)
 	require.NoError(t, err, out)
 	summary := runner.summaryText(t)
 	for _, want := range []string{
@@ -355,9 +363,11 @@ func TestAContainerFormSummaryComesFromTheJobPodsLog(t *testing.T) {
 		"| Wait | a new node (cold): job start → node booted 40 s → pod bound 30 s → job container up 18 s; queued before it: `gpuci stats` |",
 		"| GPU | Tesla T4, driver 570.133.20, CUDA 12.8, 15360 MiB |",
 		"| GPU use | 50% mean, 100% peak; memory peak 7000 MiB (4 samples) |",
-		// On-demand, priced as such: 10 min at $0.526/h = $0.0877, idle half of it $0.0438.
+		// On-demand, priced as such: 10 min at $0.526/h = $0.0877. The readings cover the 512 s
+		// after the job container started (its boot and pull are not theirs): no kernel in half
+		// of them, $0.0374, not half of the whole job's cost.
 		"| Cost | $0.0877 here (g4dn.xlarge at $0.5260/h), $0.5200 at GitHub's price ($0.052/min) |",
-		"| GPU idle | $0.0438 of it (50% of the time, by the mean) |",
+		"| No kernel running | $0.0374: 50% of the 8.5 min sampled (4 readings of nvidia-smi's utilization.gpu, each its last 1/6–1 s, every 5 s) |",
 	} {
 		assert.Contains(t, summary, want)
 	}
@@ -569,5 +579,34 @@ func TestTheSummaryNeverFailsTheJob(t *testing.T) {
 		out, err = h.hook(t, jobhooks.JobCompletedKey, "GPUCI_JOB_FORM="+form)
 		require.NoError(t, err, out)
 		assert.Contains(t, h.summaryText(t), "| Wait | not measured")
+	}
+}
+
+// A job that holds one GPU of a four-GPU node pays a quarter of the node, and its no-kernel
+// share is of that quarter; a warning nvidia-smi prints among the GPUs' lines is said as a
+// warning, never read as a GPU.
+func TestAJobPaysForTheGPUsItHolds(t *testing.T) {
+	t.Parallel()
+	started := time.Now().Add(-10 * time.Minute).Unix()
+	h := newHost(t, machine{boot: started - 100, pid1After: 48 * time.Second, withSMI: true, samples: fourSamples, instance: "g5.12xlarge"})
+	out, err := h.hook(t, jobhooks.JobStartedKey, "GPUCI_JOB_FORM=runner", "FAKE_SMI_GPU=NVIDIA A10G, 570.133.20, 23028 MiB",
+		"FAKE_SMI_WARN=WARNING: infoROM is corrupted at gpu 0000:00:1E.0")
+	require.NoError(t, err, out)
+	t.Cleanup(func() { stopPid(t, filepath.Join(h.temp, "gpuci", "sampler")) })
+	require.NoError(t, os.WriteFile(filepath.Join(h.temp, "gpuci", "started"), []byte(strconv.FormatInt(started, 10)), 0o644))
+	require.Eventually(t, func() bool {
+		b, _ := os.ReadFile(filepath.Join(h.temp, "gpuci", "log"))
+		return strings.Count(string(b), "gpuci: sample ") == 4
+	}, 10*time.Second, 50*time.Millisecond, "the sampler runs through the job")
+	out, err = h.hook(t, jobhooks.JobCompletedKey, "GPUCI_JOB_FORM=runner", "GPUCI_LAUNCHED_CAPACITY=spot", "GPUCI_NOW="+strconv.FormatInt(started+600, 10), "GPUCI_SAMPLE_SECONDS=5")
+	require.NoError(t, err, out)
+	summary := h.summaryText(t)
+	for _, want := range []string{
+		"| GPU | NVIDIA A10G, driver 570.133.20, CUDA 12.8, 23028 MiB (nvidia-smi warned: WARNING: infoROM is corrupted at gpu 0000:00:1E.0) |",
+		// 10 min of a quarter of $2.2/h = $0.0917; no kernel in half the readings: $0.0458.
+		"| Cost | $0.0917 here (1 of the 4 GPUs of g5.12xlarge at $2.2000/h: $0.5500/h), $0.5200 at GitHub's price ($0.052/min) |",
+		"| No kernel running | $0.0458: 50% of the 10.0 min sampled",
+	} {
+		assert.Contains(t, summary, want)
 	}
 }
