@@ -203,8 +203,8 @@ func containerJobOnANewNode(t tb, ctx context.Context, core kubernetes.Interface
 // retrier, as its Deployment runs it, re-runs all three in one attempt and puts gpu-spot on
 // on-demand for the cool-down: the re-run's runner lands on an on-demand node of the pool's
 // cool-down NodePool from the real Karpenter, and the run ends green. The same cluster
-// evidence under a run a person cancelled re-runs nothing. (It runs while the tags edit runs:
-// gpu-spot is free then, and its cool-down ends before the warm window needs the pool.)
+// evidence under a run a person cancelled re-runs nothing. (It runs once the warm window has
+// closed and its nodes are gone: gpu-spot is free then.)
 func runnerFormInterruption(t tb, ctx context.Context, core kubernetes.Interface, kube dynamic.Interface, k *karpenter, gpuci, adminKubeconfig string) {
 	const pool, scaleSet = "gpu-spot", "lux-gpu-t4"
 	pods := core.CoreV1().Pods(wellknown.RunnersNamespace)
@@ -215,7 +215,7 @@ func runnerFormInterruption(t tb, ctx context.Context, core kubernetes.Interface
 		}
 	}()
 	started := time.Now()
-	rerunPod := runnerPod(t, ctx, kube, scaleSet, scaleSet+"-e2e-runner-s2") // made now: the tags edit changes nothing of it
+	rerunPod := runnerPod(t, ctx, kube, scaleSet, scaleSet+"-e2e-runner-s2")
 	runner, err := pods.Create(ctx, runnerPod(t, ctx, kube, scaleSet, scaleSet+"-e2e-runner-s1"), metav1.CreateOptions{})
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {

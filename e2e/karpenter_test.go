@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -41,6 +42,30 @@ type karpenter struct {
 	// metrics is where it serves /metrics: the port the stack gives it (METRICS_PORT, the
 	// chart's controller.metrics.port, which its Service targets), moved to a loopback port.
 	metrics string
+
+	mu sync.Mutex
+	// interrupted are the times of the spot interruptions the e2e sent (interrupt).
+	interrupted []time.Time
+}
+
+// unavailableOfferingsTTL is how long Karpenter keeps an interrupted or refused offering
+// (type, zone, capacity type) out of its launches: karpenter-provider-aws v1.14.1
+// pkg/cache/cache.go:31 (UnavailableOfferingsTTL), marked on a spot interruption by
+// pkg/controllers/interruption/utils.go:133-142.
+const unavailableOfferingsTTL = 3 * time.Minute
+
+// spotOfferingFreeAt is the first time a spot offering of every zone's type is sure to be
+// back in Karpenter's launches in at least one of the stack's zones: each of the newest
+// interruptions may have taken a zone of its own (a second interruption within the TTL can
+// only be in another zone: Karpenter launches on-demand in the first), so once as many as the
+// stack has zones are recent, the oldest of them must expire. Zero when no zone can be out.
+func (k *karpenter) spotOfferingFreeAt() time.Time {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if len(k.interrupted) < len(k.zones) {
+		return time.Time{}
+	}
+	return k.interrupted[len(k.interrupted)-len(k.zones)].Add(unavailableOfferingsTTL + 5*time.Second)
 }
 
 // karpenterSeed is hack/karpenter's seed (its type `seed`), from the stack's state.
@@ -199,6 +224,9 @@ func (k *karpenter) account() (karpenterAccount, error) {
 
 // interrupt puts EC2's spot interruption warning for the instance on the queue.
 func (k *karpenter) interrupt(t tb, instanceID string) {
+	k.mu.Lock()
+	k.interrupted = append(k.interrupted, time.Now())
+	k.mu.Unlock()
 	resp, err := http.Post("http://"+k.control+"/interrupt?instance="+instanceID, "", nil)
 	require.NoError(t, err)
 	defer resp.Body.Close()

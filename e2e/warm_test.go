@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
@@ -45,8 +46,15 @@ func warmWindowConfigured(t *testing.T, ctx context.Context, h *harness, core ku
 	loc, err := time.LoadLocation(warmZone)
 	require.NoError(t, err)
 	// The up takes some 15 s: the window opens at the first minute after it (a window does not
-	// cross midnight: one that would opens at midnight).
-	opens := time.Now().Add(25 * time.Second).In(loc).Truncate(time.Minute).Add(time.Minute)
+	// cross midnight: one that would opens at midnight), and once Karpenter may try spot again
+	// in a zone: the e2e's spot interruptions took the type out of its launches for three
+	// minutes, zone by zone, and the refused spot launch below must be asked for.
+	from := time.Now().Add(25 * time.Second)
+	if free := k.spotOfferingFreeAt(); free.After(from) {
+		t.Logf("the window waits for Karpenter's memory of the spot interruptions: until %s", free.Format(time.TimeOnly))
+		from = free
+	}
+	opens := from.In(loc).Truncate(time.Minute).Add(time.Minute)
 	if closes := opens.Add(warmWindowLength); closes.Day() != opens.Day() {
 		opens = time.Date(closes.Year(), closes.Month(), closes.Day(), 0, 0, 0, 0, loc)
 	}
@@ -192,8 +200,18 @@ func warmWindow(t tb, ctx context.Context, core kubernetes.Interface, kube dynam
 
 	// A job takes a warm node: its pod preempts the placeholder there and is bound at once.
 	takes := func(pool string, pod *corev1.Pod) string {
-		created, err := core.CoreV1().Pods(pod.Namespace).Create(ctx, pod, metav1.CreateOptions{})
-		require.NoError(t, err)
+		// ARC's upgrade may be reinstalling the scale set as the job arrives: the runner's
+		// account is back with it, and ARC makes the runner then (the ServiceAccount admission
+		// refuses a pod whose account is missing).
+		var created *corev1.Pod
+		require.Eventually(t, func() bool {
+			var err error
+			created, err = core.CoreV1().Pods(pod.Namespace).Create(ctx, pod, metav1.CreateOptions{})
+			if err != nil && !(apierrors.IsForbidden(err) && strings.Contains(err.Error(), "serviceaccount")) {
+				require.NoError(t, err)
+			}
+			return err == nil
+		}, time.Minute, 500*time.Millisecond, "%s's job pod %s is admitted once its scale set's account exists", pool, pod.Name)
 		start := time.Now()
 		var bound *corev1.Pod
 		require.Eventually(t, func() bool {
