@@ -223,6 +223,14 @@ func (pool GPUPool) problems() []fieldProblem {
 		if n := len(fmt.Sprintf("%s-warm-%d", pool.Name, len(pool.Warm.Windows)-1)); n > 52 {
 			bad("warm", fmt.Sprintf("the window CronJobs' names, %s-warm-<i>, are %d characters, past Kubernetes' 52 for a CronJob: shorten name", pool.Name, n))
 		}
+		// A job's pod takes a warm node by preemption: the placeholder goes, and the scheduler
+		// binds the job's pod on its next attempt. In that gap the node is empty, and Karpenter
+		// counts consolidateAfter from a node's last pod event (sigs.k8s.io/karpenter v1.14.1
+		// pkg/controllers/nodeclaim/disruption/consolidation.go): under the floor it could take
+		// the warm node from the job it was kept for.
+		if ca := pool.ConsolidateAfter.Std(); ca < WarmConsolidateAfterFloor {
+			bad("consolidateAfter", fmt.Sprintf("is %s, under %s for a pool with warm windows: a job takes a warm node by preemption, and Karpenter could find the node empty in the second between the placeholder's exit and the job's binding; set at least %q", ca, WarmConsolidateAfterFloor, WarmConsolidateAfterFloor.String()))
+		}
 	}
 	return append(out, pool.warmProblems...)
 }

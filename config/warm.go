@@ -25,7 +25,23 @@ type WarmSchedule struct {
 	// Images a container-form pool's jobs run (`container:`), pulled onto each warm node
 	// beside the runner image. Each needs a shell (sh), as CUDA images have.
 	Images []string `json:"images,omitempty"`
+	// Lead is how long before each window's `from` its placeholders start, so that its nodes
+	// are up, their images pulled, at `from`; whole minutes (a CronJob's resolution). By
+	// default the slow end of the form's modelled cold start, to the minute
+	// (WarmLeadRunnerForm, WarmLeadContainerForm); "0s" opens the window cold at `from`.
+	Lead *Duration `json:"lead,omitempty"`
 }
+
+// Default leads: the slow end of gpuci cost's cold-start model from Karpenter's decision to
+// the node's last pull, rounded up to the minute, for the dev pools (through the image
+// cache, onto the NVMe: 173 s for a runner-form node, 467 s for a container-form node with the
+// 8 GB CUDA image). cmd/gpuci/internal/cost's tests hold each above its model.
+const (
+	WarmLeadRunnerForm    = 4 * time.Minute
+	WarmLeadContainerForm = 8 * time.Minute
+	// warmLeadMax bounds a lead: longer is a window of its own.
+	warmLeadMax = time.Hour
+)
 
 // WarmWindowSpec is a window as the stack file gives it.
 type WarmWindowSpec struct {
@@ -52,18 +68,30 @@ type WarmWindow struct {
 // Length is how long the window stays open.
 func (w WarmWindow) Length() time.Duration { return w.To - w.From }
 
-// Schedule is the window's opening as a cron schedule (minute hour * * weekdays), in the
-// schedule's zone.
-func (w WarmWindow) Schedule() string {
-	days := make([]string, len(w.Days))
-	for i, d := range w.Days {
-		days[i] = strconv.Itoa(int(d))
+// Schedule is when the window's placeholders start, lead before its opening, as a cron
+// schedule (minute hour * * weekdays) in the schedule's zone: a lead past midnight starts
+// the evening before.
+func (w WarmWindow) Schedule(lead time.Duration) string {
+	start, shift := w.From-lead, 0
+	if start < 0 {
+		start, shift = start+24*time.Hour, -1
 	}
-	return fmt.Sprintf("%d %d * * %s", int(w.From.Minutes())%60, int(w.From.Hours()), strings.Join(days, ","))
+	days := make([]int, len(w.Days))
+	for i, d := range w.Days {
+		days[i] = (int(d) + shift + 7) % 7
+	}
+	slices.Sort(days)
+	names := make([]string, len(days))
+	for i, d := range days {
+		names[i] = strconv.Itoa(d)
+	}
+	return fmt.Sprintf("%d %d * * %s", int(start.Minutes())%60, int(start.Hours()), strings.Join(names, ","))
 }
 
-// HoursPerWeek is the window's open hours in a week.
-func (w WarmWindow) HoursPerWeek() float64 { return w.Length().Hours() * float64(len(w.Days)) }
+// HoursPerWeek is the window's hours in a week, its lead included (its nodes run then).
+func (w WarmWindow) HoursPerWeek(lead time.Duration) float64 {
+	return (w.Length() + lead).Hours() * float64(len(w.Days))
+}
 
 // Warm is a pool's validated warm schedule.
 type Warm struct {
@@ -71,6 +99,8 @@ type Warm struct {
 	TimeZone string
 	Windows  []WarmWindow
 	Images   []string
+	// Lead is how long before each window's opening its placeholders start.
+	Lead time.Duration
 }
 
 // NodeHoursPerWeek is how many node-hours the windows keep warm in a week.
@@ -80,10 +110,15 @@ func (w *Warm) NodeHoursPerWeek() float64 {
 	}
 	total := 0.0
 	for _, win := range w.Windows {
-		total += win.HoursPerWeek() * float64(win.Nodes)
+		total += win.HoursPerWeek(w.Lead) * float64(win.Nodes)
 	}
 	return total
 }
+
+// WarmConsolidateAfterFloor is the least consolidateAfter of a pool with warm windows: well
+// past the preemption gap (make e2e binds a job's pod on a warm node about 2 s after its
+// creation, the placeholder's exit included).
+const WarmConsolidateAfterFloor = 5 * time.Second
 
 var (
 	weekdays  = []string{"sun", "mon", "tue", "wed", "thu", "fri", "sat"}
@@ -94,7 +129,20 @@ var (
 // parse validates the schedule of a pool whose gpuLimit and job form are given; bad records
 // each problem as a field of the pool.
 func (s WarmSchedule) parse(gpuLimit int, jobForm JobForm, bad func(field, problem string)) *Warm {
-	w := &Warm{TimeZone: s.TimeZone, Images: s.Images}
+	w := &Warm{TimeZone: s.TimeZone, Images: s.Images, Lead: WarmLeadRunnerForm}
+	if jobForm == JobFormContainer {
+		w.Lead = WarmLeadContainerForm
+	}
+	if s.Lead != nil {
+		switch lead := s.Lead.Std(); {
+		case s.Lead.problem(false) != "":
+			bad("warm.lead", s.Lead.problem(false))
+		case lead%time.Minute != 0 || lead > warmLeadMax:
+			bad("warm.lead", fmt.Sprintf("%s is not whole minutes up to %s (a CronJob starts on the minute); the default is the form's modelled cold start, %s for the runner form, %s for the container form", s.Lead, DurationOf(warmLeadMax), DurationOf(WarmLeadRunnerForm), DurationOf(WarmLeadContainerForm)))
+		default:
+			w.Lead = lead
+		}
+	}
 	if w.TimeZone == "" {
 		w.TimeZone = "UTC"
 	}

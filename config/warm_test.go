@@ -43,19 +43,32 @@ func TestWarmScheduleIsTypedAtTheBoundary(t *testing.T) {
 	assert.Equal(t, []time.Weekday{time.Monday, time.Tuesday, time.Wednesday, time.Thursday, time.Friday}, week.Days)
 	assert.Equal(t, 8*time.Hour, week.From)
 	assert.Equal(t, 11*time.Hour+30*time.Minute, week.Length())
-	assert.Equal(t, "0 8 * * 1,2,3,4,5", week.Schedule(), "cron's minute, hour, and weekdays with Sunday 0")
-	assert.Equal(t, "0 10 * * 0,6", w.Windows[1].Schedule())
+	assert.Equal(t, config.WarmLeadRunnerForm, w.Lead, "a runner-form pool's default lead")
+	assert.Equal(t, "0 8 * * 1,2,3,4,5", week.Schedule(0), "cron's minute, hour, and weekdays with Sunday 0")
+	assert.Equal(t, "56 7 * * 1,2,3,4,5", week.Schedule(w.Lead), "the lead before from")
+	assert.Equal(t, "56 9 * * 0,6", w.Windows[1].Schedule(w.Lead))
 	assert.Equal(t, 14*time.Hour, w.Windows[1].Length(), "to 24:00 is to midnight")
-	assert.InDelta(t, 5*11.5*2+2*14*1, w.NodeHoursPerWeek(), 1e-9, "node-hours a week, which gpuci cost prices")
+	assert.InDelta(t, 5*(11.5+4.0/60)*2+2*(14+4.0/60)*1, w.NodeHoursPerWeek(), 1e-9, "node-hours a week, the lead's included, which gpuci cost prices")
 	assert.Nil(t, c.Pools()[1].Warm, "a retry twin keeps nothing warm")
 
 	c, err = withWarm(t, map[string]any{"windows": []any{map[string]any{"days": "daily", "from": "00:00", "to": "06:15", "nodes": 1}}}, nil)
 	require.NoError(t, err)
 	assert.Equal(t, "UTC", c.GPUPools[0].Warm.TimeZone, "UTC unless said")
-	assert.Equal(t, "0 0 * * 0,1,2,3,4,5,6", c.GPUPools[0].Warm.Windows[0].Schedule())
+	assert.Equal(t, "0 0 * * 0,1,2,3,4,5,6", c.GPUPools[0].Warm.Windows[0].Schedule(0))
+	assert.Equal(t, "56 23 * * 0,1,2,3,4,5,6", c.GPUPools[0].Warm.Windows[0].Schedule(4*time.Minute), "a lead past midnight starts the evening before")
 	c, err = withWarm(t, map[string]any{"windows": []any{map[string]any{"days": "mon", "from": "07:45", "to": "08:00", "nodes": 1}}}, nil)
 	require.NoError(t, err)
-	assert.Equal(t, "45 7 * * 1", c.GPUPools[0].Warm.Windows[0].Schedule())
+	assert.Equal(t, "45 7 * * 1", c.GPUPools[0].Warm.Windows[0].Schedule(0))
+	c, err = withWarm(t, map[string]any{"windows": []any{map[string]any{"days": "mon,sat", "from": "00:05", "to": "08:00", "nodes": 1}}, "lead": "10m"}, nil)
+	require.NoError(t, err)
+	assert.Equal(t, 10*time.Minute, c.GPUPools[0].Warm.Lead)
+	assert.Equal(t, "55 23 * * 0,5", c.GPUPools[0].Warm.Windows[0].Schedule(c.GPUPools[0].Warm.Lead), "Sunday and Friday evenings")
+	c, err = withWarm(t, map[string]any{"windows": []any{map[string]any{"days": "mon", "from": "07:45", "to": "08:00", "nodes": 1}}, "lead": "0s"}, nil)
+	require.NoError(t, err)
+	assert.Zero(t, c.GPUPools[0].Warm.Lead, "0s opens the window cold at from")
+	c, err = withWarm(t, map[string]any{"windows": []any{map[string]any{"days": "mon", "from": "07:45", "to": "08:00", "nodes": 1}}}, map[string]any{"jobForm": "container", "runnerGroup": "g", "trustedRepositoriesOnly": true})
+	require.NoError(t, err)
+	assert.Equal(t, config.WarmLeadContainerForm, c.GPUPools[0].Warm.Lead, "a container-form pool's default lead: its job image's pull")
 }
 
 func TestBadWarmSchedulesAreRefused(t *testing.T) {
@@ -84,6 +97,10 @@ func TestBadWarmSchedulesAreRefused(t *testing.T) {
 		"an image that is not": {map[string]any{"windows": []any{window("mon", "08:00", "09:00", 1)}, "images": []any{"NVIDIA/CUDA"}}, map[string]any{"jobForm": "container"},
 			`warm.images: "NVIDIA/CUDA" is not an image reference`},
 		"a misspelt field": {map[string]any{"window": []any{}}, nil, `unknown field "window"`},
+		"a lead of seconds": {map[string]any{"windows": []any{window("mon", "08:00", "09:00", 1)}, "lead": "90s"}, nil,
+			`warm.lead: 1m30s is not whole minutes up to 1h (a CronJob starts on the minute)`},
+		"consolidateAfter under the preemption gap": {map[string]any{"windows": []any{window("mon", "08:00", "09:00", 1)}}, map[string]any{"consolidateAfter": "1s"},
+			`consolidateAfter: is 1s, under 5s for a pool with warm windows`},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := withWarm(t, tc.warm, tc.fields)

@@ -69,8 +69,10 @@ func warmWindowConfigured(t *testing.T, ctx context.Context, h *harness, core ku
 			if l, ok := pool["gpuLimit"].(int); ok {
 				limit = l
 			}
-			warm := map[string]any{"timeZone": warmZone, "windows": []any{map[string]any{
-				"days": strings.ToLower(opens.Weekday().String()[:3]), "from": opens.Format("15:04"), "to": closes.Format("15:04"), "nodes": limit,
+			// The window's from is a minute after opens, and its lead that minute: the real
+			// CronJob controller starts the placeholders at opens, from the lead's schedule.
+			warm := map[string]any{"timeZone": warmZone, "lead": "1m", "windows": []any{map[string]any{
+				"days": strings.ToLower(opens.Weekday().String()[:3]), "from": opens.Add(warmLead).Format("15:04"), "to": closes.Format("15:04"), "nodes": limit,
 			}}}
 			if pool["jobForm"] == config.JobFormContainer {
 				warm["images"] = []any{cudaImage}
@@ -126,13 +128,18 @@ func warmWindowConfigured(t *testing.T, ctx context.Context, h *harness, core ku
 				return strings.Contains(e, "NodeClaim gpu-spot") && strings.Contains(e, "InsufficientInstanceCapacity")
 			}),
 				"from Karpenter's event on a warm NodeClaim of the refused type: %v", f.Evidence)
+			// and flags the window's on-demand node, which stays on-demand all window.
+			assert.True(t, slices.ContainsFunc(f.Evidence, func(e string) bool {
+				return strings.HasPrefix(e, "warm node ") && strings.Contains(e, " of pool gpu-spot-container is on-demand")
+			}), "gpuci doctor flags the container pool's on-demand warm node: %v", f.Evidence)
 			k.shortage(t, nil)
 		})
 	}
 }
 
-// warmWindowLength is how long the e2e's window stays open: the jobs below take well under it.
-const warmWindowLength = 2 * time.Minute
+// warmWindowLength is how long the e2e's placeholders stay, their lead (warmLead) included:
+// the jobs below take well under it.
+const warmWindowLength, warmLead = 2 * time.Minute, time.Minute
 
 // cudaImage is the CUDA image the smoke workflow's container job runs.
 const cudaImage = "nvidia/cuda:12.8.1-devel-ubuntu24.04"

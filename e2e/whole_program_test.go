@@ -96,7 +96,7 @@ func TestWholeProgram(t *testing.T) {
 	// and the pool phase (which touch no GPU pool) run; their jobs' runner pods sit on a
 	// system node.
 	var warm *background
-	step(t, "warm windows on both pools, opening at the next minute in "+warmZone+"; EC2 out of spot capacity for the container pool", func(t *testing.T) {
+	step(t, "warm windows on both pools, their placeholders starting at the next minute in "+warmZone+", the windows' lead (a minute) before they open; EC2 out of spot capacity for the container pool", func(t *testing.T) {
 		warm = runInBackground(warmWindowConfigured(t, ctx, r.h, core, kube, r.karp, r.gpuci, r.kubeconfig()))
 	})
 	// Runner-form jobs on gpu-spot's twin, which no warm window holds and the phases below do

@@ -152,23 +152,26 @@ func TestNewcomersPath(t *testing.T) {
 	assert.Contains(t, wf, "image: ${{ vars.LUX_GPU_CI_DOCKER_HUB_CACHE && format('{0}/nvidia/cuda:12.8.1-devel-ubuntu24.04', vars.LUX_GPU_CI_DOCKER_HUB_CACHE) || 'nvidia/cuda:12.8.1-devel-ubuntu24.04' }}")
 }
 
-// The README's start times are what gpuci cost models for the repository's dev stack: a
-// change of the model, or of dev, that moves a figure moves the README's too.
+// The README's start times are what gpuci cost models for the repository's dev stack, as
+// ranges, said to be modelled: a change of the model, or of dev, that moves a figure moves the
+// README's too.
 func TestReadmeStartTimesAreTheModels(t *testing.T) {
 	t.Parallel()
 	out, err := gpuci(t, "", "cost", "--project", testkit.RepoRoot(t), "--stack", "dev", "--json")
 	require.NoError(t, err, out)
+	type span struct{ Low, High float64 }
 	var r struct {
 		Pools []struct {
-			Pool           string                     `json:"pool"`
-			ColdStart      struct{ Seconds float64 }  `json:"coldStart"`
-			WarmStart      struct{ Seconds float64 }  `json:"warmStart"`
-			SpotShortStart *struct{ Seconds float64 } `json:"spotShortStart"`
+			Pool           string `json:"pool"`
+			ColdStart      span   `json:"coldStart"`
+			WarmStart      span   `json:"warmStart"`
+			SpotShortStart *span  `json:"spotShortStart"`
 		} `json:"pools"`
 	}
 	require.NoError(t, json.Unmarshal([]byte(out), &r), out)
 	b, err := os.ReadFile(filepath.Join(testkit.RepoRoot(t), "README.md"))
 	require.NoError(t, err)
+	readme := string(b)
 	rows := map[string]string{"gpu-spot": "| runner form", "gpu-spot-container": "| container form"}
 	checked := 0
 	for _, p := range r.Pools {
@@ -178,13 +181,14 @@ func TestReadmeStartTimesAreTheModels(t *testing.T) {
 		}
 		checked++
 		require.NotNil(t, p.SpotShortStart, "dev's %s falls back to on-demand", p.Pool)
-		row := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(prefix) + `[^|]*\| (\d+) s[^|]*\| (\d+) s \| (\d+) s \|$`).FindStringSubmatch(string(b))
-		require.NotNil(t, row, "the README's start table has a %s row", prefix)
-		for i, want := range []float64{p.ColdStart.Seconds, p.SpotShortStart.Seconds, p.WarmStart.Seconds} {
-			assert.Equal(t, fmt.Sprintf("%.0f", want), row[i+1], "%s: column %d is the model's", p.Pool, i+1)
+		row := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(prefix) + `[^|]*\| (\d+–\d+ s)[^|]*\| (\d+–\d+ s) \| (\d+–\d+ s) \|$`).FindStringSubmatch(readme)
+		require.NotNil(t, row, "the README's start table has a %s row of ranges", prefix)
+		for i, want := range []span{p.ColdStart, *p.SpotShortStart, p.WarmStart} {
+			assert.Equal(t, fmt.Sprintf("%.0f–%.0f s", want.Low, want.High), row[i+1], "%s: column %d is the model's", p.Pool, i+1)
 		}
 	}
 	assert.Equal(t, 2, checked, "both dev pools")
+	assert.Contains(t, readme, "## How soon a job starts\n\nQueued → first step, modelled:", "the table says it is a model")
 }
 
 // The README's and the operations page's quota figures for dev are what gpuci quota computes

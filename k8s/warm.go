@@ -93,12 +93,20 @@ func WarmPlaceholder(pool config.GPUPool, cache ImageCache) (corev1.PodTemplateS
 		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
 	}
 	var pulls []corev1.Container
-	if pool.Warm != nil {
-		for i, img := range pool.Warm.Images {
+	if pool.Warm != nil && len(pool.Warm.Images) > 0 {
+		// The runner image first (kubelet pulls each init container's image as it starts it,
+		// one at a time by default): a job that comes while the warm node still pulls its
+		// job image finds at least its fs-init's image there.
+		images := append([]string{pool.RunnerImage}, pool.Warm.Images...)
+		for i, img := range images {
+			name, policy := fmt.Sprintf("pull-%d", i-1), corev1.PullIfNotPresent
+			if i == 0 {
+				name, policy = "pull-runner", runnerPullPolicy(pool)
+			}
 			pulls = append(pulls, corev1.Container{
-				Name:            fmt.Sprintf("pull-%d", i),
+				Name:            name,
 				Image:           cache.Pull(img),
-				ImagePullPolicy: corev1.PullIfNotPresent,
+				ImagePullPolicy: policy,
 				Command:         []string{"sh", "-c", "exit 0"},
 				Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
 					corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("16Mi"),
@@ -143,8 +151,9 @@ func WarmCronJobName(pool config.GPUPool, i int) string {
 	return fmt.Sprintf("%s-warm-%d", pool.Name, i)
 }
 
-// WarmCronJob opens pool's window i: at its start, in the schedule's zone, a Job of
-// window.Nodes placeholders whose deadline is the window's end.
+// WarmCronJob opens pool's window i: its lead before the window's start (so its nodes are up
+// and pulled at the start), in the schedule's zone, a Job of window.Nodes placeholders whose
+// deadline is the window's end.
 func WarmCronJob(pool config.GPUPool, i int, cache ImageCache) (batchv1.CronJob, error) {
 	if pool.Warm == nil || i >= len(pool.Warm.Windows) {
 		return batchv1.CronJob{}, fmt.Errorf("pool %s has no warm window %d", pool.Name, i)
@@ -160,7 +169,7 @@ func WarmCronJob(pool config.GPUPool, i int, cache ImageCache) (batchv1.CronJob,
 		TypeMeta:   k8smeta.TypeMeta{APIVersion: "batch/v1", Kind: "CronJob"},
 		ObjectMeta: k8smeta.ObjectMeta{Name: WarmCronJobName(pool, i), Namespace: wellknown.WarmNamespace, Labels: labels},
 		Spec: batchv1.CronJobSpec{
-			Schedule:                   window.Schedule(),
+			Schedule:                   window.Schedule(pool.Warm.Lead),
 			TimeZone:                   &tz,
 			StartingDeadlineSeconds:    ptr(int64(warmStartingDeadline)),
 			ConcurrencyPolicy:          batchv1.ReplaceConcurrent,
@@ -171,7 +180,7 @@ func WarmCronJob(pool config.GPUPool, i int, cache ImageCache) (batchv1.CronJob,
 				Spec: batchv1.JobSpec{
 					Parallelism:           ptr(int32(window.Nodes)),
 					Completions:           ptr(int32(warmCompletions)),
-					ActiveDeadlineSeconds: ptr(int64(window.Length().Seconds())),
+					ActiveDeadlineSeconds: ptr(int64((pool.Warm.Lead + window.Length()).Seconds())),
 					BackoffLimit:          ptr(int32(6)),
 					// A placeholder that lost its node (a spot interruption, Karpenter's drain of
 					// a drifted node) is replaced without counting as a failure.

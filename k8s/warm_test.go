@@ -33,12 +33,12 @@ func TestWarmWindowCronJobs(t *testing.T) {
 
 	week := cronJob("gpu-spot")
 	assert.Equal(t, "gpu-spot-warm-0", week.Name)
-	assert.Equal(t, "0 8 * * 1,2,3,4,5", week.Spec.Schedule)
+	assert.Equal(t, "56 7 * * 1,2,3,4,5", week.Spec.Schedule, "08:00 less the runner form's lead (4 min): its nodes up and pulled at 08:00")
 	require.NotNil(t, week.Spec.TimeZone)
 	assert.Equal(t, "Europe/Berlin", *week.Spec.TimeZone, "the controller reads the schedule in the window's zone")
 	job := week.Spec.JobTemplate.Spec
 	assert.Equal(t, int32(2), *job.Parallelism, "a placeholder per warm node")
-	assert.Equal(t, int64(11*3600), *job.ActiveDeadlineSeconds, "its deadline is the window's end")
+	assert.Equal(t, int64(11*3600+4*60), *job.ActiveDeadlineSeconds, "its deadline is the window's end")
 	assert.Greater(t, *job.Completions, int32(1000), "ended by its deadline, not by the preemptions it counts")
 	require.NotNil(t, job.PodFailurePolicy)
 	assert.Equal(t, batchv1.PodFailurePolicyActionIgnore, job.PodFailurePolicy.Rules[0].Action)
@@ -59,11 +59,12 @@ func TestWarmWindowCronJobs(t *testing.T) {
 	assert.Empty(t, p.InitContainers, "a runner-form pool pulls only its runner image")
 
 	cont := cronJob("gpu-spot-container")
-	assert.Equal(t, "0 10 * * 0,6", cont.Spec.Schedule)
+	assert.Equal(t, "52 9 * * 0,6", cont.Spec.Schedule, "the container form's lead is 8 min: its CUDA pull")
 	assert.Equal(t, "UTC", *cont.Spec.TimeZone)
 	pulls := cont.Spec.JobTemplate.Spec.Template.Spec.InitContainers
-	require.Len(t, pulls, 1)
-	assert.Equal(t, testCache["docker.io"]+"/nvidia/cuda:12.8.1-devel-ubuntu24.04", pulls[0].Image, "the job's CUDA image, through the cache, onto the warm node")
+	require.Len(t, pulls, 2)
+	assert.Equal(t, cont.Spec.JobTemplate.Spec.Template.Spec.Containers[0].Image, pulls[0].Image, "the runner image first: a job's fs-init need not wait for the CUDA pull")
+	assert.Equal(t, testCache["docker.io"]+"/nvidia/cuda:12.8.1-devel-ubuntu24.04", pulls[1].Image, "the job's CUDA image, through the cache, onto the warm node")
 
 	// The restricted level, by upstream's evaluator.
 	eval, err := policy.NewEvaluator(policy.DefaultChecks(), nil)

@@ -26,8 +26,9 @@ const DefaultInterruptionRate = 0.05
 type Usage struct {
 	BuildsPerDay    float64 `json:"buildsPerDay"`
 	MinutesPerBuild float64 `json:"minutesPerBuild"`
-	// BootMinutes is from job queued to the job's first step on a cold node (launch, join,
-	// image pulls); below zero, each pool's own cold-start estimate (ColdStartOf).
+	// BootMinutes is how long a cold node runs before the job's first step (launch, join,
+	// image pulls); below zero, each pool's own cold-start model from the launch on, at its
+	// slow end (ColdStartOf: ColdStart.NodeUp.High).
 	BootMinutes float64 `json:"bootMinutes"`
 	// JobImageGB is the container form's job image (its `container:`), as pulled; below
 	// zero, the smoke workflow's CUDA image (SmokeJobImageGB). Through a NAT gateway a pull
@@ -68,6 +69,11 @@ type PoolEstimate struct {
 	// WarmMonthlyUSD what they cost (in the pool's month).
 	WarmNodeHoursPerMonth float64 `json:"warmNodeHoursPerMonth,omitempty"`
 	WarmMonthlyUSD        float64 `json:"warmMonthlyUSD,omitempty"`
+	// WarmOnDemandMonthlyUSD is what the windows cost if their nodes are on-demand (a pool
+	// that allows it falls back when spot is short, and keeps that node for the whole window:
+	// a warm node is never empty, and Karpenter replaces a node for a cheaper one only under
+	// WhenEmptyOrUnderutilized, never under the pools' WhenEmpty).
+	WarmOnDemandMonthlyUSD float64 `json:"warmOnDemandMonthlyUSD,omitempty"`
 	// OnDemandBuildUSD is the per-build cost if spot is short and the pool falls back.
 	OnDemandBuildUSD float64 `json:"onDemandPerBuildUSD,omitempty"`
 	// RetryTwinOf names the pool whose interrupted builds this twin re-runs; its month
@@ -255,7 +261,9 @@ func estimatePool(cfg *config.Config, pool config.GPUPool, p pricing.Prices, u U
 	e.SpotShortStart = SpotShortStartOf(pool, e.Images)
 	boot := u.BootMinutes
 	if boot < 0 {
-		boot = e.ColdStart.Seconds / 60
+		// The node is billed from its launch: the model's slow end of that part, so the
+		// model's optimism never lowers a cost.
+		boot = e.ColdStart.NodeUp.High / 60
 	}
 	// A node runs for the job, plus (for a cold start) its boot, plus the warm window after.
 	e.NodeMinutes = u.MinutesPerBuild + u.ColdStarts*(boot+warm)
@@ -282,6 +290,9 @@ func estimatePool(cfg *config.Config, pool config.GPUPool, p pricing.Prices, u U
 		e.WarmNodeHoursPerMonth = w * WeeksPerMonth
 		e.WarmMonthlyUSD = e.WarmNodeHoursPerMonth * (e.PerHour + ebsPerHour)
 		e.MonthlyUSD += e.WarmMonthlyUSD
+		if od, ok := p.OnDemand[e.InstanceType]; ok && capacity == "spot" && pool.Allows(config.CapacityOnDemand) {
+			e.WarmOnDemandMonthlyUSD = e.WarmNodeHoursPerMonth * (od + ebsPerHour)
+		}
 	}
 	if pool.RetryTwinOf != "" {
 		e.RetryTwinOf = pool.RetryTwinOf

@@ -22,7 +22,7 @@ func (r Report) WriteTable(w io.Writer) error {
 		fmt.Fprintf(tw, "\t\n")
 	}
 	u := r.Usage
-	boot := "each pool's cold start below"
+	boot := "each pool's modelled cold start below, at its slow end, from the node's launch"
 	if u.BootMinutes >= 0 {
 		boot = fmt.Sprintf("%.0f min boot", u.BootMinutes)
 	}
@@ -42,6 +42,9 @@ func (r Report) WriteTable(w io.Writer) error {
 		}
 		if p.WarmMonthlyUSD > 0 {
 			fmt.Fprintf(tw, "    warm windows: %.0f node-hours a month\t$%8.2f\n", p.WarmNodeHoursPerMonth, p.WarmMonthlyUSD)
+			if p.WarmOnDemandMonthlyUSD > 0 {
+				fmt.Fprintf(tw, "    warm windows on on-demand nodes (spot short at a window's start: the node is kept all window; gpuci doctor flags it)\t$%8.2f\n", p.WarmOnDemandMonthlyUSD)
+			}
 		}
 		fmt.Fprintf(tw, "    per month at %.0f builds/day\t$%8.2f\n", u.BuildsPerDay, p.MonthlyUSD)
 	}
@@ -65,7 +68,7 @@ func (r Report) WriteTable(w io.Writer) error {
 		return err
 	}
 	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "\t\nCold start: queued job → first step on a new GPU node (estimate)\t\n")
+	fmt.Fprintf(tw, "\t\nCold start: queued job → first step on a new GPU node (modelled, not measured: each step's range from its sources)\t\n")
 	for _, p := range r.Pools {
 		if p.RetryTwinOf != "" {
 			continue
@@ -73,32 +76,32 @@ func (r Report) WriteTable(w io.Writer) error {
 		cs := p.ColdStart
 		fmt.Fprintf(tw, "  pool %s\t\n", p.Pool)
 		for _, s := range cs.Steps {
-			fmt.Fprintf(tw, "    %s\t%6.0f s\n", s.What, s.Seconds)
+			fmt.Fprintf(tw, "    %s\t%10s\n", s.What, s.Span)
 		}
-		fmt.Fprintf(tw, "    total\t%6.0f s\n", cs.Seconds)
-		if m := cs.PrepareJobMarginSeconds; m != nil {
-			fmt.Fprintf(tw, "    left of the container hooks' %.0f s wait for the job pod (600 s without the stack's setting)\t%6.0f s\n", PrepareJobWaitSeconds, *m)
+		fmt.Fprintf(tw, "    total\t%10s\n", cs.Span)
+		if m := cs.PrepareJobMargin; m != nil {
+			fmt.Fprintf(tw, "    left of the container hooks' %.0f s wait for the job pod (600 s without the stack's setting)\t%10s\n", PrepareJobWaitSeconds, *m)
 		}
 		if short := p.SpotShortStart; short != nil {
-			fmt.Fprintf(tw, "    with spot short, falling back to on-demand\t%6.0f s\n", short.Seconds)
+			fmt.Fprintf(tw, "    with spot short, falling back to on-demand\t%10s\n", short.Span)
 		} else {
 			fmt.Fprintf(tw, "    with spot short\twaits for spot (add on-demand to capacityTypes)\n")
 		}
 	}
-	fmt.Fprintf(tw, "\t\nWarm start: queued job → first step on a warm node (a warm window's, or one a job just left; estimate)\t\n")
+	fmt.Fprintf(tw, "\t\nWarm start: queued job → first step on a warm node (a warm window's, or one a job just left; modelled)\t\n")
 	for _, p := range r.Pools {
 		if p.RetryTwinOf != "" {
 			continue
 		}
 		fmt.Fprintf(tw, "  pool %s\t\n", p.Pool)
 		for _, s := range p.WarmStart.Steps {
-			fmt.Fprintf(tw, "    %s\t%6.0f s\n", s.What, s.Seconds)
+			fmt.Fprintf(tw, "    %s\t%10s\n", s.What, s.Span)
 		}
-		fmt.Fprintf(tw, "    total\t%6.0f s\n", p.WarmStart.Seconds)
+		fmt.Fprintf(tw, "    total\t%10s\n", p.WarmStart.Span)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	_, err := fmt.Fprintf(w, "\nPrices: %s\nCold-start figures: cmd/gpuci/internal/cost/coldstart.go names the source or the reasoning of each.\n", r.Prices)
+	_, err := fmt.Fprintf(w, "\nPrices: %s\nStart figures are a model, not a measurement: cmd/gpuci/internal/cost/coldstart.go names the source of each step's range; a node's cold start is priced at its slow end.\n", r.Prices)
 	return err
 }

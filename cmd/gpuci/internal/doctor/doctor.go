@@ -493,10 +493,46 @@ func (d Doctor) spotCapacity(ctx context.Context, claims *unstructured.Unstructu
 			f.Evidence = append(f.Evidence, "NodeClaim "+c.GetName()+": "+s)
 		}
 	}
+	if warm := d.onDemandWarmNodes(ctx, claims); len(warm) > 0 {
+		f.Problem = true
+		f.Evidence = append(f.Evidence, warm...)
+	}
 	if !f.Problem {
-		f.Evidence = append(f.Evidence, "no launch refused for want of capacity (Karpenter's events of the last hour, the NodeClaims)")
+		f.Evidence = append(f.Evidence, "no launch refused for want of capacity (Karpenter's events of the last hour, the NodeClaims), no warm node on-demand")
 	}
 	return f
+}
+
+// onDemandWarmNodes are a warm window's nodes that are on-demand in a pool that prefers spot:
+// spot was short when the window opened, and the node stays on-demand, at its price, all
+// window: a placeholder keeps it from ever being empty, and the pools consolidate only
+// WhenEmpty, so Karpenter never replaces it with spot (sigs.k8s.io/karpenter v1.14.1
+// pkg/controllers/disruption: only WhenEmptyOrUnderutilized replaces a node for a cheaper one).
+func (d Doctor) onDemandWarmNodes(ctx context.Context, claims *unstructured.UnstructuredList) []string {
+	placeholders, err := d.Kube.CoreV1().Pods(wellknown.WarmNamespace).List(ctx, metav1.ListOptions{LabelSelector: wellknown.WarmPoolLabel})
+	if err != nil {
+		return []string{"warm placeholders: " + err.Error()}
+	}
+	held := map[string]string{} // node → pool
+	for _, p := range placeholders.Items {
+		if p.Spec.NodeName != "" && p.Status.Phase == corev1.PodRunning {
+			held[p.Spec.NodeName] = p.Labels[wellknown.WarmPoolLabel]
+		}
+	}
+	var out []string
+	for _, c := range claims.Items {
+		node, _, _ := unstructured.NestedString(c.Object, "status", "nodeName")
+		name, warm := held[node]
+		if !warm || c.GetLabels()["karpenter.sh/capacity-type"] != "on-demand" {
+			continue
+		}
+		i := slices.IndexFunc(d.Cfg.Pools(), func(p config.GPUPool) bool { return p.Name == name })
+		if i < 0 || !d.Cfg.Pools()[i].Allows(config.CapacitySpot) {
+			continue // an on-demand pool's warm node is on-demand by design
+		}
+		out = append(out, fmt.Sprintf("warm node %s of pool %s is on-demand (NodeClaim %s): spot was short when its window opened, and it stays on-demand, at the on-demand price, until the window ends (gpuci cost prices that)", node, name, c.GetName()))
+	}
+	return out
 }
 
 // gpuQuota finds NodeClaims that failed to launch because the account's G and VT vCPU

@@ -134,6 +134,17 @@ func TestDoctorFindsEachSymptom(t *testing.T) {
 				Message: "NodeClaim gpu-spot-x3 event: creating instance, insufficient capacity, all requested instance types were unavailable during launch",
 			})
 		}, "Spot capacity", "NodeClaim gpu-spot-x3: NodeClaim gpu-spot-x3 event: creating instance, insufficient capacity"},
+		// Spot was short when a warm window opened: its node is on-demand all window.
+		"a warm node on-demand": {func(c *fakecluster.Cluster) {
+			placeholder := fakecluster.Pod(wellknown.WarmNamespace, "gpu-spot-warm-0-abcde", map[string]string{wellknown.WarmPoolLabel: "gpu-spot"}, corev1.PodRunning)
+			placeholder.Spec.NodeName = "ip-10-0-2-2"
+			claim := nodeClaim("gpu-spot-x5", nil, nil)
+			claim.SetLabels(map[string]string{"karpenter.sh/capacity-type": "on-demand", "karpenter.sh/nodepool": "gpu-spot"})
+			require.NoError(t, unstructured.SetNestedField(claim.Object, "ip-10-0-2-2", "status", "nodeName"))
+			c.Objects = append(c.Objects, gpuNode(1, time.Minute), placeholder)
+			c.Custom = append(c.Custom, claim)
+			healthyPlugin(c)
+		}, "Spot capacity", "warm node ip-10-0-2-2 of pool gpu-spot is on-demand (NodeClaim gpu-spot-x5): spot was short when its window opened"},
 		"spot interruption": {func(c *fakecluster.Cluster) {
 			runner := fakecluster.Pod("arc-runners", "lux-gpu-t4-7xk2p-runner-abcde", nil, corev1.PodRunning)
 			runner.Spec.NodeName = "ip-10-0-2-2"
