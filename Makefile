@@ -41,6 +41,10 @@ fmt-check: ## Fail if gofmt would change a file
 fmt: ## gofmt -w every Go file
 	gofmt -w $(GO_FILES)
 
+.PHONY: actionlint-config
+actionlint-config: ## write .github/actionlint.yaml from every stack file's runner labels (make bootstrap does it for a new stack)
+	go run ./cmd/gpuci actionlint-config --out .github/actionlint.yaml
+
 .PHONY: lint
 lint: ## actionlint every workflow (pinned in hack/tools/go.mod)
 	GOFLAGS=-modfile=hack/tools/go.mod go tool actionlint .github/workflows/*.yml examples/workflows/*.yml

@@ -100,11 +100,11 @@ func TestActionlintKnowsOurRunnerLabels(t *testing.T) {
 		require.NoError(t, err, f)
 		for _, p := range c.Pools() {
 			for _, l := range append(slices.Clone(p.RunnerLabels), p.RunnerScaleSetName) {
-				assert.True(t, slices.Contains(cfg.SelfHostedRunner.Labels, l) || slices.Contains(builtin, l), "%s: add %q to .github/actionlint.yaml", f, l)
+				assert.True(t, slices.Contains(cfg.SelfHostedRunner.Labels, l) || slices.Contains(builtin, l), "%s: %q is not in .github/actionlint.yaml: run make actionlint-config", f, l)
 			}
 		}
 		if r := c.RetryRunner.ScaleSetName; r != "" {
-			assert.Contains(t, cfg.SelfHostedRunner.Labels, r, "%s: add the retry scale set to .github/actionlint.yaml", f)
+			assert.Contains(t, cfg.SelfHostedRunner.Labels, r, "%s: the retry scale set is not in .github/actionlint.yaml: run make actionlint-config", f)
 		}
 	}
 }

@@ -285,13 +285,24 @@ else
 	fi
 	echo "  gh secret set PULUMI_CONFIG_PASSPHRASE --env '$stack'   # an environment secret, never a repository one"
 fi
+# actionlint (make lint, the test workflow) must know the new stack's runner labels: the file
+# is generated from every stack file (gpuci actionlint-config), never edited by hand. Written
+# where the stack file is the repository's (ACTIONLINT_CONFIG elsewhere).
+actionlint_config=${ACTIONLINT_CONFIG:-}
+[[ -z $actionlint_config && $stack_dir == . ]] && actionlint_config=.github/actionlint.yaml
+if [[ -n $actionlint_config ]]; then
+	gpuci=(go run ./cmd/gpuci)
+	[[ -n ${GPUCI:-} ]] && gpuci=("$GPUCI")
+	"${gpuci[@]}" actionlint-config --project "$stack_dir" --out "$actionlint_config"
+	echo "$actionlint_config: the runner labels of every stack file, Pulumi.$stack.yaml's included"
+fi
 echo
 # The hand-off: `pulumi config set` wrote the stack's encryption salt and its secrets
 # (encrypted) into the stack file; deploy.yml reads them from the repository, and without
 # them fails with "githubToken is not set".
 echo "Commit the stack file: it now holds the stack's secrets, encrypted with your passphrase, and"
 echo "their salt, which deploy.yml needs (without them its up fails: \"githubToken is not set\"):"
-echo "  git add $stack_dir/Pulumi.$stack.yaml && git commit -m 'Stack $stack' && git push"
+echo "  git add $stack_dir/Pulumi.$stack.yaml${actionlint_config:+ $actionlint_config} && git commit -m 'Stack $stack' && git push"
 echo
 echo "The workflows a repository needs for this stack's pools (the GPU smoke test, and the"
 echo "retry workflow where the stack has a retry runner), named for its scale sets:"

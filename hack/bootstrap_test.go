@@ -149,12 +149,19 @@ func TestPreflightChecksCredentialsAndTheSpotRole(t *testing.T) {
 func TestBootstrapSetsTheRegistryCredentialsAsOneSecret(t *testing.T) {
 	t.Parallel()
 	secrets := t.TempDir()
+	actionlint := filepath.Join(t.TempDir(), "actionlint.yaml")
 	cmd := exec.Command("bash", "bootstrap.sh")
 	cmd.Env = append(bootstrapEnv(), "PATH="+standIns(t), "AWS_REGION=us-west-2", "STACK=dev", "STACK_FILE_DIR="+testkit.FixtureDir(t), "YES=1",
 		"GITHUB_ORG=luxfi", "GITHUB_PAT=ghp_x", "FAKE_QUOTA_L_3819A6DF=8", "FAKE_QUOTA_L_DB2E81BA=4", "FAKE_PULUMI_SECRETS="+secrets,
-		"DOCKERHUB_USERNAME=luxci", "DOCKERHUB_TOKEN=dckr_pat_1", "GHCR_USERNAME=luxbot", "GHCR_TOKEN=ghp_read")
+		"DOCKERHUB_USERNAME=luxci", "DOCKERHUB_TOKEN=dckr_pat_1", "GHCR_USERNAME=luxbot", "GHCR_TOKEN=ghp_read", "ACTIONLINT_CONFIG="+actionlint)
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "%s", out)
+	// The stack's runner labels reach actionlint's config by the generator, and the hand-off
+	// commits it with the stack file (#50: no undocumented edit for a new stack).
+	lint, err := os.ReadFile(actionlint)
+	require.NoError(t, err, "bootstrap writes actionlint's config: %s", out)
+	assert.Contains(t, string(lint), "- lux-gpu-t4-on-demand\n", "the stack's labels, its twin's included")
+	assert.Contains(t, string(out), "git add "+testkit.FixtureDir(t)+"/Pulumi.dev.yaml "+actionlint+" && git commit")
 	b, err := os.ReadFile(filepath.Join(secrets, "registryCredentials"))
 	require.NoError(t, err, "registryCredentials was set with --secret: %s", out)
 	var got map[string]map[string]string

@@ -20,6 +20,7 @@ commands:
   reach       does the stack's EKS API endpoint admit a client address: gpuci reach --stack prod --from IP [--json]
   env         what a workflow needs from the stack file, for $GITHUB_ENV: gpuci env --stack prod [--json]
   workflows   the workflows a repository needs for the stack's pools (smoke test, retry): gpuci workflows --stack dev [--out .github/workflows] [--json]
+  actionlint-config  .github/actionlint.yaml from every stack file's runner labels: gpuci actionlint-config [--project .] [--out .github/actionlint.yaml]
   images      the images a pool's nodes start a job from, as its pods name them (an image snapshot's list): gpuci images --stack dev --pool gpu-spot [--job-image IMG,…] [--json]
   stats       per scale set, what GitHub recorded of its jobs: queue p50/p90/max, minutes, interruptions, spend: gpuci stats --stack dev [--since 7d] [--repos a,b] [--json]
   retry       re-run a run's jobs once if they lost the stack's runners: gpuci retry --stack dev --repo O/R --run-id N [--dry-run] [--json] [--cluster]
@@ -59,6 +60,8 @@ func main() {
 		err = runEnv(os.Args[2:])
 	case "images":
 		err = runImages(os.Args[2:])
+	case "actionlint-config":
+		err = runActionlintConfig(os.Args[2:])
 	case "workflows":
 		err = runWorkflows(os.Args[2:])
 	case "cache-gate":

@@ -163,3 +163,34 @@ func mapKeys[M ~map[string]V, V any](m M) func(func(string) bool) {
 		}
 	}
 }
+
+// .github/actionlint.yaml is what make actionlint-config writes from the repository's stack
+// files (so a new stack's labels reach it by the generator, never by hand), and it names every
+// label a stack's pools, twins and retry runner register.
+func TestActionlintConfigIsGenerated(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join(testkit.RepoRoot(t), "Pulumi.*.yaml"))
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, len(files), 2, "dev and prod at least")
+	var stacks []*config.Config
+	for _, f := range files {
+		c, err := config.ParseStackFileOffline(f)
+		require.NoError(t, err, f)
+		stacks = append(stacks, c)
+	}
+	want, err := workflows.ActionlintConfig(stacks)
+	require.NoError(t, err)
+	got, err := os.ReadFile(filepath.Join(testkit.RepoRoot(t), ".github", "actionlint.yaml"))
+	require.NoError(t, err)
+	assert.Equal(t, string(want), string(got), ".github/actionlint.yaml is stale: run make actionlint-config")
+
+	var doc struct {
+		SelfHostedRunner struct {
+			Labels []string `yaml:"labels"`
+		} `yaml:"self-hosted-runner"`
+	}
+	require.NoError(t, yaml.Unmarshal(want, &doc))
+	for _, l := range []string{"t4", "lux-gpu-t4", "lux-gpu-t4-on-demand", "lux-gpu-retry", "lux-prod-gpu-l4"} {
+		assert.Contains(t, doc.SelfHostedRunner.Labels, l, "a pool's label, its scale set, its twin's, the retry runner's, another stack's")
+	}
+	assert.NotContains(t, doc.SelfHostedRunner.Labels, "self-hosted", "actionlint's own labels are not repeated")
+}
