@@ -209,7 +209,20 @@ step "pulumi up: about 25 minutes (the EKS control plane takes ~15); the first r
 yes=()
 [[ ${YES:-} == 1 ]] && yes=(--yes)
 # ${a[@]+…}: an empty array under set -u is an error in bash before 4.4 (macOS's is 3.2).
-pulumi up --stack "$stack" ${yes[@]+"${yes[@]}"}
+if ! pulumi up --stack "$stack" ${yes[@]+"${yes[@]}"}; then
+	# A first up can fail late (a quota, a service-linked role, AWS's eventual consistency):
+	# what this machine wrote must not be lost with it. The stack file already holds the
+	# stack's secrets, encrypted, and their salt; pulumi up carries on from what it made.
+	echo
+	step "pulumi up failed (above); nothing made is lost"
+	echo "The stack file holds the stack's secrets, encrypted with your passphrase, and their salt:"
+	echo "keep it (commit it: deploy.yml needs it):"
+	echo "  git add $stack_dir/Pulumi.$stack.yaml && git commit -m 'Stack $stack'"
+	echo "Then fix what the up said (gpuci doctor --stack $stack explains a cluster that came up"
+	echo "part way) and run the same make bootstrap again: it sets the same config, and pulumi up"
+	echo "carries on from the resources the failed run made. To remove them instead: pulumi destroy --stack $stack"
+	exit 1
+fi
 echo
 step "done"
 echo "Point a workflow at the runners with one of:"

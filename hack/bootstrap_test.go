@@ -53,6 +53,8 @@ esac
 		// whoami fails with FAKE_PULUMI_WHOAMI=fail (no backend logged in to).
 		"pulumi": `#!/usr/bin/env bash
 echo "stand-in pulumi $*" >&2
+# FAKE_PULUMI_UP=fail: the up fails, late, as a first one can.
+[[ $1 == up && ${FAKE_PULUMI_UP:-} == fail ]] && { echo "error: update failed" >&2; exit 255; }
 if [[ $1 == whoami ]]; then
 	[[ ${FAKE_PULUMI_WHOAMI:-} == fail ]] && exit 255
 	[[ ${2:-} == --verbose ]] && echo "Backend URL: s3://lux-gpu-ci-state"
@@ -177,6 +179,25 @@ func TestBootstrapSetsTheRegistryCredentialsAsOneSecret(t *testing.T) {
 	out, err = again.CombinedOutput()
 	require.Error(t, err)
 	assert.Contains(t, string(out), "GHCR_TOKEN is set: set GHCR_USERNAME too")
+}
+
+// A first up that fails late loses nothing this machine wrote: bootstrap says to keep (commit)
+// the stack file that holds the secrets and their salt, and how to carry on, and fails (#50).
+func TestBootstrapHandsOffAfterAFailedUp(t *testing.T) {
+	t.Parallel()
+	cmd := exec.Command("bash", "bootstrap.sh")
+	cmd.Env = append(bootstrapEnv(), "PATH="+standIns(t), "AWS_REGION=us-west-2", "STACK=dev", "STACK_FILE_DIR="+testkit.FixtureDir(t), "YES=1",
+		"GITHUB_ORG=luxfi", "GITHUB_PAT=ghp_x", "FAKE_QUOTA_L_3819A6DF=8", "FAKE_QUOTA_L_DB2E81BA=4", "FAKE_PULUMI_UP=fail")
+	out, err := cmd.CombinedOutput()
+	require.Error(t, err, "a failed up fails bootstrap: %s", out)
+	for _, want := range []string{
+		"pulumi up failed (above); nothing made is lost",
+		"git add " + testkit.FixtureDir(t) + "/Pulumi.dev.yaml && git commit -m 'Stack dev'",
+		"run the same make bootstrap again",
+	} {
+		assert.Contains(t, string(out), want)
+	}
+	assert.NotContains(t, string(out), "Point a workflow at the runners", "nothing past the failure")
 }
 
 // Unless told otherwise, bootstrap creates the starter stack, which needs 4 spot vCPUs and
