@@ -145,6 +145,23 @@ if $preflight_only; then
 	exit 0
 fi
 
+# The state bucket, made here when it does not exist yet (no prerequisite of its own): in the
+# stack's region, versioned (a state file can be recovered), no public access. One that
+# exists is used as it is.
+if [[ ${PULUMI_BACKEND_URL:-} == s3://* ]]; then
+	state_bucket=${PULUMI_BACKEND_URL#s3://}
+	state_bucket=${state_bucket%%[/?]*}
+	if ! aws s3api head-bucket --bucket "$state_bucket" >/dev/null 2>&1; then
+		step "creating the state bucket $state_bucket in $AWS_REGION: versioned, no public access"
+		location=()
+		[[ $AWS_REGION != us-east-1 ]] && location=(--create-bucket-configuration "LocationConstraint=$AWS_REGION")
+		aws s3api create-bucket --bucket "$state_bucket" --region "$AWS_REGION" ${location[@]+"${location[@]}"} >/dev/null
+		aws s3api put-bucket-versioning --bucket "$state_bucket" --versioning-configuration Status=Enabled
+		aws s3api put-public-access-block --bucket "$state_bucket" \
+			--public-access-block-configuration BlockPublicAcls=true,IgnorePublicAcls=true,BlockPublicPolicy=true,RestrictPublicBuckets=true
+	fi
+fi
+
 step "logging in to the Pulumi backend, selecting stack $stack, setting its config"
 if [[ -n ${PULUMI_BACKEND_URL:-} ]]; then
 	pulumi login "$PULUMI_BACKEND_URL"

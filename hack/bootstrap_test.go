@@ -33,7 +33,8 @@ func TestBootstrapNamesMissingPrerequisites(t *testing.T) {
 
 // standIns writes stand-ins for the CLIs bootstrap calls into a directory and returns a PATH
 // with it first: `aws` answers from the environment (FAKE_STS=fail, FAKE_SPOT_ROLE=present,
-// FAKE_QUOTA_<code>=<vCPUs>); `pulumi` logs its calls, answers whoami and keeps secrets set from
+// FAKE_QUOTA_<code>=<vCPUs>; FAKE_STATE_BUCKET=absent, the calls that make it logged to
+// FAKE_AWS_LOG); `pulumi` logs its calls, answers whoami and keeps secrets set from
 // standard input; `kubectl` only exists. Go is the real one.
 func standIns(t *testing.T) string {
 	t.Helper()
@@ -46,6 +47,8 @@ case "$1 $2" in
 "service-quotas get-service-quota")
 	code=$(sed -n 's/.*--quota-code \([^ ]*\).*/\1/p' <<<"$*")
 	var="FAKE_QUOTA_${code//-/_}"; [[ -n ${!var:-} ]] || exit 254; echo "${!var}" ;;
+"s3api head-bucket") [[ ${FAKE_STATE_BUCKET:-} == absent ]] && exit 254; exit 0 ;;
+"s3api create-bucket" | "s3api put-bucket-versioning" | "s3api put-public-access-block") echo "aws $*" >>"${FAKE_AWS_LOG:-/dev/null}" ;;
 *) echo "stand-in aws: $* is not faked" >&2; exit 2 ;;
 esac
 `,
@@ -179,6 +182,31 @@ func TestBootstrapSetsTheRegistryCredentialsAsOneSecret(t *testing.T) {
 	out, err = again.CombinedOutput()
 	require.Error(t, err)
 	assert.Contains(t, string(out), "GHCR_TOKEN is set: set GHCR_USERNAME too")
+}
+
+// A state bucket that does not exist yet is made by bootstrap (no prerequisite of its own):
+// in the stack's region, versioned, no public access; one that exists is left as it is.
+func TestBootstrapMakesTheStateBucket(t *testing.T) {
+	t.Parallel()
+	run := func(bucket string) (string, string) {
+		log := filepath.Join(t.TempDir(), "aws.log")
+		cmd := exec.Command("bash", "bootstrap.sh")
+		cmd.Env = append(bootstrapEnv(), "PATH="+standIns(t), "AWS_REGION=eu-west-1", "STACK=dev", "STACK_FILE_DIR="+testkit.FixtureDir(t), "YES=1",
+			"GITHUB_ORG=luxfi", "GITHUB_PAT=ghp_x", "FAKE_QUOTA_L_3819A6DF=8", "FAKE_QUOTA_L_DB2E81BA=4",
+			"PULUMI_BACKEND_URL=s3://acme-gpu-ci-state/stacks?region=eu-west-1", "FAKE_STATE_BUCKET="+bucket, "FAKE_AWS_LOG="+log)
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "%s", out)
+		calls, _ := os.ReadFile(log)
+		return string(out), string(calls)
+	}
+	out, calls := run("absent")
+	assert.Contains(t, out, "creating the state bucket acme-gpu-ci-state in eu-west-1")
+	assert.Equal(t, "aws s3api create-bucket --bucket acme-gpu-ci-state --region eu-west-1 --create-bucket-configuration LocationConstraint=eu-west-1\n"+
+		"aws s3api put-bucket-versioning --bucket acme-gpu-ci-state --versioning-configuration Status=Enabled\n"+
+		"aws s3api put-public-access-block --bucket acme-gpu-ci-state --public-access-block-configuration BlockPublicAcls=true,IgnorePublicAcls=true,BlockPublicPolicy=true,RestrictPublicBuckets=true\n", calls)
+	out, calls = run("present")
+	assert.NotContains(t, out, "creating the state bucket")
+	assert.Empty(t, calls, "a bucket that exists is used as it is")
 }
 
 // A first up that fails late loses nothing this machine wrote: bootstrap says to keep (commit)
