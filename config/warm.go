@@ -41,6 +41,11 @@ const (
 	WarmLeadContainerForm = 8 * time.Minute
 	// warmLeadMax bounds a lead: longer is a window of its own.
 	warmLeadMax = time.Hour
+	// WarmImagesMax bounds warm.images: each image's pull has a rule of its own in the
+	// window's Job's pod failure policy (k8s.WarmPullFailureRules), which Kubernetes caps at
+	// 20 rules (k8s.io/kubernetes pkg/apis/batch/validation maxPodFailurePolicyRules), one of
+	// them the disruptions'.
+	WarmImagesMax = 19
 )
 
 // WarmWindowSpec is a window as the stack file gives it.
@@ -186,6 +191,9 @@ func (s WarmSchedule) parse(gpuLimit int, jobForm JobForm, bad func(field, probl
 	}
 	if len(s.Images) > 0 && jobForm != JobFormContainer {
 		bad("warm.images", "only a container-form pool's jobs run images of their own; a runner-form pool's warm nodes hold its runner image")
+	}
+	if len(s.Images) > WarmImagesMax {
+		bad("warm.images", fmt.Sprintf("lists %d images, more than %d: keep the images most of the pool's jobs run", len(s.Images), WarmImagesMax))
 	}
 	for _, img := range s.Images {
 		if _, err := reference.ParseNormalizedNamed(img); err != nil {

@@ -2,6 +2,7 @@ package config_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 
@@ -75,6 +76,10 @@ func TestBadWarmSchedulesAreRefused(t *testing.T) {
 	window := func(days, from, to string, nodes int) map[string]any {
 		return map[string]any{"days": days, "from": from, "to": to, "nodes": nodes}
 	}
+	var twentyImages []any
+	for i := range 20 {
+		twentyImages = append(twentyImages, fmt.Sprintf("nvidia/cuda:12.%d.0-devel-ubuntu24.04", i))
+	}
 	for name, tc := range map[string]struct {
 		warm   map[string]any
 		fields map[string]any
@@ -96,6 +101,8 @@ func TestBadWarmSchedulesAreRefused(t *testing.T) {
 			"warm.images: only a container-form pool's jobs run images of their own"},
 		"an image that is not": {map[string]any{"windows": []any{window("mon", "08:00", "09:00", 1)}, "images": []any{"NVIDIA/CUDA"}}, map[string]any{"jobForm": "container"},
 			`warm.images: "NVIDIA/CUDA" is not an image reference`},
+		"more images than the Job's failure policy holds": {map[string]any{"windows": []any{window("mon", "08:00", "09:00", 1)}, "images": twentyImages}, map[string]any{"jobForm": "container"},
+			"warm.images: lists 20 images, more than 19"},
 		"a misspelt field": {map[string]any{"window": []any{}}, nil, `unknown field "window"`},
 		"a lead of seconds": {map[string]any{"windows": []any{window("mon", "08:00", "09:00", 1)}, "lead": "90s"}, nil,
 			`warm.lead: 1m30s is not whole minutes up to 1h (a CronJob starts on the minute)`},

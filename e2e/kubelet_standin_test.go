@@ -5,10 +5,12 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/distribution/reference"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -45,8 +47,15 @@ import (
 //     capacity and leaves its allocatable, as the kubelet reports a plugin's unhealthy devices
 //     (live.WithdrawnGPUs cites both).
 //   - A pod bound to one of these nodes is marked Running, and Ready unless its readiness
-//     asks whether it runs a job (probesAJob); a pod asked to go (deletion timestamp set) is
-//     removed, as the kubelet does once its containers stop.
+//     asks whether it runs a job (probesAJob); a container told only to exit 0 has exited 0.
+//     A pod asked to go (deletion timestamp set) is given its final phase and removed, as the
+//     kubelet does once its containers stop (runPods says how each exits).
+//   - A container whose command is a shell, in an image that has none (imagesWithoutShell),
+//     cannot start: containerd reports it terminated, StartError, exit code 128 (containerd
+//     v2.1 internal/cri/server/helpers.go errorStartReason, errorStartExitCode). An init
+//     container that cannot start fails its pod (restartPolicy Never: kubelet
+//     pkg/kubelet/kubelet_pods.go getPhase at v1.36.3, failedInitialization); a container
+//     that cannot start ends alone, and the pod is Running while another runs (getPhase).
 type kubeletStandIn struct {
 	core kubernetes.Interface
 	kube dynamic.Interface
@@ -268,32 +277,74 @@ func (k *kubeletStandIn) runPods(ctx context.Context) {
 			// A kubelet stops a deleted pod's containers, then reports its phase, before it
 			// removes the pod: a controller waits for that phase (the Job controller keeps its
 			// finalizer on a pod until the pod is terminal, pkg/controller/job at v1.36.3). The
-			// stand-in runs no process: each exits as one without a SIGTERM handler does (143),
-			// and the pod is Failed (pkg/kubelet/kubelet_pods.go getPhase). A process that traps
-			// SIGTERM and exits 0 (a warm placeholder's) would make it Succeeded on a real node.
+			// stand-in runs no process: a running container exits as one without a SIGTERM
+			// handler does (143), unless its shell traps TERM to exit 0 (stopsCleanly: a warm
+			// placeholder's hold); one that had ended keeps its exit. The pod is Succeeded if
+			// every container exited 0, else Failed (pkg/kubelet/kubelet_pods.go getPhase).
 			if p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
 				now := metav1.Now()
-				p.Status.Phase = corev1.PodFailed
+				ended := map[string]corev1.ContainerStatus{}
+				for _, c := range p.Status.ContainerStatuses {
+					if c.State.Terminated != nil {
+						ended[c.Name] = c
+					}
+				}
+				p.Status.Phase = corev1.PodSucceeded
 				p.Status.ContainerStatuses = nil
 				for _, c := range p.Spec.Containers {
-					p.Status.ContainerStatuses = append(p.Status.ContainerStatuses, corev1.ContainerStatus{Name: c.Name, Image: c.Image,
-						State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 143, Reason: "Error", FinishedAt: now}}})
+					st, done := ended[c.Name]
+					if !done {
+						exit, reason := int32(143), "Error"
+						if stopsCleanly(c) {
+							exit, reason = 0, "Completed"
+						}
+						st = corev1.ContainerStatus{Name: c.Name, Image: c.Image,
+							State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: exit, Reason: reason, FinishedAt: now}}}
+					}
+					if st.State.Terminated.ExitCode != 0 {
+						p.Status.Phase = corev1.PodFailed
+					}
+					p.Status.ContainerStatuses = append(p.Status.ContainerStatuses, st)
 				}
 				if _, err = k.core.CoreV1().Pods(p.Namespace).UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil {
 					break
 				}
 			}
 			err = k.core.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)})
+		case p.Status.Phase == corev1.PodPending && slices.ContainsFunc(p.Spec.InitContainers, cannotStart):
+			now := metav1.Now()
+			p.Status.Phase, p.Status.StartTime = corev1.PodFailed, &now
+			p.Status.InitContainerStatuses = nil
+			for _, c := range p.Spec.InitContainers {
+				st := corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed", FinishedAt: now}}
+				if cannotStart(c) {
+					st = startError(c, now)
+				}
+				p.Status.InitContainerStatuses = append(p.Status.InitContainerStatuses, corev1.ContainerStatus{Name: c.Name, Image: c.Image, State: st})
+				if cannotStart(c) {
+					break
+				}
+			}
+			_, err = k.core.CoreV1().Pods(p.Namespace).UpdateStatus(ctx, p, metav1.UpdateOptions{})
 		case p.Status.Phase == corev1.PodPending:
 			now := metav1.Now()
-			ready := !probesAJob(p)
+			ready := !probesAJob(p) && !slices.ContainsFunc(p.Spec.Containers, cannotStart)
 			p.Status.Phase, p.Status.StartTime, p.Status.PodIP = corev1.PodRunning, &now, "10.0.9.9"
 			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: conditionStatus(ready), LastTransitionTime: now},
 				{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: now}}
 			p.Status.ContainerStatuses = nil
 			for _, c := range p.Spec.Containers {
-				p.Status.ContainerStatuses = append(p.Status.ContainerStatuses, corev1.ContainerStatus{Name: c.Name, Image: c.Image, Ready: ready,
-					State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}}})
+				st := corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}}
+				switch {
+				case cannotStart(c):
+					st = startError(c, now)
+				case exitsAtOnce(c):
+					st = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed", StartedAt: now, FinishedAt: now}}
+				}
+				p.Status.ContainerStatuses = append(p.Status.ContainerStatuses, corev1.ContainerStatus{Name: c.Name, Image: c.Image, Ready: st.Running != nil && ready, State: st})
+			}
+			if !slices.ContainsFunc(p.Status.ContainerStatuses, func(c corev1.ContainerStatus) bool { return c.State.Running != nil }) {
+				p.Status.Phase = corev1.PodFailed // nothing runs (no pod of the stack's ends at once whole)
 			}
 			_, err = k.core.CoreV1().Pods(p.Namespace).UpdateStatus(ctx, p, metav1.UpdateOptions{})
 		}
@@ -301,4 +352,38 @@ func (k *kubeletStandIn) runPods(ctx context.Context) {
 			fmt.Printf("kubelet stand-in: pod %s/%s: %v\n", p.Namespace, p.Name, err)
 		}
 	}
+}
+
+// imagesWithoutShell are repositories (from the cache's or their own registry) whose images
+// have no sh: hello-world is FROM scratch with one static binary (docker-library/hello-world,
+// amd64/hello-world/Dockerfile).
+var imagesWithoutShell = []string{"library/hello-world"}
+
+// cannotStart is a container whose command runs a shell its image does not have.
+func cannotStart(c corev1.Container) bool {
+	if len(c.Command) == 0 || !slices.Contains([]string{"sh", "/bin/sh", "bash", "/bin/bash"}, c.Command[0]) {
+		return false
+	}
+	named, err := reference.ParseNormalizedNamed(c.Image)
+	if err != nil {
+		return false
+	}
+	return slices.ContainsFunc(imagesWithoutShell, func(repo string) bool { return strings.HasSuffix(reference.Path(named), repo) })
+}
+
+// startError is containerd's status of a container it could not start.
+func startError(c corev1.Container, now metav1.Time) corev1.ContainerState {
+	return corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 128, Reason: "StartError", FinishedAt: now,
+		Message: fmt.Sprintf("failed to create containerd task: exec: %q: executable file not found in $PATH", c.Command[0])}}
+}
+
+// exitsAtOnce is a container whose command is a shell told only to exit 0 (a warm
+// placeholder's pull): it ends as soon as it starts.
+func exitsAtOnce(c corev1.Container) bool {
+	return len(c.Command) == 3 && c.Command[1] == "-c" && strings.TrimSpace(c.Command[2]) == "exit 0"
+}
+
+// stopsCleanly is a container whose shell traps SIGTERM to exit 0 (a warm placeholder's hold).
+func stopsCleanly(c corev1.Container) bool {
+	return len(c.Command) == 3 && c.Command[1] == "-c" && strings.Contains(c.Command[2], "trap 'exit 0' TERM")
 }

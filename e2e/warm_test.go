@@ -33,9 +33,11 @@ import (
 const warmZone = "Asia/Kolkata"
 
 // warmWindowConfigured gives both of dev's pools a warm window that opens at the next minute
-// in warmZone and stays open warmWindowLength, as many nodes as each pool's gpuLimit (so a
-// job's pod can only start on a warm node, and a displaced placeholder can only wait), and
-// the container-form pool the CUDA image its jobs run. It returns the window's life, which
+// in warmZone and stays open warmWindowLength: the container-form pool as many nodes as its
+// gpuLimit (so a job's pod can only start on a warm node, and a displaced placeholder can only
+// wait), the runner-form pool one fewer (so a displaced placeholder gets a node of its own),
+// and the container-form pool the CUDA image its jobs run and an image without a shell
+// (shelllessImage). It returns the window's life, which
 // the scenario runs in the background: the job pods are built now, from the templates the
 // stack deployed, while nothing else changes them.
 //
@@ -59,7 +61,7 @@ func warmWindowConfigured(t *testing.T, ctx context.Context, h *harness, core ku
 		opens = time.Date(closes.Year(), closes.Month(), closes.Day(), 0, 0, 0, 0, loc)
 	}
 	closes := opens.Add(warmWindowLength)
-	nodes := map[string]int{}
+	nodes, limits := map[string]int{}, map[string]int{}
 	h.editStackFile(t, func(cfg map[string]any) {
 		pools, _ := cfg[config.Project+":"+config.KeyGPUPools].([]any)
 		for _, p := range pools {
@@ -69,19 +71,27 @@ func warmWindowConfigured(t *testing.T, ctx context.Context, h *harness, core ku
 			if l, ok := pool["gpuLimit"].(int); ok {
 				limit = l
 			}
+			// The stack file's jobForm is a plain string (config.JobForm is typed: compared
+			// as any, the two would never be equal).
+			container := pool["jobForm"] == string(config.JobFormContainer)
+			n := limit
+			if !container {
+				n = limit - 1
+			}
 			// The window's from is a minute after opens, and its lead that minute: the real
 			// CronJob controller starts the placeholders at opens, from the lead's schedule.
 			warm := map[string]any{"timeZone": warmZone, "lead": "1m", "windows": []any{map[string]any{
-				"days": strings.ToLower(opens.Weekday().String()[:3]), "from": opens.Add(warmLead).Format("15:04"), "to": closes.Format("15:04"), "nodes": limit,
+				"days": strings.ToLower(opens.Weekday().String()[:3]), "from": opens.Add(warmLead).Format("15:04"), "to": closes.Format("15:04"), "nodes": n,
 			}}}
-			if pool["jobForm"] == config.JobFormContainer {
-				warm["images"] = []any{cudaImage}
+			if container {
+				warm["images"] = []any{cudaImage, shelllessImage}
 			}
 			pool["warm"] = warm
-			nodes[name] = limit
+			nodes[name], limits[name] = n, limit
 		}
 	})
-	require.Equal(t, map[string]int{"gpu-spot": 2, "gpu-spot-container": 1}, nodes, "dev's pools, gpu-spot at the gpuLimit an earlier phase raised")
+	require.Equal(t, map[string]int{"gpu-spot": 2, "gpu-spot-container": 1}, limits, "dev's pools, gpu-spot at the gpuLimit an earlier phase raised")
+	require.Equal(t, map[string]int{"gpu-spot": 1, "gpu-spot-container": 1}, nodes, "the runner-form pool a GPU to spare, the container pool none")
 	res, err := h.up(t, ctx)
 	require.NoError(t, err)
 	t.Logf("up: %v; the window opens at %s (%s) for %s", *res.Summary.ResourceChanges, opens.Format("15:04"), warmZone, warmWindowLength)
@@ -112,7 +122,7 @@ func warmWindowConfigured(t *testing.T, ctx context.Context, h *harness, core ku
 	k.shortage(t, refused)
 	return func(t tb) {
 		defer k.shortage(t, nil)
-		warmWindow(t, ctx, core, kube, k, nodes, runner, job, opens, closes, func() {
+		warmWindow(t, ctx, core, kube, k, nodes, limits, runner, job, opens, closes, func() {
 			// The shortage's mark: the container pool's warm node is on-demand (so may gpu-spot's
 			// be, which shares its type).
 			claims := poolClaims(t, ctx, kube, "gpu-spot-container")
@@ -144,14 +154,20 @@ const warmWindowLength, warmLead = 2 * time.Minute, time.Minute
 // cudaImage is the CUDA image the smoke workflow's container job runs.
 const cudaImage = "nvidia/cuda:12.8.1-devel-ubuntu24.04"
 
+// shelllessImage is a job image with no sh (FROM scratch): its pull cannot start its
+// container, which must cost the placeholder nothing (the kubelet stand-in's imagesWithoutShell).
+const shelllessImage = "hello-world:linux"
+
 // warmWindow is a warm window's life through the real CronJob, Job and scheduler controllers
 // and the real Karpenter: at the window's start each pool's placeholders hold as many nodes
-// as Karpenter launches for them; a runner-form runner pod and a container-form job pod each
-// preempt a placeholder and are bound to its node with no new NodeClaim (the pool is at its
-// gpuLimit, so the displaced placeholder waits); when each job ends, its placeholder is back on
-// that node; at the window's end the placeholders go and Karpenter consolidates every node.
+// as Karpenter launches for them (the container pool's despite a pull that cannot start); a
+// runner-form runner pod and a container-form job pod each preempt a placeholder and are bound
+// to its node at once. Where the window's nodes are the pool's gpuLimit, the displaced
+// placeholder waits, with no new NodeClaim, and is back on that node when the job ends; where
+// the pool has a GPU to spare, Karpenter gives it exactly one new NodeClaim, and it stays
+// there. At the window's end the placeholders go and Karpenter consolidates every node.
 // opened runs once every warm node is up.
-func warmWindow(t tb, ctx context.Context, core kubernetes.Interface, kube dynamic.Interface, k *karpenter, nodes map[string]int, runner, job *corev1.Pod, opens, closes time.Time, opened func()) {
+func warmWindow(t tb, ctx context.Context, core kubernetes.Interface, kube dynamic.Interface, k *karpenter, nodes, limits map[string]int, runner, job *corev1.Pod, opens, closes time.Time, opened func()) {
 	defer func() {
 		if t.Failed() {
 			dumpScheduling(t, ctx, core)
@@ -203,6 +219,25 @@ func warmWindow(t tb, ctx context.Context, core kubernetes.Interface, kube dynam
 		assert.WithinDuration(t, opens, started, 20*time.Second, "%s opened at %s %s, by the CronJob controller", j.Name, opens.Format("15:04"), warmZone)
 	}
 	t.Logf("window open at %s: %v warm", time.Now().Format("15:04:05"), warm)
+	// The container pool's placeholder pulled an image it cannot start (no sh): that pull
+	// ended with StartError, and the placeholder holds its node all the same; the Job counts
+	// no failure.
+	var shellless []corev1.ContainerStatus
+	for _, p := range placeholders("gpu-spot-container") {
+		if p.Status.Phase == corev1.PodRunning {
+			for _, c := range p.Status.ContainerStatuses {
+				if strings.Contains(c.Image, "hello-world") {
+					shellless = append(shellless, c)
+				}
+			}
+		}
+	}
+	require.Len(t, shellless, 1, "the running placeholder's pull of %s", shelllessImage)
+	require.NotNil(t, shellless[0].State.Terminated, "%s's pull has ended", shelllessImage)
+	assert.Equal(t, "StartError", shellless[0].State.Terminated.Reason)
+	for _, j := range mustJobs(t, ctx, core) {
+		assert.Zero(t, j.Status.Failed, "%s: no placeholder counted failed", j.Name)
+	}
 	opened()
 
 	// A job takes a warm node: its pod preempts the placeholder there and is bound at once.
@@ -242,9 +277,20 @@ func warmWindow(t tb, ctx context.Context, core kubernetes.Interface, kube dynam
 		assert.Equal(t, n.Labels[karpv1.CapacityTypeLabelKey], bound.Annotations[wellknown.LaunchedCapacityAnnotation],
 			"%s: the API server told the job pod its node's capacity type", pool)
 		t.Logf("%s: the job pod's annotation: %s=%s", pool, wellknown.LaunchedCapacityAnnotation, bound.Annotations[wellknown.LaunchedCapacityAnnotation])
-		// The Job replaces the placeholder (after the Job controller's backoff: the stand-in's
-		// pods exit as if killed; a real placeholder exits 0 and is replaced at once), and at
-		// the gpuLimit the replacement waits: no NodeClaim for it, none for the job.
+		// The Job replaces the placeholder once it has ended: at once when it exited 0 (its
+		// hold traps SIGTERM, and every pull had exited 0); after the Job controller's backoff
+		// when a pull could not start, since the pod then ends Failed (the failure policy keeps
+		// that from counting against backoffLimit, not from the backoff). At the gpuLimit the
+		// replacement waits: no NodeClaim for it, none for the job.
+		replacedAfter := func() time.Duration {
+			var newest time.Time
+			for _, p := range placeholders(pool) {
+				if p.DeletionTimestamp == nil && p.CreationTimestamp.After(newest) {
+					newest = p.CreationTimestamp.Time
+				}
+			}
+			return newest.Sub(created.CreationTimestamp.Time)
+		}
 		pending := func() int {
 			n := 0
 			for _, p := range placeholders(pool) {
@@ -254,17 +300,49 @@ func warmWindow(t tb, ctx context.Context, core kubernetes.Interface, kube dynam
 			}
 			return n
 		}
-		require.Eventually(t, func() bool { return pending() == 1 }, 30*time.Second, 250*time.Millisecond, "%s: the Job replaced the placeholder", pool)
+		if limits[pool] == nodes[pool] {
+			require.Eventually(t, func() bool { return pending() == 1 }, 30*time.Second, 250*time.Millisecond, "%s: the Job replaced the placeholder", pool)
+			t.Logf("%s: the Job's replacement placeholder created %s after the job's pod (API server times, to the second)", pool, replacedAfter())
+			time.Sleep(8 * time.Second) // Karpenter's batch window (1–10 s) and a provisioning pass
+			assert.Equal(t, warm[pool], claims(pool), "%s: no new NodeClaim, for the job or the displaced placeholder", pool)
+			assert.Equal(t, 1, pending(), "%s: the replacement waits for a node", pool)
+			return bound.Spec.NodeName
+		}
+		// A GPU to spare: Karpenter launches one node for the displaced placeholder, none for
+		// the job's pod (it was nominated to the warm node: IsProvisionable), and the
+		// replacement runs there.
+		var fresh []string
+		require.Eventually(t, func() bool {
+			fresh = slices.DeleteFunc(claims(pool), func(c string) bool { return slices.Contains(warm[pool], c) })
+			return len(fresh) == 1 && pending() == 0 && len(running(pool)) == nodes[pool]
+		}, 60*time.Second, 250*time.Millisecond, "%s: the displaced placeholder runs on a node of its own, the pool's spare GPU", pool)
 		time.Sleep(8 * time.Second) // Karpenter's batch window (1–10 s) and a provisioning pass
-		assert.Equal(t, warm[pool], claims(pool), "%s: no new NodeClaim, for the job or the displaced placeholder", pool)
-		assert.Equal(t, 1, pending(), "%s: the replacement waits for a node", pool)
+		assert.Len(t, slices.DeleteFunc(claims(pool), func(c string) bool { return slices.Contains(warm[pool], c) }), 1,
+			"%s: exactly one new NodeClaim, the displaced placeholder's", pool)
+		t.Logf("%s: the Job's replacement placeholder created %s after the job's pod (API server times, to the second); its new NodeClaim: %s", pool, replacedAfter(), fresh[0])
+		// This pool's placeholder pulls nothing beside its hold, so it ended Succeeded (its
+		// shell's trap) and the Job replaced it at once, before any backoff (10 s).
+		assert.LessOrEqual(t, replacedAfter(), 5*time.Second, "%s: a placeholder that exited 0 is replaced at once", pool)
+		warm[pool] = append(warm[pool], fresh...)
+		slices.Sort(warm[pool])
 		return bound.Spec.NodeName
 	}
 	back := func(pool, node string, pod *corev1.Pod) {
+		held := running(pool)
 		require.NoError(t, core.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{}), "the job ends")
-		require.Eventually(t, func() bool { _, ok := running(pool)[node]; return ok }, 45*time.Second, 250*time.Millisecond,
-			"%s: once the job ends, a placeholder holds %s again", pool, node)
-		assert.Equal(t, warm[pool], claims(pool), "%s: on the same node", pool)
+		if limits[pool] == nodes[pool] {
+			require.Eventually(t, func() bool { _, ok := running(pool)[node]; return ok }, 45*time.Second, 250*time.Millisecond,
+				"%s: once the job ends, a placeholder holds %s again", pool, node)
+			assert.Equal(t, warm[pool], claims(pool), "%s: on the same node", pool)
+			return
+		}
+		// The displaced placeholder stays on its new node; the job's node is empty now, for
+		// Karpenter to consolidate (checked at the window's end with the rest).
+		require.Eventually(t, func() bool {
+			_, err := core.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
+			return apierrors.IsNotFound(err)
+		}, 30*time.Second, 250*time.Millisecond, "%s: the job's pod is gone", pool)
+		assert.Equal(t, held, running(pool), "%s: the placeholders stay where they are, none back on the job's node", pool)
 	}
 
 	node := takes("gpu-spot", runner)

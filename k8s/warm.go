@@ -80,9 +80,19 @@ func WarmNamespaceLabels() map[string]string {
 }
 
 // WarmPlaceholder is a warm node's placeholder pod for pool: a job's GPU share, on the pool's
-// nodes, pulling the runner image (a runner-form job's, and a container-form job pod's first
-// container's, the hooks' fs-init) and, in the container form, the images the pool's jobs
-// run (init containers that exit at once: each needs a shell).
+// nodes, holding it with the runner image (a runner-form job's, and a container-form job pod's
+// first container's, the hooks' fs-init) and, in the container form, pulling the images the
+// pool's jobs run.
+//
+// The pulls are containers beside "hold", after it, not init containers: the kubelet starts a
+// pod's containers in order, pulling each image as it starts its container (the runner image
+// first, so a job that comes while the node still pulls finds its fs-init's image there), and a
+// container that cannot start once its image is there (an image without sh: containerd reports
+// StartError, exit code 128: containerd v2.1 internal/cri/server/helpers.go) only ends itself;
+// the pod runs on while hold does (kubelet pkg/kubelet/kubelet_pods.go getPhase at v1.36.3: a
+// pod with a running container is Running). An init container that failed would fail the pod,
+// the Job would count it, and six of them would end the day's window. The Job's pod failure
+// policy ignores a pull's failure when the pod ends (WarmPullFailureRules).
 func WarmPlaceholder(pool config.GPUPool, cache ImageCache) (corev1.PodTemplateSpec, error) {
 	res, err := RunnerResources(pool)
 	if err != nil {
@@ -92,28 +102,27 @@ func WarmPlaceholder(pool config.GPUPool, cache ImageCache) (corev1.PodTemplateS
 		AllowPrivilegeEscalation: ptr(false),
 		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
 	}
-	var pulls []corev1.Container
-	if pool.Warm != nil && len(pool.Warm.Images) > 0 {
-		// The runner image first (kubelet pulls each init container's image as it starts it,
-		// one at a time by default): a job that comes while the warm node still pulls its
-		// job image finds at least its fs-init's image there.
-		images := append([]string{pool.RunnerImage}, pool.Warm.Images...)
-		for i, img := range images {
-			name, policy := fmt.Sprintf("pull-%d", i-1), corev1.PullIfNotPresent
-			if i == 0 {
-				name, policy = "pull-runner", runnerPullPolicy(pool)
-			}
-			pulls = append(pulls, corev1.Container{
-				Name:            name,
-				Image:           cache.Pull(img),
-				ImagePullPolicy: policy,
-				Command:         []string{"sh", "-c", "exit 0"},
-				Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
-					corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("16Mi"),
-				}},
-				SecurityContext: restricted,
-			})
-		}
+	hold := corev1.Container{
+		Name:            "hold",
+		Image:           cache.Pull(pool.RunnerImage),
+		ImagePullPolicy: runnerPullPolicy(pool),
+		// Exit 0 when told to stop (preempted, or the window's end): see the file's comment.
+		Command:         []string{"sh", "-c", "trap 'exit 0' TERM; sleep infinity & wait"},
+		Resources:       res,
+		SecurityContext: restricted,
+	}
+	containers := []corev1.Container{hold}
+	for i, img := range warmImages(pool) {
+		containers = append(containers, corev1.Container{
+			Name:            warmPullName(i),
+			Image:           cache.Pull(img),
+			ImagePullPolicy: corev1.PullIfNotPresent,
+			Command:         []string{"sh", "-c", "exit 0"},
+			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
+				corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("16Mi"),
+			}},
+			SecurityContext: restricted,
+		})
 	}
 	return corev1.PodTemplateSpec{
 		ObjectMeta: k8smeta.ObjectMeta{Labels: map[string]string{wellknown.WarmPoolLabel: pool.Name}},
@@ -131,18 +140,39 @@ func WarmPlaceholder(pool config.GPUPool, cache ImageCache) (corev1.PodTemplateS
 				RunAsGroup:     ptr(int64(65534)),
 				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 			},
-			InitContainers: pulls,
-			Containers: []corev1.Container{{
-				Name:            "hold",
-				Image:           cache.Pull(pool.RunnerImage),
-				ImagePullPolicy: runnerPullPolicy(pool),
-				// Exit 0 when told to stop (preempted, or the window's end): see the file's comment.
-				Command:         []string{"sh", "-c", "trap 'exit 0' TERM; sleep infinity & wait"},
-				Resources:       res,
-				SecurityContext: restricted,
-			}},
+			Containers: containers,
 		},
 	}, nil
+}
+
+func warmImages(pool config.GPUPool) []string {
+	if pool.Warm == nil {
+		return nil
+	}
+	return pool.Warm.Images
+}
+
+func warmPullName(i int) string { return fmt.Sprintf("pull-%d", i) }
+
+// WarmPullFailureRules are the Job's pod failure policy rules for the pulls: a pull that
+// failed (an image without sh cannot start its container) is no failure of the placeholder,
+// which held its node and pulled the image all the same. Without them a placeholder that
+// ended with no DisruptionTarget (deleted by hand) would count against the Job's
+// backoffLimit, and six would end the day's window. They do not spare it the Job
+// controller's backoff: a Failed pod delays its replacement, ignored or not (make e2e logs
+// 11 s for the container pool's, 1 s for a placeholder that exited 0). Config caps
+// warm.images: Kubernetes allows 20 rules.
+func WarmPullFailureRules(pool config.GPUPool) []batchv1.PodFailurePolicyRule {
+	var rules []batchv1.PodFailurePolicyRule
+	for i := range warmImages(pool) {
+		rules = append(rules, batchv1.PodFailurePolicyRule{
+			Action: batchv1.PodFailurePolicyActionIgnore,
+			OnExitCodes: &batchv1.PodFailurePolicyOnExitCodesRequirement{
+				ContainerName: ptr(warmPullName(i)), Operator: batchv1.PodFailurePolicyOnExitCodesOpNotIn, Values: []int32{0},
+			},
+		})
+	}
+	return rules
 }
 
 // WarmCronJobName is the CronJob of a pool's window i (config refuses a pool name too long
@@ -184,10 +214,10 @@ func WarmCronJob(pool config.GPUPool, i int, cache ImageCache) (batchv1.CronJob,
 					BackoffLimit:          ptr(int32(6)),
 					// A placeholder that lost its node (a spot interruption, Karpenter's drain of
 					// a drifted node) is replaced without counting as a failure.
-					PodFailurePolicy: &batchv1.PodFailurePolicy{Rules: []batchv1.PodFailurePolicyRule{{
+					PodFailurePolicy: &batchv1.PodFailurePolicy{Rules: append([]batchv1.PodFailurePolicyRule{{
 						Action:          batchv1.PodFailurePolicyActionIgnore,
 						OnPodConditions: []batchv1.PodFailurePolicyOnPodConditionsPattern{{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue}},
-					}}},
+					}}, WarmPullFailureRules(pool)...)},
 					TTLSecondsAfterFinished: ptr(int32(3600)),
 					Template:                placeholder,
 				},

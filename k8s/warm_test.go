@@ -56,15 +56,30 @@ func TestWarmWindowCronJobs(t *testing.T) {
 	assert.Equal(t, runner.Spec.Containers[0].Image, p.Containers[0].Image, "the runner image, from the same cache")
 	assert.Equal(t, wellknown.WarmPriorityClass, p.PriorityClassName)
 	assert.NotContains(t, job.Template.Annotations, wellknown.DoNotDisrupt, "a warm node may be drifted or expired")
-	assert.Empty(t, p.InitContainers, "a runner-form pool pulls only its runner image")
+	assert.Len(t, p.Containers, 1, "a runner-form pool pulls only its runner image")
+	assert.Empty(t, p.InitContainers)
 
 	cont := cronJob("gpu-spot-container")
 	assert.Equal(t, "52 9 * * 0,6", cont.Spec.Schedule, "the container form's lead is 8 min: its CUDA pull")
 	assert.Equal(t, "UTC", *cont.Spec.TimeZone)
-	pulls := cont.Spec.JobTemplate.Spec.Template.Spec.InitContainers
-	require.Len(t, pulls, 2)
-	assert.Equal(t, cont.Spec.JobTemplate.Spec.Template.Spec.Containers[0].Image, pulls[0].Image, "the runner image first: a job's fs-init need not wait for the CUDA pull")
-	assert.Equal(t, testCache["docker.io"]+"/nvidia/cuda:12.8.1-devel-ubuntu24.04", pulls[1].Image, "the job's CUDA image, through the cache, onto the warm node")
+	// The job images are pulled by containers after hold's, not by init containers: a job
+	// image without sh cannot start its pull, and that must not fail the placeholder (the
+	// kubelet fails a pod whose init container fails; e2e/kubelet_standin_test.go).
+	cp := cont.Spec.JobTemplate.Spec.Template.Spec
+	assert.Empty(t, cp.InitContainers, "no pull can fail the placeholder")
+	require.Len(t, cp.Containers, 2)
+	assert.Equal(t, "hold", cp.Containers[0].Name, "hold, with the runner image, first: a job's fs-init need not wait for the CUDA pull")
+	assert.Equal(t, runner.Spec.Containers[0].Image, cp.Containers[0].Image)
+	assert.Equal(t, testCache["docker.io"]+"/nvidia/cuda:12.8.1-devel-ubuntu24.04", cp.Containers[1].Image, "the job's CUDA image, through the cache, onto the warm node")
+	// ... and its failure is none of the Job's: the pod failure policy ignores it, by name.
+	rules := cont.Spec.JobTemplate.Spec.PodFailurePolicy.Rules
+	require.Len(t, rules, 2)
+	require.NotNil(t, rules[1].OnExitCodes)
+	assert.Equal(t, batchv1.PodFailurePolicyActionIgnore, rules[1].Action)
+	assert.Equal(t, cp.Containers[1].Name, *rules[1].OnExitCodes.ContainerName)
+	assert.Equal(t, batchv1.PodFailurePolicyOnExitCodesOpNotIn, rules[1].OnExitCodes.Operator)
+	assert.Equal(t, []int32{0}, rules[1].OnExitCodes.Values, "any exit but 0, StartError's 128 among them")
+	assert.Len(t, job.PodFailurePolicy.Rules, 1, "a runner-form pool's Job ignores only disruptions")
 
 	// The restricted level, by upstream's evaluator.
 	eval, err := policy.NewEvaluator(policy.DefaultChecks(), nil)
