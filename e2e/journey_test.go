@@ -122,7 +122,7 @@ func gpuJobJourney(t *testing.T, ctx context.Context, core kubernetes.Interface,
 		node, instance = nodeNameFor(&claim), in.ID
 	})
 
-	step(t, "Karpenter's metrics endpoint counts the NodeClaim it created for the pool", func(t *testing.T) {
+	step(t, "upstream Karpenter, as the e2e runs it (on a metrics port of the e2e's own), counts the NodeClaim it created for the pool", func(t *testing.T) {
 		var body string
 		require.Eventually(t, func() bool {
 			resp, err := http.Get("http://" + k.metrics + "/metrics")
@@ -196,12 +196,12 @@ func gpuJobJourney(t *testing.T, ctx context.Context, core kubernetes.Interface,
 	return func(t tb) {
 		// Karpenter marks the node consolidatable once consolidateAfter has passed since its
 		// last pod change, and its disruption loop weighs candidates every 10 s
-		// (disruption/controller.go pollingPeriod, v1.14.1). What keeps the node is the
-		// NodePool's WhenEmpty policy: a node with a running pod of positive eviction cost is
-		// not empty (disruption/types.go IsEmpty), and spot-to-spot replacement is behind a
-		// feature gate that is off. The runner's karpenter.sh/do-not-disrupt annotation is not
-		// what this shows (#42: with it removed, the node is kept all the same); it matters
-		// for drift and expiry, which the e2e does not bring about on a GPU node.
+		// (disruption/controller.go pollingPeriod, v1.14.1). The node is kept: under WhenEmpty
+		// a node with a running pod of positive eviction cost is not empty (disruption/types.go
+		// IsEmpty). WhenEmptyOrUnderutilized would keep it too here (one instance type, a spot
+		// node, spot-to-spot replacement behind a feature gate that is off, and the runner's
+		// karpenter.sh/do-not-disrupt), so this shows the node kept, not the policy: the
+		// policy is held by stack/kubernetes_test.go (#53.1).
 		require.Eventually(t, func() bool {
 			c := poolClaims(t, ctx, kube, pool)
 			return len(c) == 1 && c[0].StatusConditions().IsTrue(karpv1.ConditionTypeConsolidatable)
@@ -213,7 +213,7 @@ func gpuJobJourney(t *testing.T, ctx context.Context, core kubernetes.Interface,
 		c := poolClaims(t, ctx, kube, pool)
 		require.Len(t, c, 1, "the node stays while its job runs")
 		assert.Nil(t, c[0].DeletionTimestamp, "the node is not being disrupted")
-		t.Logf("the busy node was kept past consolidateAfter and a disruption poll (WhenEmpty)")
+		t.Logf("the busy node was kept past consolidateAfter and a disruption poll")
 
 		// The job ends: the empty node goes (consolidateAfter, the next disruption poll,
 		// Karpenter's 15 s emptiness validation, termination).

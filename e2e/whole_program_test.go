@@ -84,10 +84,10 @@ func TestWholeProgram(t *testing.T) {
 
 	// It replaces the system nodes, so it comes after the container-form jobs above ended
 	// (their runners sit on system nodes); it runs beside the GPU job's timers.
-	step(t, "kubernetesVersion 1.35 → 1.36 and Karpenter's charts bumped, in one up: the control plane, the system node group (its nodes replaced), the add-ons, then karpenter-crd, then karpenter, all in place; NodePools and EC2NodeClasses kept (a GPU node's AMI drift cannot happen here: the e2e's Karpenter keeps the version it started with)", func(t *testing.T) {
+	step(t, "kubernetesVersion 1.35 → 1.36 and Karpenter's charts bumped, in one up: the control plane, the system node group (its nodes replaced), the add-ons, karpenter-crd and karpenter, all in place (their order the dependency graph's, recorded, not varied); NodePools and EC2NodeClasses kept (a GPU node's AMI drift cannot happen here: the e2e's Karpenter keeps the version it started with)", func(t *testing.T) {
 		r.systemNodes = platformBumped(t, ctx, r.h, core, kube, r.work, r.systemNodes)
 	})
-	step(t, "meanwhile, the GPU job's node: not consolidated while its job ran (WhenEmpty), consolidated once it ended, its instance terminated", ending.Wait)
+	step(t, "meanwhile, the GPU job's node: kept while its job ran (this does not tell WhenEmpty from WhenEmptyOrUnderutilized: one type, spot, a do-not-disrupt runner; stack/kubernetes_test.go holds WhenEmpty), consolidated once it ended, its instance terminated", ending.Wait)
 	step(t, "a tag added and gpu-spot's images from a snapshot, while a container-form job runs on a system node: the node group's update fails with PodEvictionFailure and the job runs on; the next deploy (up --refresh) replaces the system nodes; everything else updated in place (the node group's failure and refresh as the fake AWS models pulumi-aws and EKS: internal/testsupport/fakeaws/nodegroup.go)", func(t *testing.T) {
 		r.systemNodes = tagsAndSnapshotEdited(t, ctx, r.h, core, kube, r.systemNodes, r.gpuci, r.kubeconfig())
 	})
@@ -105,7 +105,7 @@ func TestWholeProgram(t *testing.T) {
 		brokenGPU(t, ctx, core, kube, r.karp, r.kubelet, r.gpuci, r.kubeconfig())
 	})
 	r.github.placeJobsOn(core, r.systemNodes[0])
-	step(t, "ARC across a minor version: every scale set back in GitHub, no job killed", func(t *testing.T) { arcMinorUpgrade(t, ctx, r.h, kube, r.github, r.work) })
+	step(t, "ARC across a minor version: every scale set back in GitHub; the busy one removed only after its job ended, and its runner pod left running (ARC's stand-in: a deletion by ARC's own runner controller would not show)", func(t *testing.T) { arcMinorUpgrade(t, ctx, r.h, kube, r.github, r.work) })
 	step(t, "a pool added, then removed while its runner holds a job", func(t *testing.T) { poolRemovedWhileItsJobRuns(t, ctx, r.h, kube, r.github) })
 	// They touch no node and no GPU pool: they run while the warm window above is open, which
 	// the run waits for next anyway.

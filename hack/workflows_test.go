@@ -87,8 +87,9 @@ func TestActionsArePinnedByCommit(t *testing.T) {
 }
 
 // The stacks' passphrase decrypts every credential in their files. A job that reads it runs in
-// a GitHub environment (deploy's, limited to main; preview's, behind a maintainer's
-// approval), so it is an environment secret that no pull request's own code reads unasked.
+// a GitHub environment, so it can be an environment secret. That each environment is limited
+// (the stack's to main, preview's behind a required reviewer where the plan allows one) is
+// what bootstrap sets up, and hack/bootstrap_test.go holds it, not this test.
 func TestThePassphraseIsReadOnlyInAnEnvironment(t *testing.T) {
 	t.Parallel()
 	readers := 0
