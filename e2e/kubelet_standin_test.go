@@ -315,15 +315,14 @@ func (k *kubeletStandIn) runPods(ctx context.Context) {
 			now := metav1.Now()
 			p.Status.Phase, p.Status.StartTime = corev1.PodFailed, &now
 			p.Status.InitContainerStatuses = nil
+			// The init containers before it ran to 0; it failed to start; none after it ran.
 			for _, c := range p.Spec.InitContainers {
-				st := corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed", FinishedAt: now}}
 				if cannotStart(c) {
-					st = startError(c, now)
-				}
-				p.Status.InitContainerStatuses = append(p.Status.InitContainerStatuses, corev1.ContainerStatus{Name: c.Name, Image: c.Image, State: st})
-				if cannotStart(c) {
+					p.Status.InitContainerStatuses = append(p.Status.InitContainerStatuses, corev1.ContainerStatus{Name: c.Name, Image: c.Image, State: startError(c, now)})
 					break
 				}
+				p.Status.InitContainerStatuses = append(p.Status.InitContainerStatuses, corev1.ContainerStatus{Name: c.Name, Image: c.Image,
+					State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed", FinishedAt: now}}})
 			}
 			_, err = k.core.CoreV1().Pods(p.Namespace).UpdateStatus(ctx, p, metav1.UpdateOptions{})
 		case p.Status.Phase == corev1.PodPending:
@@ -344,7 +343,7 @@ func (k *kubeletStandIn) runPods(ctx context.Context) {
 				p.Status.ContainerStatuses = append(p.Status.ContainerStatuses, corev1.ContainerStatus{Name: c.Name, Image: c.Image, Ready: st.Running != nil && ready, State: st})
 			}
 			if !slices.ContainsFunc(p.Status.ContainerStatuses, func(c corev1.ContainerStatus) bool { return c.State.Running != nil }) {
-				p.Status.Phase = corev1.PodFailed // nothing runs (no pod of the stack's ends at once whole)
+				p.Status.Phase = corev1.PodFailed // no container runs: the kubelet's getPhase says Failed
 			}
 			_, err = k.core.CoreV1().Pods(p.Namespace).UpdateStatus(ctx, p, metav1.UpdateOptions{})
 		}
