@@ -342,8 +342,12 @@ func (k *kubeletStandIn) runPods(ctx context.Context) {
 				}
 				p.Status.ContainerStatuses = append(p.Status.ContainerStatuses, corev1.ContainerStatus{Name: c.Name, Image: c.Image, Ready: st.Running != nil && ready, State: st})
 			}
+			// No container running: getPhase says Succeeded if every one exited 0, else Failed.
 			if !slices.ContainsFunc(p.Status.ContainerStatuses, func(c corev1.ContainerStatus) bool { return c.State.Running != nil }) {
-				p.Status.Phase = corev1.PodFailed // no container runs: the kubelet's getPhase says Failed
+				p.Status.Phase = corev1.PodSucceeded
+				if slices.ContainsFunc(p.Status.ContainerStatuses, func(c corev1.ContainerStatus) bool { return c.State.Terminated.ExitCode != 0 }) {
+					p.Status.Phase = corev1.PodFailed
+				}
 			}
 			_, err = k.core.CoreV1().Pods(p.Namespace).UpdateStatus(ctx, p, metav1.UpdateOptions{})
 		}
