@@ -32,5 +32,14 @@ echo "builds and control plane: $((SECONDS - t))s"
 
 t=$SECONDS
 log "the e2e tests (go test -tags e2e ./e2e, run from its directory as go test would)"
-(cd e2e && "$dir/e2e.test" -test.v -test.count=1 -test.timeout 30m)
+rc=0
+(cd e2e && "$dir/e2e.test" -test.v -test.count=1 -test.timeout 30m) 2>&1 | tee "$dir/e2e.out" || rc=$?
 echo "e2e tests: $((SECONDS - t))s; total: $((SECONDS - start))s"
+if ((rc != 0)); then
+	# A failed step logs the controllers' output after its assertion, which can push the
+	# assertion past the tail a CI log keeps: the failures again, last.
+	log "what failed, repeated from above"
+	grep -E -A14 '^\s+Error Trace:|^panic:' "$dir/e2e.out" | head -150 || true
+	grep -E '^\s*--- FAIL' "$dir/e2e.out" || true
+	exit "$rc"
+fi
