@@ -9,6 +9,7 @@ require (
 	github.com/aws/aws-sdk-go-v2/service/pricing v1.42.9
 	github.com/aws/karpenter-provider-aws v1.14.1
 	github.com/distribution/reference v0.6.0
+	github.com/golang-jwt/jwt/v5 v5.3.1
 	github.com/google/go-github/v93 v93.0.0
 	github.com/pulumi/pulumi-aws/sdk/v6 v6.83.4
 	github.com/pulumi/pulumi-eks/sdk/v2 v2.8.1
