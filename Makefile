@@ -9,6 +9,9 @@ STACK = $(eval STACK := $(shell pulumi stack --show-name 2>/dev/null))$(STACK)
 endif
 # need-stack stops a verb that acts on a stack when none is selected or given.
 need-stack = $(if $(STACK),,$(error no Pulumi stack selected here: run pulumi stack select <name>, or give STACK=<name>))
+# GPUCI runs the operator CLI: built from this checkout, or a built one (GPUCI=path), as
+# hack/bootstrap.sh takes it.
+GPUCI ?= go run ./cmd/gpuci
 GO_FILES = $(shell git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './.git/*')
 
 .PHONY: help
@@ -43,7 +46,7 @@ fmt: ## gofmt -w every Go file
 
 .PHONY: actionlint-config
 actionlint-config: ## write .github/actionlint.yaml from every stack file's runner labels (make bootstrap does it for a new stack)
-	go run ./cmd/gpuci actionlint-config --out .github/actionlint.yaml
+	$(GPUCI) actionlint-config --out .github/actionlint.yaml
 
 .PHONY: lint
 lint: ## actionlint every workflow (pinned in hack/tools/go.mod)
@@ -64,11 +67,11 @@ dist: ## Build gpuci for each platform into dist/ with SHA256SUMS (VERSION=v1.2.
 
 .PHONY: examples
 examples: ## Write examples/workflows: what gpuci workflows writes for dev (a test keeps them equal)
-	go run ./cmd/gpuci workflows --stack dev --out examples/workflows
+	$(GPUCI) workflows --stack dev --out examples/workflows
 
 .PHONY: workflows
 workflows: ## Print the workflows a repository needs for STACK (gpuci workflows; ARGS="--out DIR")
-	$(need-stack)go run ./cmd/gpuci workflows --stack $(STACK) $(ARGS)
+	$(need-stack)$(GPUCI) workflows --stack $(STACK) $(ARGS)
 
 .PHONY: render
 render: ## Offline, no credentials: write what STACK declares into out/STACK (CHARTS=all renders charts too)
@@ -76,15 +79,15 @@ render: ## Offline, no credentials: write what STACK declares into out/STACK (CH
 
 .PHONY: verify
 verify: ## Check the live cluster of STACK (kubeconfig: KUBECONFIG, else the stack output)
-	$(need-stack)go run ./cmd/gpuci verify --stack $(STACK)
+	$(need-stack)$(GPUCI) verify --stack $(STACK)
 
 .PHONY: doctor
 doctor: ## Troubleshoot the live cluster of STACK: symptom, evidence, fix (ARGS=--fix: restart a stuck listener, else drain the GPU NodePools)
-	$(need-stack)go run ./cmd/gpuci doctor --stack $(STACK) $(ARGS)
+	$(need-stack)$(GPUCI) doctor --stack $(STACK) $(ARGS)
 
 .PHONY: cost
 cost: ## Price STACK: idle, per build, per month, cold start (ARGS="--builds-per-day 30 --minutes 10")
-	$(need-stack)go run ./cmd/gpuci cost --stack $(STACK) $(ARGS)
+	$(need-stack)$(GPUCI) cost --stack $(STACK) $(ARGS)
 
 # Bootstrap's own default is the starter stack (one spot pool, the least quota); STACK=<name>
 # on the command line or in the environment picks another.

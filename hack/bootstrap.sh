@@ -1,28 +1,38 @@
 #!/usr/bin/env bash
 # make bootstrap: from an AWS account and a GitHub org to a running stack, in one phase.
 #
-#   export AWS_REGION=us-west-2 GITHUB_ORG=luxfi GITHUB_PAT=ghp_...      # or, for a GitHub App:
-#   export GITHUB_APP_ID=123 GITHUB_APP_INSTALLATION_ID=456 GITHUB_APP_PRIVATE_KEY_FILE=app.pem
-#   export DOCKERHUB_USERNAME=... DOCKERHUB_TOKEN=... GHCR_USERNAME=... GHCR_TOKEN=...  # the image
-#     cache's credentials (imageCache: docker.io, ghcr.io; ghcr.io's a PAT with read:packages)
-#   export DEPLOY_REPOSITORY=luxfi/lux-gpu-ci   # optional: the repository whose deploy.yml deploys
-#     the stack; bootstrap then makes the roles it assumes (hack/identity.sh, make identity) and,
-#     with gh logged in, the repository's environments (the stack's: main only), variables and
-#     passphrase secret; DEPLOY_REVIEWERS=alice,bob also makes deploys and previews wait for one
-#     of them, where the repository's plan offers required reviewers
+#   export GITHUB_ORG=luxfi             # the organization runners register with (required)
 #   export RETRIER_GITHUB_TOKEN=github_pat_...  # optional: the in-cluster retrier, which re-runs
 #     interrupted jobs in every repository (it runs the stack's own build of gpuci; with
 #     GPUCI_RELEASE=v0.4.0 GPUCI_RELEASE_SHA256=... a release instead)
 #   make bootstrap                    # the starter stack; STACK=dev for another; make preflight: the checks only
 #
+# What it takes from the machine unless told (each said when taken; docs/design.md, "First
+# contact"):
+#   - the region: AWS_REGION, else the AWS CLI's (aws configure sso sets it);
+#   - the state: PULUMI_BACKEND_URL, else the backend logged in to, else
+#     s3://lux-gpu-ci-state-<account>-<region>, made versioned and private (LOCAL_STATE=1: this
+#     machine's);
+#   - the runners' credential: GITHUB_PAT, or GITHUB_APP_ID, GITHUB_APP_INSTALLATION_ID and
+#     GITHUB_APP_PRIVATE_KEY_FILE, else the App an earlier bootstrap made for GITHUB_ORG
+#     (~/.config/lux-gpu-ci), else it makes one: gpuci github-app, two presses in a browser;
+#   - the deploying repository: DEPLOY_REPOSITORY (empty: none), else this checkout's origin when
+#     it is a repository of GITHUB_ORG (never another organization's); bootstrap then makes the
+#     roles deploy.yml assumes (hack/identity.sh) and, with gh logged in, the repository's
+#     environments (the stack's: main only), variables and passphrase secret; DEPLOY_REVIEWERS=
+#     alice,bob also makes deploys and previews wait for one of them, where the plan offers it;
+#   - the passphrase: PULUMI_CONFIG_PASSPHRASE, else asked for once at the terminal;
+#   - the image cache's credentials: DOCKERHUB_USERNAME/_TOKEN, GHCR_USERNAME/_TOKEN (a PAT with
+#     read:packages), where the stack caches docker.io or ghcr.io.
+#
 # Preflight, before anything is changed: the prerequisites, working AWS credentials, the EC2 Spot
-# service-linked role, and the account's G and VT vCPU quotas against what the stack's pools
-# need (spot and on-demand are separate quotas; new accounts usually have 0) — a short quota
-# stops here with the exact request command. Then it logs in to PULUMI_BACKEND_URL (or keeps the
-# backend already logged in to; the local one only with LOCAL_STATE=1), creates or selects the
-# stack, sets the config (credentials as secrets), checks the quotas of the configured pools, and
-# runs `pulumi up`. YES=1 skips the confirmation prompt. Each step prints a progress line with
-# the time since the start.
+# service-linked role. Then it logs in to the backend, creates or selects the stack, sets the
+# config (credentials as secrets), checks the account's G and VT vCPU quotas against what the
+# stack's pools need (spot and on-demand are separate quotas; new accounts usually have 0) — a
+# short one is requested from AWS, once, and the up goes on (the stack needs no GPU to come up;
+# its jobs wait for the grant; make preflight only names the request) — and runs `pulumi up`.
+# YES=1 skips the confirmation prompt. Each step prints a progress line with the time since the
+# start.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 stack=${STACK:-starter}
@@ -43,16 +53,39 @@ stop_if_problems() {
 	fi
 }
 
+# load_app_env takes the three GITHUB_APP_* variables from a file gpuci github-app wrote
+# (NAME=value lines), and nothing else.
+load_app_env() {
+	local name value
+	while IFS='=' read -r name value; do
+		case $name in
+		GITHUB_APP_ID | GITHUB_APP_INSTALLATION_ID | GITHUB_APP_PRIVATE_KEY_FILE) printf -v "$name" '%s' "$value" && export "${name?}" ;;
+		esac
+	done <"$1"
+}
+gpuci=(go run ./cmd/gpuci)
+[[ -n ${GPUCI:-} ]] && gpuci=("$GPUCI")
+make_app=false
+
 step "stack $stack: checking the prerequisites, the Pulumi backend and the AWS credentials"
 need pulumi "https://www.pulumi.com/docs/install/ (CLI >= 3.181)"
 need go "Go 1.26.8+ builds the program"
 need aws "AWS CLI v2: the kubeconfig authenticates with 'aws eks get-token'"
 need kubectl "pulumi-eks v2 checks for kubectl at deploy time"
-[[ -n ${AWS_REGION:-} ]] || problems+=("AWS_REGION is not set: export AWS_REGION=us-west-2")
 if ! $preflight_only; then
 	[[ -n ${GITHUB_ORG:-} ]] || problems+=("GITHUB_ORG is not set: the organization runners register with")
-	if [[ -z ${GITHUB_PAT:-} && -z ${GITHUB_APP_ID:-} ]]; then
-		problems+=("neither GITHUB_PAT nor GITHUB_APP_ID is set: runners need credentials")
+	# Runners' credentials: GITHUB_PAT or the GITHUB_APP_* variables, else the App an earlier
+	# bootstrap made for the organization (its variables kept beside its key), else bootstrap
+	# makes one below, once every check has passed: two presses in a browser (gpuci github-app).
+	app_dir=${LUX_GPU_CI_HOME:-${HOME:-~}/.config/lux-gpu-ci}
+	app_env=$app_dir/github-app-${GITHUB_ORG:-}.env
+	if [[ -z ${GITHUB_PAT:-} && -z ${GITHUB_APP_ID:-} && -n ${GITHUB_ORG:-} ]]; then
+		if [[ -r $app_env ]]; then
+			load_app_env "$app_env"
+			echo "GitHub App: $GITHUB_APP_ID, installation $GITHUB_APP_INSTALLATION_ID ($app_env, from an earlier bootstrap)"
+		else
+			make_app=true
+		fi
 	fi
 	if [[ -n ${GITHUB_APP_ID:-} && (-z ${GITHUB_APP_INSTALLATION_ID:-} || ! -r ${GITHUB_APP_PRIVATE_KEY_FILE:-/nonexistent}) ]]; then
 		problems+=("GitHub App auth needs GITHUB_APP_INSTALLATION_ID and a readable GITHUB_APP_PRIVATE_KEY_FILE")
@@ -65,9 +98,12 @@ fi
 # use the same backend, or the first deploy creates every resource a second time. So
 # PULUMI_BACKEND_URL, or the backend already logged in to; the local file backend only when
 # asked for (LOCAL_STATE=1), for a stack no workflow deploys.
+# With none of these, the state goes to a bucket of the account's own, named for the account
+# and the region (below, once the credentials are known), which bootstrap makes.
+default_backend=false
 if command -v pulumi >/dev/null 2>&1 && ! $preflight_only; then
 	if [[ -z ${PULUMI_BACKEND_URL:-} && ${LOCAL_STATE:-} != 1 ]] && ! pulumi whoami >/dev/null 2>&1; then
-		problems+=("no Pulumi backend: export PULUMI_BACKEND_URL=s3://<bucket> (the value of the repository variable PULUMI_BACKEND_URL, which deploy.yml uses), or LOCAL_STATE=1 for a stack only this machine deploys")
+		default_backend=true
 	fi
 fi
 if ! $preflight_only; then
@@ -77,6 +113,32 @@ if ! $preflight_only; then
 	"" | s3://* | file://*) ;;
 	*) problems+=("PULUMI_BACKEND_URL=$PULUMI_BACKEND_URL: deploy.yml gives a workflow AWS credentials and no other, so the state must be in S3 (s3://<bucket>)") ;;
 	esac
+	# The deploying repository: DEPLOY_REPOSITORY (empty: none), else this checkout's origin when
+	# it is a GitHub repository of GITHUB_ORG — the organization's copy the README makes. Never
+	# a repository of another organization (a plain clone's origin is upstream's): the deploy
+	# role trusts its workflows.
+	if [[ -z ${DEPLOY_REPOSITORY+set} && -n ${GITHUB_ORG:-} ]]; then
+		origin=$(git config --get remote.origin.url 2>/dev/null) || origin=
+		if [[ $origin =~ ^(https://github\.com/|git@github\.com:|ssh://git@github\.com/)([^/]+)/([^/]+)$ ]] && [[ ${BASH_REMATCH[2]} == "$GITHUB_ORG" ]]; then
+			DEPLOY_REPOSITORY=${BASH_REMATCH[2]}/${BASH_REMATCH[3]%.git}
+			export DEPLOY_REPOSITORY
+			echo "deploying repository: $DEPLOY_REPOSITORY, this checkout's origin (DEPLOY_REPOSITORY= for none)"
+		fi
+	fi
+	# The passphrase that encrypts the stack's secrets: asked for once, here, so that pulumi
+	# and the deploying repository's environment get the same one (never on a command line).
+	if [[ -z ${PULUMI_CONFIG_PASSPHRASE:-} && -z ${PULUMI_CONFIG_PASSPHRASE_FILE:-} ]]; then
+		if [[ -t 0 ]]; then
+			read -rsp "A passphrase for the stack's secrets (keep it: every deploy needs it): " PULUMI_CONFIG_PASSPHRASE && echo
+			read -rsp "Again: " again && echo
+			if [[ -z $PULUMI_CONFIG_PASSPHRASE || $PULUMI_CONFIG_PASSPHRASE != "$again" ]]; then
+				problems+=("the two passphrases were empty or differed: run make bootstrap again")
+			fi
+			export PULUMI_CONFIG_PASSPHRASE
+		else
+			problems+=("PULUMI_CONFIG_PASSPHRASE is not set, and there is no terminal to ask on: export PULUMI_CONFIG_PASSPHRASE (the stack's secrets' passphrase; every deploy needs it)")
+		fi
+	fi
 	# The deploying repository is the organization's own copy (the deploy role trusts its
 	# workflows), and gh administers it: its environments and secrets are set after the up,
 	# which is too late to learn that they cannot be.
@@ -92,9 +154,24 @@ fi
 if command -v aws >/dev/null 2>&1; then
 	if identity=$(aws sts get-caller-identity --query Arn --output text 2>/dev/null); then
 		echo "AWS credentials: $identity"
+		# The region: AWS_REGION, else the AWS CLI's own (aws configure sso asks for it).
+		if [[ -z ${AWS_REGION:-} ]] && AWS_REGION=$(aws configure get region 2>/dev/null) && [[ -n $AWS_REGION ]]; then
+			export AWS_REGION
+			echo "region: $AWS_REGION, the AWS CLI's (export AWS_REGION for another)"
+		fi
+		[[ -n ${AWS_REGION:-} ]] || problems+=("AWS_REGION is not set, and the AWS CLI has no region: export AWS_REGION=us-west-2")
+		if $default_backend && [[ -n ${AWS_REGION:-} ]]; then
+			account=$(cut -d: -f5 <<<"$identity")
+			PULUMI_BACKEND_URL=s3://lux-gpu-ci-state-$account-$AWS_REGION
+			export PULUMI_BACKEND_URL
+			echo "state: $PULUMI_BACKEND_URL, the account's (made if missing; export PULUMI_BACKEND_URL for another, LOCAL_STATE=1 for this machine's)"
+		fi
 	else
-		problems+=("AWS credentials do not work: 'aws sts get-caller-identity' failed (aws configure / aws sso login)")
+		problems+=("AWS credentials do not work: 'aws sts get-caller-identity' failed (log in: aws configure sso, which sets the CLI's region too)")
 	fi
+else
+	# Said now, with the install, so that one run of bootstrap names both.
+	problems+=("AWS credentials: none yet (once the AWS CLI is installed, log in: aws configure sso, which sets the CLI's region too)")
 fi
 stop_if_problems
 
@@ -126,8 +203,22 @@ check_quotas() {
 			continue
 		fi
 		have=${have%.*}
-		if ((have < want)); then
-			problems+=("the $capacity G and VT vCPU quota ($code) is $have in $AWS_REGION; pools $pools need $want. Request it (approval can take a day): aws service-quotas request-service-quota-increase --service-code ec2 --quota-code $code --desired-value $want --region $AWS_REGION")
+		request=(aws service-quotas request-service-quota-increase --service-code ec2 --quota-code "$code" --desired-value "$want" --region "$AWS_REGION")
+		if ((have < want)) && $preflight_only; then
+			problems+=("the $capacity G and VT vCPU quota ($code) is $have in $AWS_REGION; pools $pools need $want. Request it (approval can take a day): ${request[*]}")
+		elif ((have < want)); then
+			# The stack needs no GPU to come up, only its jobs do: bootstrap asks for the quota
+			# (once: an open request is left to AWS) and goes on; a GPU job waits for the grant
+			# (gpuci doctor names the refused launches meanwhile).
+			open=$(aws service-quotas list-requested-service-quota-change-history-by-quota --service-code ec2 --quota-code "$code" --region "$AWS_REGION" \
+				--query "RequestedQuotas[?Status=='PENDING' || Status=='CASE_OPENED'].DesiredValue" --output text 2>/dev/null) || open=
+			if [[ -n $open && $open != None ]]; then
+				echo "$capacity G and VT vCPU quota ($code): $have, pools $pools need $want; a request for $open is open with AWS"
+			elif "${request[@]}" --query RequestedQuota.Id --output text >/dev/null; then
+				echo "$capacity G and VT vCPU quota ($code): $have, pools $pools need $want; requested (${request[*]}): AWS grants it in minutes to a day, and GPU jobs wait for it, not the stack"
+			else
+				problems+=("the $capacity G and VT vCPU quota ($code) is $have in $AWS_REGION; pools $pools need $want, and the request failed (above): ${request[*]}")
+			fi
 		else
 			echo "$capacity G and VT vCPU quota ($code): $have, pools $pools need $want"
 		fi
@@ -143,6 +234,15 @@ if $preflight_only; then
 	fi
 	echo "preflight: ok"
 	exit 0
+fi
+
+if $make_app; then
+	step "a GitHub App for $GITHUB_ORG's runners (self-hosted runners: read and write; metadata: read): two presses in a browser"
+	mkdir -p "$app_dir" && chmod 700 "$app_dir"
+	made=$("${gpuci[@]}" github-app --org "$GITHUB_ORG" --key-out "$app_dir/github-app-$GITHUB_ORG.pem")
+	(umask 077 && printf '%s\n' "$made" >"$app_env")
+	load_app_env "$app_env"
+	echo "GitHub App: $GITHUB_APP_ID, installation $GITHUB_APP_INSTALLATION_ID (kept in $app_env for the next bootstrap)"
 fi
 
 # The state bucket, made here when it does not exist yet (no prerequisite of its own): in the
@@ -168,9 +268,6 @@ if [[ -n ${PULUMI_BACKEND_URL:-} ]]; then
 elif ! pulumi whoami >/dev/null 2>&1; then
 	echo "LOCAL_STATE=1: the local file backend (~/.pulumi); no workflow can deploy this stack."
 	pulumi login --local
-fi
-if [[ -z ${PULUMI_CONFIG_PASSPHRASE:-} && -z ${PULUMI_CONFIG_PASSPHRASE_FILE:-} ]]; then
-	echo "Note: stacks use passphrase secrets; Pulumi will ask for the passphrase (or export PULUMI_CONFIG_PASSPHRASE)."
 fi
 pulumi stack select "$stack" 2>/dev/null || pulumi stack init "$stack" --secrets-provider passphrase
 
@@ -321,10 +418,20 @@ fi
 actionlint_config=${ACTIONLINT_CONFIG:-}
 [[ -z $actionlint_config && $stack_dir == . ]] && actionlint_config=.github/actionlint.yaml
 if [[ -n $actionlint_config ]]; then
-	gpuci=(go run ./cmd/gpuci)
-	[[ -n ${GPUCI:-} ]] && gpuci=("$GPUCI")
 	"${gpuci[@]}" actionlint-config --project "$stack_dir" --out "$actionlint_config"
 	echo "$actionlint_config: the runner labels of every stack file, Pulumi.$stack.yaml's included"
+fi
+# The GPU smoke test (a job per pool, named for the stack's scale sets) in this repository,
+# the organization's copy, which the pools' runner groups admit: the first green job needs
+# no other repository. SMOKE_WORKFLOW elsewhere.
+smoke=${SMOKE_WORKFLOW:-}
+[[ -z $smoke && $stack_dir == . ]] && smoke=.github/workflows/gpu-smoke-$stack.yml
+if [[ -n $smoke ]]; then
+	written=$(mktemp -d)
+	"${gpuci[@]}" workflows --project "$stack_dir" --stack "$stack" --out "$written" >/dev/null
+	mv "$written/cuda.yml" "$smoke"
+	rm -rf "$written"
+	echo "$smoke: the GPU smoke test, a job per pool"
 fi
 echo
 # The hand-off: `pulumi config set` wrote the stack's encryption salt and its secrets
@@ -332,8 +439,12 @@ echo
 # them fails with "githubToken is not set".
 echo "Commit the stack file: it now holds the stack's secrets, encrypted with your passphrase, and"
 echo "their salt, which deploy.yml needs (without them its up fails: \"githubToken is not set\"):"
-echo "  git add $stack_dir/Pulumi.$stack.yaml${actionlint_config:+ $actionlint_config} && git commit -m 'Stack $stack' && git push"
+echo "  git add $stack_dir/Pulumi.$stack.yaml${actionlint_config:+ $actionlint_config}${smoke:+ $smoke} && git commit -m 'Stack $stack' && git push"
+if [[ -n $smoke ]]; then
+	echo "Then run the smoke test (a GPU node launches, the job runs on it, the node goes):"
+	echo "  gh workflow run $(basename "$smoke")"
+fi
 echo
-echo "The workflows a repository needs for this stack's pools (the GPU smoke test, and the"
-echo "retry workflow where the stack has a retry runner), named for its scale sets:"
-echo "  make workflows ARGS='--out <repository>/.github/workflows'"
+echo "In any repository the runner groups admit, a GPU job is one line: runs-on, a name printed"
+echo "above (the stack's retrier, where it has one, re-runs interrupted jobs with nothing in the"
+echo "repository; make workflows prints a whole job per pool, and the retry workflow for a stack without it)."

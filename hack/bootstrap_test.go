@@ -26,16 +26,18 @@ func TestBootstrapNamesMissingPrerequisites(t *testing.T) {
 	out, err := cmd.CombinedOutput()
 	require.Error(t, err, "bootstrap must stop: %s", out)
 	for _, want := range []string{"pulumi is not installed", "go is not installed", "aws is not installed", "kubectl is not installed",
-		"AWS_REGION is not set", "GITHUB_ORG is not set", "neither GITHUB_PAT nor GITHUB_APP_ID is set"} {
+		"AWS credentials: none yet (once the AWS CLI is installed, log in: aws configure sso", "GITHUB_ORG is not set"} {
 		assert.Contains(t, string(out), want)
 	}
 }
 
 // standIns writes stand-ins for the CLIs bootstrap calls into a directory and returns a PATH
 // with it first: `aws` answers from the environment (FAKE_STS=fail, FAKE_SPOT_ROLE=present,
-// FAKE_QUOTA_<code>=<vCPUs>; FAKE_STATE_BUCKET=absent, the calls that make it logged to
-// FAKE_AWS_LOG); `pulumi` logs its calls, answers whoami and keeps secrets set from
-// standard input; `kubectl` only exists. Go is the real one.
+// FAKE_QUOTA_<code>=<vCPUs>, FAKE_QUOTA_OPEN=<an open request's vCPUs>, FAKE_AWS_REGION=<its
+// configured region>; FAKE_STATE_BUCKET=absent; the calls that make a bucket or request a
+// quota logged to FAKE_AWS_LOG); `pulumi` logs its calls, answers whoami and keeps secrets set from
+// standard input, and the stack selected (FAKE_PULUMI_HOME); `kubectl` only exists. Go is the
+// real one.
 func standIns(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
@@ -48,6 +50,9 @@ case "$1 $2" in
 	code=$(sed -n 's/.*--quota-code \([^ ]*\).*/\1/p' <<<"$*")
 	var="FAKE_QUOTA_${code//-/_}"; [[ -n ${!var:-} ]] || exit 254; echo "${!var}" ;;
 "s3api head-bucket") [[ ${FAKE_STATE_BUCKET:-} == absent ]] && exit 254; exit 0 ;;
+"configure get") [[ -n ${FAKE_AWS_REGION:-} ]] || exit 1; echo "$FAKE_AWS_REGION" ;;
+"service-quotas list-requested-service-quota-change-history-by-quota") echo "${FAKE_QUOTA_OPEN:-None}" ;;
+"service-quotas request-service-quota-increase") echo "aws $*" >>"${FAKE_AWS_LOG:-/dev/null}"; echo 0123456789abcdef ;;
 "s3api create-bucket" | "s3api put-bucket-versioning" | "s3api put-public-access-block") echo "aws $*" >>"${FAKE_AWS_LOG:-/dev/null}" ;;
 *) echo "stand-in aws: $* is not faked" >&2; exit 2 ;;
 esac
@@ -64,6 +69,9 @@ if [[ $1 == whoami ]]; then
 	exit 0
 fi
 if [[ "$1 $2 $3" == "config set --secret" && $# == 4 && -n ${FAKE_PULUMI_SECRETS:-} ]]; then cat >"$FAKE_PULUMI_SECRETS/$4"; fi
+# The stack selected, kept in $FAKE_PULUMI_HOME (as pulumi keeps it in the workspace).
+if [[ "$1 $2" == "stack select" || "$1 $2" == "stack init" ]] && [[ -n ${FAKE_PULUMI_HOME:-} ]]; then echo "$3" >"$FAKE_PULUMI_HOME/selected"; fi
+if [[ "$1 $2" == "stack --show-name" ]]; then cat "${FAKE_PULUMI_HOME:-/nonexistent}/selected" 2>/dev/null; exit; fi
 # The deploy identity's outputs (identity/), as pulumi prints them.
 if [[ "$*" == "-C identity stack output deployRoles --json" ]]; then
 	printf '{\n  "%s": "arn:aws:iam::123456789012:role/%s-deploy"\n}\n' "${FAKE_IDENTITY_STACK:-starter}" "${FAKE_IDENTITY_STACK:-starter}"
@@ -104,7 +112,11 @@ exit 0
 // bootstrapEnv is the environment every bootstrap run of these tests starts from: the
 // process's, with gpuci built once (GPUCI) rather than by each run.
 func bootstrapEnv() []string {
-	return append(os.Environ(), "GPUCI="+gpuciBin)
+	// This checkout's origin is not the deploying repository (bootstrap defaults
+	// DEPLOY_REPOSITORY to an origin of GITHUB_ORG): git takes the last remote.origin.url, the
+	// environment's. A passphrase, as if typed.
+	return append(os.Environ(), "GPUCI="+gpuciBin, "GIT_CONFIG_COUNT=1", "GIT_CONFIG_KEY_0=remote.origin.url", "GIT_CONFIG_VALUE_0=/not/github",
+		"PULUMI_CONFIG_PASSPHRASE=stand-in passphrase")
 }
 
 // preflight runs `make preflight` for the dev stack with the stand-ins and extra env.
@@ -254,9 +266,10 @@ func TestBootstrapStartsWithTheStarterStack(t *testing.T) {
 	assert.Contains(t, out, "spot G and VT vCPU quota (L-3819A6DF): 4, pools gpu-spot need 4")
 }
 
-// One stack, one state: bootstrap refuses a backend deploy.yml cannot reach unless told that
-// is the intent, logs in to PULUMI_BACKEND_URL when given, and names the repository
-// variables the workflow needs.
+// One stack, one state: bootstrap refuses a backend deploy.yml cannot reach, logs in to
+// PULUMI_BACKEND_URL when given, and with none (and none logged in to, and no LOCAL_STATE)
+// keeps the state in a bucket of the account's, named for the account and the region, which it
+// makes; it names the repository variables the workflow needs.
 func TestBootstrapUsesTheWorkflowsBackend(t *testing.T) {
 	t.Parallel()
 	run := func(env ...string) (string, error) {
@@ -266,10 +279,18 @@ func TestBootstrapUsesTheWorkflowsBackend(t *testing.T) {
 		out, err := cmd.CombinedOutput()
 		return string(out), err
 	}
-	out, err := run("FAKE_PULUMI_WHOAMI=fail")
+	out, err := run("PULUMI_BACKEND_URL=https://api.pulumi.com")
 	require.Error(t, err, out)
-	assert.Contains(t, out, "no Pulumi backend: export PULUMI_BACKEND_URL=s3://<bucket>")
+	assert.Contains(t, out, "deploy.yml gives a workflow AWS credentials and no other, so the state must be in S3")
 	assert.NotContains(t, out, "stand-in pulumi stack", "nothing is changed")
+
+	made := filepath.Join(t.TempDir(), "aws.log")
+	out, err = run("FAKE_PULUMI_WHOAMI=fail", "FAKE_STATE_BUCKET=absent", "FAKE_AWS_LOG="+made)
+	require.NoError(t, err, out)
+	assert.Contains(t, out, "stand-in pulumi login s3://lux-gpu-ci-state-123456789012-us-west-2\n")
+	log, err := os.ReadFile(made)
+	require.NoError(t, err, out)
+	assert.Contains(t, string(log), "aws s3api create-bucket --bucket lux-gpu-ci-state-123456789012-us-west-2 --region us-west-2")
 
 	out, err = run("FAKE_PULUMI_WHOAMI=fail", "LOCAL_STATE=1")
 	require.NoError(t, err, out)
@@ -495,4 +516,51 @@ func TestIdentityAddsAStackAndKeepsTheOthers(t *testing.T) {
 	b, err = cmd.CombinedOutput()
 	require.NoError(t, err, string(b))
 	assert.Equal(t, 2, strings.Count(string(b), "config set --path stacks["), string(b))
+}
+
+// A short GPU quota does not stop make bootstrap: the stack needs no GPU to come up, so it asks
+// AWS for the quota (once: an open request is left alone) and goes on to the up.
+func TestBootstrapAsksForTheGPUQuotaAndGoesOn(t *testing.T) {
+	t.Parallel()
+	run := func(env ...string) (string, string) {
+		log := filepath.Join(t.TempDir(), "aws.log")
+		cmd := exec.Command("bash", "bootstrap.sh")
+		cmd.Env = append(bootstrapEnv(), append([]string{"PATH=" + standIns(t), "AWS_REGION=us-west-2", "STACK=starter", "STACK_FILE_DIR=" + testkit.FixtureDir(t), "YES=1",
+			"GITHUB_ORG=luxfi", "GITHUB_PAT=ghp_x", "PULUMI_BACKEND_URL=s3://lux-gpu-ci-state", "FAKE_PULUMI_SECRETS=" + t.TempDir(), "FAKE_AWS_LOG=" + log}, env...)...)
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "%s", out)
+		b, _ := os.ReadFile(log)
+		return string(out), string(b)
+	}
+	out, calls := run("FAKE_QUOTA_L_3819A6DF=0")
+	assert.Contains(t, calls, "aws service-quotas request-service-quota-increase --service-code ec2 --quota-code L-3819A6DF --desired-value 4 --region us-west-2")
+	assert.Contains(t, out, "spot G and VT vCPU quota (L-3819A6DF): 0, pools gpu-spot need 4; requested")
+	assert.Contains(t, out, "stand-in pulumi up --stack starter --yes", "the up goes on")
+
+	out, calls = run("FAKE_QUOTA_L_3819A6DF=0", "FAKE_QUOTA_OPEN=4.0")
+	assert.NotContains(t, calls, "request-service-quota-increase", "an open request is not made twice")
+	assert.Contains(t, out, "a request for 4.0 is open with AWS")
+}
+
+// The deploying repository defaults to this checkout's origin only when that is a repository of
+// GITHUB_ORG (the copy the README makes): never upstream's, which a plain clone's origin is.
+func TestBootstrapDeploysFromTheOrganizationsCopyOnly(t *testing.T) {
+	t.Parallel()
+	run := func(origin string) string {
+		log := filepath.Join(t.TempDir(), "gh.log")
+		cmd := exec.Command("bash", "bootstrap.sh")
+		cmd.Env = append(bootstrapEnv(), "PATH="+standIns(t), "AWS_REGION=us-west-2", "STACK=dev", "STACK_FILE_DIR="+testkit.FixtureDir(t), "YES=1",
+			"GITHUB_ORG=newcomer-org", "GITHUB_PAT=ghp_x", "PULUMI_BACKEND_URL=s3://lux-gpu-ci-state", "FAKE_QUOTA_L_3819A6DF=8", "FAKE_QUOTA_L_DB2E81BA=4",
+			"FAKE_PULUMI_SECRETS="+t.TempDir(), "FAKE_GH_AUTH=ok", "FAKE_GH_LOG="+log, "FAKE_IDENTITY_STACK=dev", "GIT_CONFIG_VALUE_0="+origin)
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "%s", out)
+		b, _ := os.ReadFile(log)
+		return string(out) + string(b)
+	}
+	out := run("git@github.com:newcomer-org/gpu-ci.git")
+	assert.Contains(t, out, "deploying repository: newcomer-org/gpu-ci, this checkout's origin")
+	assert.Contains(t, out, "gh api -X PUT repos/newcomer-org/gpu-ci/environments/dev")
+	out = run("https://github.com/luxfi/lux-gpu-ci.git")
+	assert.NotContains(t, out, "deploying repository:")
+	assert.NotContains(t, out, "repos/luxfi/lux-gpu-ci/environments", "upstream's workflows are never trusted")
 }

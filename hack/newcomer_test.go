@@ -90,7 +90,7 @@ func TestNewcomersPath(t *testing.T) {
 		"gh secret set PULUMI_CONFIG_PASSPHRASE --env 'starter'",
 		// The hand-off: what deploy.yml needs from this machine.
 		"git add " + stacks + "/Pulumi.starter.yaml && git commit",
-		"make workflows ARGS='--out <repository>/.github/workflows'",
+		"a GPU job is one line: runs-on",
 	} {
 		assert.Contains(t, string(out), want)
 	}
