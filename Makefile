@@ -94,8 +94,13 @@ cost: ## Price STACK: idle, per build, per month, cold start (ARGS="--builds-per
 BOOTSTRAP_STACK = $(if $(filter command line environment,$(origin STACK)),$(STACK),starter)
 
 .PHONY: bootstrap
-bootstrap: ## One command from an AWS account to a running stack, starter unless STACK= (needs AWS_REGION, GITHUB_ORG, GITHUB_PAT or the App vars)
+bootstrap: ## One command from an AWS account to a running stack, starter unless STACK= (needs GITHUB_ORG; makes the GitHub App unless GITHUB_PAT or the App vars are set)
 	STACK=$(BOOTSTRAP_STACK) hack/bootstrap.sh
+
+.PHONY: grow
+grow: ## Let POOL of STACK run GPUS GPUs at once: the stack file (gpuci grow), the quota asked of AWS, the up
+	$(need-stack)$(GPUCI) grow --stack $(STACK) --pool $(POOL) --gpus $(GPUS)
+	STACK=$(STACK) hack/bootstrap.sh --grow
 
 .PHONY: identity
 identity: ## The roles deploy.yml and preview.yml assume (identity/): DEPLOY_REPOSITORY=owner/name STACKS=dev,prod

@@ -39,8 +39,12 @@ stack=${STACK:-starter}
 # Where the quota check reads Pulumi.<stack>.yaml: the repository, unless told otherwise (the
 # tests point it at their own test stacks, never at the operator's).
 stack_dir=${STACK_FILE_DIR:-.}
+# --preflight: the checks alone; --grow: a grown stack file's quotas (asked of AWS) and its up
+# (make grow). Neither touches the GitHub side, which is the bootstrap's alone.
+mode=bootstrap
+case ${1:-} in --preflight) mode=preflight ;; --grow) mode=grow ;; esac
 preflight_only=false
-[[ ${1:-} == --preflight ]] && preflight_only=true
+[[ $mode != bootstrap ]] && preflight_only=true
 problems=()
 # step prints a progress line: what starts now, and the time since bootstrap started.
 step() { printf '[bootstrap %dm%02ds] %s\n' $((SECONDS / 60)) $((SECONDS % 60)) "$*"; }
@@ -119,7 +123,9 @@ if ! $preflight_only; then
 	# role trusts its workflows.
 	if [[ -z ${DEPLOY_REPOSITORY+set} && -n ${GITHUB_ORG:-} ]]; then
 		origin=$(git config --get remote.origin.url 2>/dev/null) || origin=
-		if [[ $origin =~ ^(https://github\.com/|git@github\.com:|ssh://git@github\.com/)([^/]+)/([^/]+)$ ]] && [[ ${BASH_REMATCH[2]} == "$GITHUB_ORG" ]]; then
+		# GitHub's logins are case-insensitive (tr: bash 3.2 has no ${x,,}).
+		if [[ $origin =~ ^(https://github\.com/|git@github\.com:|ssh://git@github\.com/)([^/]+)/([^/]+)$ ]] &&
+			[[ $(tr '[:upper:]' '[:lower:]' <<<"${BASH_REMATCH[2]}") == $(tr '[:upper:]' '[:lower:]' <<<"$GITHUB_ORG") ]]; then
 			DEPLOY_REPOSITORY=${BASH_REMATCH[2]}/${BASH_REMATCH[3]%.git}
 			export DEPLOY_REPOSITORY
 			echo "deploying repository: $DEPLOY_REPOSITORY, this checkout's origin (DEPLOY_REPOSITORY= for none)"
@@ -143,7 +149,7 @@ if ! $preflight_only; then
 	# workflows), and gh administers it: its environments and secrets are set after the up,
 	# which is too late to learn that they cannot be.
 	if [[ -n ${DEPLOY_REPOSITORY:-} ]]; then
-		if [[ ${DEPLOY_REPOSITORY%%/*} != "${GITHUB_ORG:-}" ]]; then
+		if [[ $(tr '[:upper:]' '[:lower:]' <<<"${DEPLOY_REPOSITORY%%/*}") != $(tr '[:upper:]' '[:lower:]' <<<"${GITHUB_ORG:-}") ]]; then
 			problems+=("DEPLOY_REPOSITORY=$DEPLOY_REPOSITORY is not in GITHUB_ORG=${GITHUB_ORG:-}: the deploy role would trust another organization's workflows; name your organization's copy, ${GITHUB_ORG:-<org>}/<repository>")
 		elif [[ ${GH_SETUP:-1} == 1 ]] && command -v gh >/dev/null 2>&1 && gh auth status >/dev/null 2>&1 &&
 			[[ $(gh api "repos/$DEPLOY_REPOSITORY" --jq .permissions.admin 2>/dev/null) != true ]]; then
@@ -155,7 +161,8 @@ if command -v aws >/dev/null 2>&1; then
 	if identity=$(aws sts get-caller-identity --query Arn --output text 2>/dev/null); then
 		echo "AWS credentials: $identity"
 		# The region: AWS_REGION, else the AWS CLI's own (aws configure sso asks for it).
-		if [[ -z ${AWS_REGION:-} ]] && AWS_REGION=$(aws configure get region 2>/dev/null) && [[ -n $AWS_REGION ]]; then
+		# (aws configure get reads the config file alone, not AWS_DEFAULT_REGION.)
+		if [[ -z ${AWS_REGION:-} ]] && AWS_REGION=${AWS_DEFAULT_REGION:-$(aws configure get region 2>/dev/null)} && [[ -n $AWS_REGION ]]; then
 			export AWS_REGION
 			echo "region: $AWS_REGION, the AWS CLI's (export AWS_REGION for another)"
 		fi
@@ -204,7 +211,7 @@ check_quotas() {
 		fi
 		have=${have%.*}
 		request=(aws service-quotas request-service-quota-increase --service-code ec2 --quota-code "$code" --desired-value "$want" --region "$AWS_REGION")
-		if ((have < want)) && $preflight_only; then
+		if ((have < want)) && [[ $mode == preflight ]]; then
 			problems+=("the $capacity G and VT vCPU quota ($code) is $have in $AWS_REGION; pools $pools need $want. Request it (approval can take a day): ${request[*]}")
 		elif ((have < want)); then
 			# The stack needs no GPU to come up, only its jobs do: bootstrap asks for the quota
@@ -212,8 +219,11 @@ check_quotas() {
 			# (gpuci doctor names the refused launches meanwhile).
 			open=$(aws service-quotas list-requested-service-quota-change-history-by-quota --service-code ec2 --quota-code "$code" --region "$AWS_REGION" \
 				--query "RequestedQuotas[?Status=='PENDING' || Status=='CASE_OPENED'].DesiredValue" --output text 2>/dev/null) || open=
-			if [[ -n $open && $open != None ]]; then
+			if [[ -n $open && $open != None ]] && ((${open%%[.[:space:]]*} >= want)); then
 				echo "$capacity G and VT vCPU quota ($code): $have, pools $pools need $want; a request for $open is open with AWS"
+			elif [[ -n $open && $open != None ]]; then
+				# AWS takes one open request per quota: a larger one waits for this one's answer.
+				echo "$capacity G and VT vCPU quota ($code): $have, pools $pools need $want; a request for $open is open with AWS, less than needed: once AWS answers it, run make bootstrap again (or: ${request[*]})"
 			elif "${request[@]}" --query RequestedQuota.Id --output text >/dev/null; then
 				echo "$capacity G and VT vCPU quota ($code): $have, pools $pools need $want; requested (${request[*]}): AWS grants it in minutes to a day, and GPU jobs wait for it, not the stack"
 			else
@@ -226,6 +236,15 @@ check_quotas() {
 	stop_if_problems
 }
 
+if [[ $mode == grow ]]; then
+	pulumi stack select "$stack"
+	check_quotas
+	step "pulumi up: the pools' new limits"
+	yes=()
+	[[ ${YES:-} == 1 ]] && yes=(--yes)
+	pulumi up --stack "$stack" ${yes[@]+"${yes[@]}"}
+	exit 0
+fi
 if $preflight_only; then
 	if [[ -f $stack_dir/Pulumi.$stack.yaml ]]; then
 		check_quotas

@@ -539,7 +539,12 @@ func TestBootstrapAsksForTheGPUQuotaAndGoesOn(t *testing.T) {
 
 	out, calls = run("FAKE_QUOTA_L_3819A6DF=0", "FAKE_QUOTA_OPEN=4.0")
 	assert.NotContains(t, calls, "request-service-quota-increase", "an open request is not made twice")
-	assert.Contains(t, out, "a request for 4.0 is open with AWS")
+	assert.Contains(t, out, "a request for 4.0 is open with AWS\n")
+
+	// A smaller request still open (the starter's, before dev's): AWS takes one at a time.
+	out, calls = run("FAKE_QUOTA_L_3819A6DF=0", "FAKE_QUOTA_OPEN=2.0")
+	assert.NotContains(t, calls, "request-service-quota-increase")
+	assert.Contains(t, out, "a request for 2.0 is open with AWS, less than needed: once AWS answers it, run make bootstrap again")
 }
 
 // The deploying repository defaults to this checkout's origin only when that is a repository of
@@ -560,6 +565,9 @@ func TestBootstrapDeploysFromTheOrganizationsCopyOnly(t *testing.T) {
 	out := run("git@github.com:newcomer-org/gpu-ci.git")
 	assert.Contains(t, out, "deploying repository: newcomer-org/gpu-ci, this checkout's origin")
 	assert.Contains(t, out, "gh api -X PUT repos/newcomer-org/gpu-ci/environments/dev")
+	// GitHub's logins are case-insensitive: gh writes the canonical one.
+	out = run("https://github.com/Newcomer-Org/gpu-ci.git")
+	assert.Contains(t, out, "deploying repository: Newcomer-Org/gpu-ci, this checkout's origin")
 	out = run("https://github.com/luxfi/lux-gpu-ci.git")
 	assert.NotContains(t, out, "deploying repository:")
 	assert.NotContains(t, out, "repos/luxfi/lux-gpu-ci/environments", "upstream's workflows are never trusted")

@@ -253,3 +253,56 @@ func TestMakeActsOnTheSelectedStack(t *testing.T) {
 	require.NoError(t, err, out)
 	assert.Contains(t, out, "STACK=starter hack/bootstrap.sh", "bootstrap makes the starter unless told")
 }
+
+// Growing the starter is one command: make grow sets the pool's gpuLimit and maxRunners in
+// the stack file (its comments and every other line kept), asks AWS for the quota the grown
+// pool needs, and runs the up.
+func TestTheStarterGrowsInOneCommand(t *testing.T) {
+	t.Parallel()
+	c := exec.Command("make", "-n", "-C", "..", "grow", "STACK=starter", "POOL=gpu-spot", "GPUS=4")
+	c.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "STACK=") })
+	plan, err := c.CombinedOutput()
+	require.NoError(t, err, "%s", plan)
+	assert.Regexp(t, `(?m)gpuci grow --stack starter --pool gpu-spot --gpus 4\n.*hack/bootstrap\.sh --grow$`, string(plan), "the file, then the quota and the up")
+
+	stacks := t.TempDir()
+	starter, err := os.ReadFile(filepath.Join(testkit.FixtureDir(t), "Pulumi.starter.yaml"))
+	require.NoError(t, err)
+	file := filepath.Join(stacks, "Pulumi.starter.yaml")
+	require.NoError(t, os.WriteFile(file, starter, 0o644))
+	out, err := gpuci(t, "", "grow", "--project", stacks, "--stack", "starter", "--pool", "gpu-spot", "--gpus", "4")
+	require.NoError(t, err, out)
+	grown, err := os.ReadFile(file)
+	require.NoError(t, err)
+	var changed []string
+	before, after := strings.Split(string(starter), "\n"), strings.Split(string(grown), "\n")
+	require.Len(t, after, len(before), "no line added or lost:\n%s", grown)
+	for i := range before {
+		if before[i] != after[i] {
+			changed = append(changed, after[i])
+		}
+	}
+	assert.Equal(t, []string{"      gpuLimit: 4", "      maxRunners: 4"}, changed, "only the two limits changed, comments and all else kept")
+
+	// A pool the file does not have, or no GPU, changes nothing.
+	for _, args := range [][]string{{"--pool", "gpu-nope", "--gpus", "4"}, {"--pool", "gpu-spot", "--gpus", "0"}} {
+		out, err := gpuci(t, "", append([]string{"grow", "--project", stacks, "--stack", "starter"}, args...)...)
+		require.Error(t, err, out)
+		again, _ := os.ReadFile(file)
+		assert.Equal(t, string(grown), string(again), "%v changed nothing", args)
+	}
+	out, err = gpuci(t, "", "grow", "--project", stacks, "--stack", "starter", "--pool", "gpu-nope", "--gpus", "4")
+	assert.Contains(t, out, `no pool named "gpu-nope"`)
+
+	// Its quota (16 vCPUs of g4dn.xlarge spot), asked of AWS, then the up.
+	log := filepath.Join(t.TempDir(), "aws.log")
+	up := exec.Command("bash", "bootstrap.sh", "--grow")
+	up.Env = append(bootstrapEnv(), "PATH="+standIns(t), "AWS_REGION=us-west-2", "STACK=starter", "STACK_FILE_DIR="+stacks, "YES=1",
+		"FAKE_QUOTA_L_3819A6DF=4", "FAKE_AWS_LOG="+log)
+	b, err := up.CombinedOutput()
+	require.NoError(t, err, "%s", b)
+	calls, _ := os.ReadFile(log)
+	assert.Contains(t, string(calls), "request-service-quota-increase --service-code ec2 --quota-code L-3819A6DF --desired-value 16 --region us-west-2")
+	assert.Contains(t, string(b), "stand-in pulumi up --stack starter --yes")
+	assert.NotContains(t, string(b), "gh ", "the GitHub side is bootstrap's alone")
+}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"net"
@@ -31,7 +32,11 @@ func runGitHubApp(args []string) error {
 		return fmt.Errorf("--org and --key-out are required")
 	}
 	if *name == "" {
+		// GitHub's App names are at most 34 characters, and unique on GitHub.
 		*name = "lux-gpu-ci-" + *org
+		if len(*name) > 34 {
+			*name = (*name)[:34]
+		}
 	}
 	// GitHub's web and API: github.com's, unless GITHUB_SERVER_URL and GITHUB_API_URL name
 	// another (as in GitHub Actions; the tests' stand-in).
@@ -43,23 +48,39 @@ func runGitHubApp(args []string) error {
 	if err != nil {
 		return err
 	}
-	l, err := net.Listen("tcp", *listen)
-	if err != nil {
-		return err
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
+	made := *keyOut + ".app" // the App's ID and slug, kept with its key from the moment GitHub hands it over
 	flow := &appmanifest.Flow{Org: *org, Name: *name, ServerURL: server, API: api, Poll: 3 * time.Second,
-		Say: func(s string) { fmt.Fprintln(os.Stderr, s) }}
-	app, err := flow.Run(ctx, l)
-	if err != nil {
+		Say: func(s string) { fmt.Fprintln(os.Stderr, s) },
+		Created: func(app *appmanifest.App) error {
+			if err := os.MkdirAll(filepath.Dir(*keyOut), 0o700); err != nil {
+				return err
+			}
+			if err := os.WriteFile(*keyOut, app.PrivateKey, 0o600); err != nil {
+				return err
+			}
+			return os.WriteFile(made, fmt.Appendf(nil, "%d %s\n", app.ID, app.Slug), 0o600)
+		}}
+	var app *appmanifest.App
+	if earlier, err := resumable(made, *keyOut); err != nil {
 		return err
-	}
-	if err := os.MkdirAll(filepath.Dir(*keyOut), 0o700); err != nil {
-		return err
-	}
-	if err := os.WriteFile(*keyOut, app.PrivateKey, 0o600); err != nil {
-		return err
+	} else if earlier != nil {
+		// An earlier run made the App and kept its key, and was cut short before the
+		// installation: it is installed (or waited for), not made a second time.
+		fmt.Fprintf(os.Stderr, "GitHub App %s (ID %d) was made by an earlier run (%s)\n", earlier.Slug, earlier.ID, made)
+		app, err = flow.Resume(ctx, earlier)
+		if err != nil {
+			return err
+		}
+	} else {
+		l, err := net.Listen("tcp", *listen)
+		if err != nil {
+			return err
+		}
+		if app, err = flow.Run(ctx, l); err != nil {
+			return err
+		}
 	}
 	if *asJSON {
 		return printJSON(struct {
@@ -71,4 +92,24 @@ func runGitHubApp(args []string) error {
 	}
 	fmt.Printf("GITHUB_APP_ID=%d\nGITHUB_APP_INSTALLATION_ID=%d\nGITHUB_APP_PRIVATE_KEY_FILE=%s\n", app.ID, app.InstallationID, *keyOut)
 	return nil
+}
+
+// resumable is the App an earlier run made and kept (its ID and slug in made, its key in
+// keyFile), or nil when there is none.
+func resumable(made, keyFile string) (*appmanifest.App, error) {
+	b, err := os.ReadFile(made)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	app := &appmanifest.App{}
+	if _, err := fmt.Sscanf(string(b), "%d %s", &app.ID, &app.Slug); err != nil {
+		return nil, fmt.Errorf("%s: %w", made, err)
+	}
+	if app.PrivateKey, err = os.ReadFile(keyFile); err != nil {
+		return nil, err
+	}
+	return app, nil
 }

@@ -8,8 +8,10 @@
 //     back on the redirect to the manifest's redirect_url, with a code;
 //   - a code converts once, within an hour, into the App's ID, slug, owner and private key;
 //   - GET /orgs/<org>/installation answers only a JWT signed RS256 by the App's key whose iss
-//     is the App's ID and whose life is at most ten minutes (401 otherwise), and 404 until the
-//     App is installed on the organization.
+//     is the App's ID, issued in the past and expiring at most ten minutes from now (401
+//     otherwise), and 404 until the App is installed on the organization;
+//   - logins are case-insensitive: the App's owner is the organization's canonical login (the
+//     stand-in's organizations are lower-case), however the URL spelled it.
 //
 // Pressing GitHub's own buttons is a test's: Create is the POST itself (the stand-in has no page
 // in between), Install is Install.
@@ -149,6 +151,12 @@ func (g *GitHub) create(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "manifest: url is required", http.StatusUnprocessableEntity)
 		return
 	}
+	if hook, ok := m["hook_attributes"].(map[string]any); ok {
+		if u, _ := hook["url"].(string); u == "" {
+			http.Error(w, "manifest: hook_attributes.url is required", http.StatusUnprocessableEntity)
+			return
+		}
+	}
 	redirect, _ := m["redirect_url"].(string)
 	target, err := url.Parse(redirect)
 	if redirect == "" || err != nil {
@@ -163,7 +171,7 @@ func (g *GitHub) create(w http.ResponseWriter, r *http.Request) {
 	}
 	g.mu.Lock()
 	g.nextID++
-	a := &App{ID: g.nextID, Slug: strings.ToLower(strings.ReplaceAll(name, " ", "-")), Org: r.PathValue("org"), Manifest: m, key: key}
+	a := &App{ID: g.nextID, Slug: strings.ToLower(strings.ReplaceAll(name, " ", "-")), Org: strings.ToLower(r.PathValue("org")), Manifest: m, key: key}
 	g.apps[a.Slug] = a
 	c := randomHex()
 	g.codes[c] = code{slug: a.Slug, expires: g.Now().Add(time.Hour)}
@@ -227,8 +235,8 @@ func (g *GitHub) installation(w http.ResponseWriter, r *http.Request) {
 		}
 		return nil, fmt.Errorf("no App %d", id)
 	}, jwt.WithValidMethods([]string{"RS256"}), jwt.WithTimeFunc(g.Now), jwt.WithIssuedAt(), jwt.WithExpirationRequired())
-	if err == nil && claims.ExpiresAt.Sub(claims.IssuedAt.Time) > 10*time.Minute {
-		err = fmt.Errorf("the JWT lives more than ten minutes")
+	if err == nil && claims.ExpiresAt.After(g.Now().Add(10*time.Minute)) {
+		err = fmt.Errorf("'Expiration time' claim ('exp') is too far in the future")
 	}
 	if err != nil {
 		http.Error(w, `{"message":"`+err.Error()+`"}`, http.StatusUnauthorized)
@@ -237,7 +245,7 @@ func (g *GitHub) installation(w http.ResponseWriter, r *http.Request) {
 	g.mu.Lock()
 	installed, org := app.installed, app.Org
 	g.mu.Unlock()
-	if installed == 0 || org != r.PathValue("org") {
+	if installed == 0 || !strings.EqualFold(org, r.PathValue("org")) {
 		http.Error(w, `{"message":"Not Found"}`, http.StatusNotFound)
 		return
 	}

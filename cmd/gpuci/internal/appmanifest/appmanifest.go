@@ -27,6 +27,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
@@ -80,6 +81,10 @@ type Flow struct {
 	Poll time.Duration
 	// Say tells the person what to do next (the URL to open, the button to press).
 	Say func(string)
+	// Created keeps the App as soon as GitHub hands over its key, which it does once: before
+	// anything else can fail (the owner's check, the wait for Install), so that a run cut short
+	// leaves an App that the next run can Resume, not one whose key is lost.
+	Created func(*App) error
 }
 
 // Run serves the page that submits the manifest on l (a loopback address), waits for GitHub's
@@ -115,16 +120,20 @@ func (f *Flow) Run(ctx context.Context, l net.Listener) (*App, error) {
 			failed <- fmt.Errorf("converting the manifest's code: %w", err)
 			return
 		}
-		if cfg.GetOwner().GetLogin() != f.Org {
+		app := &App{ID: cfg.GetID(), Slug: cfg.GetSlug(), PrivateKey: []byte(cfg.GetPEM())}
+		if err := f.Created(app); err != nil {
+			http.Error(w, "keeping the App's key: "+err.Error(), http.StatusInternalServerError)
+			failed <- fmt.Errorf("keeping GitHub App %s's key: %w", app.Slug, err)
+			return
+		}
+		// GitHub's logins are case-insensitive; the conversion returns the canonical one.
+		if !strings.EqualFold(cfg.GetOwner().GetLogin(), f.Org) {
 			http.Error(w, "the App is not the organization's", http.StatusBadRequest)
 			failed <- fmt.Errorf("the App %s is owned by %q, not %s", cfg.GetSlug(), cfg.GetOwner().GetLogin(), f.Org)
 			return
 		}
-		app := &App{ID: cfg.GetID(), Slug: cfg.GetSlug(), PrivateKey: []byte(cfg.GetPEM())}
 		created <- app
-		install := fmt.Sprintf("%s/apps/%s/installations/new", f.ServerURL, url.PathEscape(app.Slug))
-		f.Say(fmt.Sprintf("GitHub App %s created (ID %d). Install it on %s: press Install on %s", app.Slug, app.ID, f.Org, install))
-		http.Redirect(w, r, install, http.StatusFound)
+		http.Redirect(w, r, f.installPage(app), http.StatusFound)
 	})
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(l) }()
@@ -139,6 +148,21 @@ func (f *Flow) Run(ctx context.Context, l net.Listener) (*App, error) {
 	case <-ctx.Done():
 		return nil, fmt.Errorf("no GitHub App was created: %w", ctx.Err())
 	}
+	return f.wait(ctx, app, false) // the redirect said where to press Install
+}
+
+// installPage is where the App is installed, and what the person is told to press there.
+func (f *Flow) installPage(app *App) string {
+	install := fmt.Sprintf("%s/apps/%s/installations/new", f.ServerURL, url.PathEscape(app.Slug))
+	f.Say(fmt.Sprintf("GitHub App %s (ID %d). Install it on %s: press Install on %s", app.Slug, app.ID, f.Org, install))
+	return install
+}
+
+// Resume waits for an App made earlier (its ID and key kept by Created) to be installed on
+// the organization, saying where to press Install when it is not yet.
+func (f *Flow) Resume(ctx context.Context, app *App) (*App, error) { return f.wait(ctx, app, true) }
+
+func (f *Flow) wait(ctx context.Context, app *App, sayWhere bool) (*App, error) {
 	for {
 		id, err := f.installation(ctx, app)
 		if err == nil {
@@ -147,6 +171,10 @@ func (f *Flow) Run(ctx context.Context, l net.Listener) (*App, error) {
 		}
 		if !errors.Is(err, errNotInstalled) {
 			return nil, err
+		}
+		if sayWhere {
+			f.installPage(app)
+			sayWhere = false
 		}
 		select {
 		case <-ctx.Done():

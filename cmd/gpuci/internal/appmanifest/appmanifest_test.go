@@ -29,13 +29,17 @@ func readAll(t *testing.T, resp *http.Response) string {
 }
 
 func newFlow(t *testing.T, gh *fakegithubapp.GitHub, said chan<- string) (*appmanifest.Flow, net.Listener) {
+	return newFlowKeeping(t, gh, said, func(*appmanifest.App) error { return nil })
+}
+
+func newFlowKeeping(t *testing.T, gh *fakegithubapp.GitHub, said chan<- string, keep func(*appmanifest.App) error) (*appmanifest.Flow, net.Listener) {
 	t.Helper()
 	api, err := github.NewClient(github.WithEnterpriseURLs(gh.URL+"/api/v3/", gh.URL+"/api/v3/"))
 	require.NoError(t, err)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	return &appmanifest.Flow{Org: "newcomer-org", Name: "lux-gpu-ci-newcomer-org", ServerURL: gh.URL, API: api,
-		Poll: 10 * time.Millisecond, Say: func(s string) { said <- s }}, l
+		Poll: 10 * time.Millisecond, Say: func(s string) { said <- s }, Created: keep}, l
 }
 
 var openURL = regexp.MustCompile(`^Open (http://127\.0\.0\.1:\d+/) in a browser`)
@@ -47,7 +51,8 @@ func TestTwoPressesMakeTheOrganizationsApp(t *testing.T) {
 	gh := fakegithubapp.New()
 	defer gh.Close()
 	said := make(chan string, 4)
-	flow, l := newFlow(t, gh, said)
+	kept := make(chan *appmanifest.App, 1)
+	flow, l := newFlowKeeping(t, gh, said, func(a *appmanifest.App) error { kept <- a; return nil })
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	type result struct {
@@ -73,6 +78,14 @@ func TestTwoPressesMakeTheOrganizationsApp(t *testing.T) {
 	assert.Equal(t, false, m["public"])
 	assert.Equal(t, "newcomer-org", apps[0].Org)
 
+	// Its key was kept the moment GitHub handed it over, before the installation.
+	select {
+	case a := <-kept:
+		assert.Equal(t, apps[0].ID, a.ID)
+		assert.Contains(t, string(a.PrivateKey), "PRIVATE KEY")
+	default:
+		t.Fatal("the App's key was not kept before the installation")
+	}
 	// Not installed yet: the flow waits for the press.
 	select {
 	case r := <-done:
@@ -96,7 +109,7 @@ func TestARedirectOfAnotherStateIsRefused(t *testing.T) {
 	defer gh.Close()
 	said := make(chan string, 4)
 	flow, l := newFlow(t, gh, said)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { _, err := flow.Run(ctx, l); done <- err }()
@@ -110,4 +123,42 @@ func TestARedirectOfAnotherStateIsRefused(t *testing.T) {
 	require.Error(t, err)
 	assert.True(t, errors.Is(err, context.DeadlineExceeded), "%v", err)
 	assert.Contains(t, err.Error(), "no GitHub App was created")
+}
+
+// A run cut short after GitHub made the App resumes from what it kept: no second App, the
+// person told where to press Install, and the installation found.
+func TestAnAppMadeEarlierIsInstalledNotMadeAgain(t *testing.T) {
+	t.Parallel()
+	gh := fakegithubapp.New()
+	defer gh.Close()
+	said := make(chan string, 4)
+	kept := make(chan *appmanifest.App, 1)
+	flow, l := newFlowKeeping(t, gh, said, func(a *appmanifest.App) error { kept <- a; return nil })
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { _, err := flow.Run(ctx, l); done <- err }()
+	page := openURL.FindStringSubmatch(<-said)
+	require.NotNil(t, page)
+	_, err := gh.PressCreate(page[1])
+	require.NoError(t, err)
+	<-said
+	cancel() // Ctrl-C before Install
+	require.Error(t, <-done)
+	earlier := <-kept
+
+	again, _ := newFlow(t, gh, said)
+	ctx, cancel = context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	resumed := make(chan *appmanifest.App, 1)
+	go func() {
+		app, err := again.Resume(ctx, &appmanifest.App{ID: earlier.ID, Slug: earlier.Slug, PrivateKey: earlier.PrivateKey})
+		assert.NoError(t, err)
+		resumed <- app
+	}()
+	assert.Contains(t, <-said, "press Install on "+gh.URL+"/apps/"+earlier.Slug+"/installations/new")
+	require.NoError(t, gh.Install(earlier.Slug))
+	app := <-resumed
+	require.NotNil(t, app)
+	assert.Equal(t, earlier.ID*10+1, app.InstallationID)
+	assert.Len(t, gh.Apps(), 1, "one App")
 }

@@ -1,0 +1,118 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/luxfi/lux-gpu-ci/config"
+)
+
+// runGrow sets how many GPUs a pool may run at once (gpuLimit, and maxRunners with it: a
+// runner takes one GPU) in Pulumi.<stack>.yaml, keeping the file's comments and order, and
+// refuses a result the config refuses. make grow then asks AWS for the quota and runs the up.
+func runGrow(args []string) error {
+	fs := flag.NewFlagSet("grow", flag.ExitOnError)
+	st := addStackFlags(fs, "stack whose pool grows")
+	pool := fs.String("pool", "", "the pool to grow (its name)")
+	gpus := fs.Int("gpus", 0, "the GPUs it may run at once: its gpuLimit and maxRunners")
+	asJSON := fs.Bool("json", false, "print JSON")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *pool == "" || *gpus < 1 {
+		return errors.New("--pool and --gpus (at least 1) are required")
+	}
+	name, path, err := st.resolve()
+	if err != nil {
+		return err
+	}
+	before, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	after, err := setPoolGPUs(before, *pool, *gpus)
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	// What the config would say of the result, before the file changes.
+	tmp := filepath.Join(filepath.Dir(path), ".grow."+filepath.Base(path))
+	if err := os.WriteFile(tmp, after, 0o644); err != nil {
+		return err
+	}
+	defer os.Remove(tmp)
+	if _, err := config.ParseStackFileOffline(tmp); err != nil {
+		return fmt.Errorf("%s with pool %s at %d GPUs: %w (nothing changed)", path, *pool, *gpus, err)
+	}
+	if err := os.WriteFile(path, after, 0o644); err != nil {
+		return err
+	}
+	if *asJSON {
+		return printJSON(struct {
+			Stack string `json:"stack"`
+			Pool  string `json:"pool"`
+			GPUs  int    `json:"gpus"`
+		}{name, *pool, *gpus})
+	}
+	fmt.Printf("%s: pool %s runs up to %d GPUs (gpuLimit, maxRunners)\n", path, *pool, *gpus)
+	return nil
+}
+
+// setPoolGPUs is the stack file with pool's gpuLimit and maxRunners set to gpus, every other
+// byte's meaning (comments, order, secrets) kept: it edits the YAML's node tree.
+func setPoolGPUs(file []byte, pool string, gpus int) ([]byte, error) {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(file, &doc); err != nil {
+		return nil, err
+	}
+	if len(doc.Content) != 1 {
+		return nil, errors.New("not a YAML document")
+	}
+	pools := mappingValue(mappingValue(doc.Content[0], "config"), config.Project+":"+config.KeyGPUPools)
+	if pools == nil || pools.Kind != yaml.SequenceNode {
+		return nil, fmt.Errorf("no %s:%s list", config.Project, config.KeyGPUPools)
+	}
+	for _, p := range pools.Content {
+		if n := mappingValue(p, "name"); n == nil || n.Value != pool {
+			continue
+		}
+		for _, key := range []string{"gpuLimit", "maxRunners"} {
+			setMappingValue(p, key, strconv.Itoa(gpus))
+		}
+		var out bytes.Buffer
+		enc := yaml.NewEncoder(&out)
+		enc.SetIndent(2)
+		if err := enc.Encode(&doc); err != nil {
+			return nil, err
+		}
+		return out.Bytes(), nil
+	}
+	return nil, fmt.Errorf("no pool named %q in %s:%s", pool, config.Project, config.KeyGPUPools)
+}
+
+func mappingValue(m *yaml.Node, key string) *yaml.Node {
+	if m == nil || m.Kind != yaml.MappingNode {
+		return nil
+	}
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value == key {
+			return m.Content[i+1]
+		}
+	}
+	return nil
+}
+
+func setMappingValue(m *yaml.Node, key, value string) {
+	if v := mappingValue(m, key); v != nil {
+		v.Kind, v.Tag, v.Value, v.Style = yaml.ScalarNode, "!!int", value, 0
+		return
+	}
+	m.Content = append(m.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: key},
+		&yaml.Node{Kind: yaml.ScalarNode, Tag: "!!int", Value: value})
+}
