@@ -8,6 +8,7 @@ package hack_test
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -305,4 +306,89 @@ func TestTheStarterGrowsInOneCommand(t *testing.T) {
 	assert.Contains(t, string(calls), "request-service-quota-increase --service-code ec2 --quota-code L-3819A6DF --desired-value 16 --region us-west-2")
 	assert.Contains(t, string(b), "stand-in pulumi up --stack starter --yes")
 	assert.NotContains(t, string(b), "gh ", "the GitHub side is bootstrap's alone")
+}
+
+// The README's cost table is what gpuci cost models for the repository's dev stack: idle, per
+// build and per month for each job form, GitHub's hosted T4 beside them, and the break-even;
+// a change of the model, the prices or dev that moves a figure moves the README's too.
+func TestReadmeCostsAreTheModels(t *testing.T) {
+	t.Parallel()
+	out, err := gpuci(t, "", "cost", "--project", testkit.RepoRoot(t), "--stack", "dev", "--json")
+	require.NoError(t, err, out)
+	var r struct {
+		IdleMonthlyUSD float64 `json:"idleMonthlyUSD"`
+		Pools          []struct {
+			Pool        string  `json:"pool"`
+			PerBuildUSD float64 `json:"perBuildUSD"`
+		} `json:"pools"`
+		GitHubPerBuild float64 `json:"githubHostedT4PerBuildUSD"`
+		Comparisons    []struct {
+			Pool      string  `json:"pool"`
+			Month     float64 `json:"monthUSD"`
+			GitHub    float64 `json:"githubHostedMonthUSD"`
+			BreakEven float64 `json:"breakEvenBuildsPerMonth"`
+		} `json:"comparisons"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &r), out)
+	b, err := os.ReadFile(filepath.Join(testkit.RepoRoot(t), "README.md"))
+	require.NoError(t, err)
+	readme := string(b)
+	perBuild := map[string]float64{}
+	for _, p := range r.Pools {
+		perBuild[p.Pool] = p.PerBuildUSD
+	}
+	rows := map[string]string{"gpu-spot": "| this stack, steps in the runner (`gpu-spot`) |", "gpu-spot-container": "| this stack, a `container:` job pulling `nvidia/cuda` devel (8 GB) |"}
+	var breakEven []float64
+	for _, c := range r.Comparisons {
+		prefix, ok := rows[c.Pool]
+		if !ok {
+			continue
+		}
+		want := fmt.Sprintf("%s $%.0f | $%.3f | $%.0f |", prefix, r.IdleMonthlyUSD, perBuild[c.Pool], c.Month)
+		assert.Equal(t, want, readmeRow(t, readme, prefix), "%s: the README's row is the model's", c.Pool)
+		gh := "| GitHub-hosted T4 runner ($0.052/min) |"
+		assert.Equal(t, fmt.Sprintf("%s $0 | $%.2f | $%.0f |", gh, r.GitHubPerBuild, c.GitHub), readmeRow(t, readme, gh))
+		breakEven = append(breakEven, c.BreakEven)
+	}
+	require.Len(t, breakEven, 2, "both dev forms")
+
+	// The snapshot row: dev with its container pool's images from a snapshot.
+	project := t.TempDir()
+	for _, f := range []string{"Pulumi.yaml", "Pulumi.dev.yaml"} {
+		b, err := os.ReadFile(filepath.Join(testkit.RepoRoot(t), f))
+		require.NoError(t, err)
+		if f == "Pulumi.dev.yaml" {
+			snap := strings.Replace(string(b), "    - name: gpu-spot-container\n", "    - name: gpu-spot-container\n      imageSnapshotID: snap-0123456789abcdef0\n", 1)
+			require.NotEqual(t, string(b), snap, "dev's container pool is where the test gives it a snapshot")
+			b = []byte(snap)
+		}
+		require.NoError(t, os.WriteFile(filepath.Join(project, f), b, 0o644))
+	}
+	out, err = gpuci(t, "", "cost", "--project", project, "--stack", "dev", "--json")
+	require.NoError(t, err, out)
+	r.Pools, r.Comparisons = nil, nil
+	require.NoError(t, json.Unmarshal([]byte(out), &r), out)
+	for _, p := range r.Pools {
+		perBuild[p.Pool] = p.PerBuildUSD
+	}
+	snapRow := "| the same job, its images from a snapshot ([`imageSnapshotID`](docs/operations.md#images-from-a-snapshot-imagesnapshotid)): 2–4½ min faster cold starts |"
+	found := false
+	for _, c := range r.Comparisons {
+		if c.Pool == "gpu-spot-container" {
+			found = true
+			assert.Equal(t, fmt.Sprintf("%s $%.0f | $%.3f | $%.0f |", snapRow, r.IdleMonthlyUSD, perBuild[c.Pool], c.Month), readmeRow(t, readme, snapRow))
+		}
+	}
+	assert.True(t, found, "the container pool's comparison")
+	slices.Sort(breakEven)
+	tens := func(v float64) int { return int(math.Round(v/10)) * 10 }
+	assert.Contains(t, readme, fmt.Sprintf("Break-even is about %d–%d builds a month", tens(breakEven[0]), tens(breakEven[1])))
+}
+
+// readmeRow is the README's table row that starts with prefix.
+func readmeRow(t *testing.T, readme, prefix string) string {
+	t.Helper()
+	row := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(prefix) + `.*$`).FindString(readme)
+	require.NotEmpty(t, row, "the README has a row %q", prefix)
+	return row
 }
