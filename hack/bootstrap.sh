@@ -69,7 +69,7 @@ load_app_env() {
 }
 gpuci=(go run ./cmd/gpuci)
 [[ -n ${GPUCI:-} ]] && gpuci=("$GPUCI")
-make_app=false
+make_app=false keep_credential=false
 
 step "stack $stack: checking the prerequisites, the Pulumi backend and the AWS credentials"
 need pulumi "https://www.pulumi.com/docs/install/ (CLI >= 3.181)"
@@ -83,7 +83,14 @@ if ! $preflight_only; then
 	# makes one below, once every check has passed: two presses in a browser (gpuci github-app).
 	app_dir=${LUX_GPU_CI_HOME:-${HOME:-~}/.config/lux-gpu-ci}
 	app_env=$app_dir/github-app-${GITHUB_ORG:-}.env
-	if [[ -z ${GITHUB_PAT:-} && -z ${GITHUB_APP_ID:-} && -n ${GITHUB_ORG:-} ]]; then
+	# A stack file that holds a credential already (a stack bootstrapped before) keeps it:
+	# bootstrap run again sets none and makes no App.
+	keep_credential=false
+	if [[ -z ${GITHUB_PAT:-} && -z ${GITHUB_APP_ID:-} ]] && grep -qE '^  lux-gpu-ci:(githubToken|githubAppId):' "$stack_dir/Pulumi.$stack.yaml" 2>/dev/null; then
+		keep_credential=true
+		echo "runners' credential: the one Pulumi.$stack.yaml holds (export GITHUB_PAT or the GITHUB_APP_* variables to replace it)"
+	fi
+	if ! $keep_credential && [[ -z ${GITHUB_PAT:-} && -z ${GITHUB_APP_ID:-} && -n ${GITHUB_ORG:-} ]]; then
 		if [[ -r $app_env ]]; then
 			load_app_env "$app_env"
 			echo "GitHub App: $GITHUB_APP_ID, installation $GITHUB_APP_INSTALLATION_ID ($app_env, from an earlier bootstrap)"
@@ -292,7 +299,9 @@ pulumi stack select "$stack" 2>/dev/null || pulumi stack init "$stack" --secrets
 
 pulumi config set aws:region "$AWS_REGION"
 pulumi config set githubOrg "$GITHUB_ORG"
-if [[ -n ${GITHUB_PAT:-} ]]; then
+if $keep_credential; then
+	:
+elif [[ -n ${GITHUB_PAT:-} ]]; then
 	printf '%s' "$GITHUB_PAT" | pulumi config set --secret githubToken
 else
 	pulumi config set githubAppId "$GITHUB_APP_ID"

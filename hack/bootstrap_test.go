@@ -572,3 +572,25 @@ func TestBootstrapDeploysFromTheOrganizationsCopyOnly(t *testing.T) {
 	assert.NotContains(t, out, "deploying repository:")
 	assert.NotContains(t, out, "repos/luxfi/lux-gpu-ci/environments", "upstream's workflows are never trusted")
 }
+
+// Bootstrap run again for a stack whose file holds its runners' credential keeps it: no
+// GitHub App is made and no credential is set (a second one beside the first would fail the
+// config: "both set").
+func TestBootstrapAgainKeepsTheStacksCredential(t *testing.T) {
+	t.Parallel()
+	stacks := t.TempDir()
+	starter, err := os.ReadFile(filepath.Join(testkit.FixtureDir(t), "Pulumi.starter.yaml"))
+	require.NoError(t, err)
+	withToken := string(starter) + "  lux-gpu-ci:githubToken:\n    secure: v1:c3RhbmQtaW4=\n"
+	require.NoError(t, os.WriteFile(filepath.Join(stacks, "Pulumi.starter.yaml"), []byte(withToken), 0o644))
+	cmd := exec.Command("bash", "bootstrap.sh")
+	cmd.Env = append(bootstrapEnv(), "PATH="+standIns(t), "AWS_REGION=us-west-2", "STACK=starter", "STACK_FILE_DIR="+stacks, "YES=1",
+		"GITHUB_ORG=luxfi", "PULUMI_BACKEND_URL=s3://lux-gpu-ci-state", "FAKE_QUOTA_L_3819A6DF=4", "HOME="+t.TempDir(),
+		"GITHUB_SERVER_URL=http://127.0.0.1:1", "GITHUB_API_URL=http://127.0.0.1:1/api/v3")
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	assert.Contains(t, string(out), "runners' credential: the one Pulumi.starter.yaml holds")
+	assert.NotContains(t, string(out), "a GitHub App for", "no App made")
+	assert.NotRegexp(t, `pulumi config set (--secret )?github(Token|App)`, string(out), "no credential set")
+	assert.Contains(t, string(out), "stand-in pulumi up --stack starter --yes")
+}
