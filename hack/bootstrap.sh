@@ -47,6 +47,9 @@ preflight_only=false
 [[ $mode != bootstrap ]] && preflight_only=true
 problems=()
 # step prints a progress line: what starts now, and the time since bootstrap started.
+# lower is its argument in lower case: GitHub's logins compare case-insensitively (bash 3.2,
+# macOS's, has no ${x,,}).
+lower() { tr '[:upper:]' '[:lower:]' <<<"$1"; }
 step() { printf '[bootstrap %dm%02ds] %s\n' $((SECONDS / 60)) $((SECONDS % 60)) "$*"; }
 need() { command -v "$1" >/dev/null 2>&1 || problems+=("$1 is not installed: $2"); }
 stop_if_problems() {
@@ -130,9 +133,8 @@ if ! $preflight_only; then
 	# role trusts its workflows.
 	if [[ -z ${DEPLOY_REPOSITORY+set} && -n ${GITHUB_ORG:-} ]]; then
 		origin=$(git config --get remote.origin.url 2>/dev/null) || origin=
-		# GitHub's logins are case-insensitive (tr: bash 3.2 has no ${x,,}).
 		if [[ $origin =~ ^(https://github\.com/|git@github\.com:|ssh://git@github\.com/)([^/]+)/([^/]+)$ ]] &&
-			[[ $(tr '[:upper:]' '[:lower:]' <<<"${BASH_REMATCH[2]}") == $(tr '[:upper:]' '[:lower:]' <<<"$GITHUB_ORG") ]]; then
+			[[ $(lower "${BASH_REMATCH[2]}") == $(lower "$GITHUB_ORG") ]]; then
 			DEPLOY_REPOSITORY=${BASH_REMATCH[2]}/${BASH_REMATCH[3]%.git}
 			export DEPLOY_REPOSITORY
 			echo "deploying repository: $DEPLOY_REPOSITORY, this checkout's origin (DEPLOY_REPOSITORY= for none)"
@@ -156,7 +158,7 @@ if ! $preflight_only; then
 	# workflows), and gh administers it: its environments and secrets are set after the up,
 	# which is too late to learn that they cannot be.
 	if [[ -n ${DEPLOY_REPOSITORY:-} ]]; then
-		if [[ $(tr '[:upper:]' '[:lower:]' <<<"${DEPLOY_REPOSITORY%%/*}") != $(tr '[:upper:]' '[:lower:]' <<<"${GITHUB_ORG:-}") ]]; then
+		if [[ $(lower "${DEPLOY_REPOSITORY%%/*}") != $(lower "${GITHUB_ORG:-}") ]]; then
 			problems+=("DEPLOY_REPOSITORY=$DEPLOY_REPOSITORY is not in GITHUB_ORG=${GITHUB_ORG:-}: the deploy role would trust another organization's workflows; name your organization's copy, ${GITHUB_ORG:-<org>}/<repository>")
 		elif [[ ${GH_SETUP:-1} == 1 ]] && command -v gh >/dev/null 2>&1 && gh auth status >/dev/null 2>&1 &&
 			[[ $(gh api "repos/$DEPLOY_REPOSITORY" --jq .permissions.admin 2>/dev/null) != true ]]; then
