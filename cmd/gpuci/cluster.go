@@ -17,6 +17,7 @@ import (
 
 	"github.com/luxfi/lux-gpu-ci/cmd/gpuci/internal/doctor"
 	"github.com/luxfi/lux-gpu-ci/cmd/gpuci/internal/githubside"
+	"github.com/luxfi/lux-gpu-ci/cmd/gpuci/internal/live"
 	"github.com/luxfi/lux-gpu-ci/cmd/gpuci/internal/stats"
 	"github.com/luxfi/lux-gpu-ci/cmd/gpuci/internal/verify"
 	"github.com/luxfi/lux-gpu-ci/config"
@@ -197,11 +198,9 @@ func clients(kubeconfig, stack string) (kubernetes.Interface, dynamic.Interface,
 	}
 	if err == nil {
 		var kube kubernetes.Interface
-		if kube, err = kubernetes.NewForConfig(cfg); err == nil {
-			var dyn dynamic.Interface
-			if dyn, err = dynamic.NewForConfig(cfg); err == nil {
-				return kube, dyn, cleanup, nil
-			}
+		var dyn dynamic.Interface
+		if kube, dyn, err = live.Connect(cfg); err == nil {
+			return kube, dyn, cleanup, nil
 		}
 	}
 	cleanup()
