@@ -214,6 +214,12 @@ func runnerFormInterruption(t tb, ctx context.Context, core kubernetes.Interface
 			t.Logf("karpenter on the runner:\n%s", k.logLines(scaleSet+"-e2e-runner-s"))
 		}
 	}()
+	// The job must land on spot: not before the spot offerings EC2 refused in the warm window
+	// are back in Karpenter's launches (else it launches on-demand, as it should).
+	if wait := time.Until(k.spotRefusalsFreeAt()); wait > 0 {
+		t.Logf("waiting %s for Karpenter's memory of the warm window's refused spot launches", wait.Round(time.Second))
+		time.Sleep(wait)
+	}
 	started := time.Now()
 	rerunPod := runnerPod(t, ctx, kube, scaleSet, scaleSet+"-e2e-runner-s2")
 	runner, err := pods.Create(ctx, runnerPod(t, ctx, kube, scaleSet, scaleSet+"-e2e-runner-s1"), metav1.CreateOptions{})

@@ -46,6 +46,11 @@ type karpenter struct {
 	mu sync.Mutex
 	// interrupted are the times of the spot interruptions the e2e sent (interrupt).
 	interrupted []time.Time
+	// short is whether EC2 is short of capacity now (shortage), and shortageLifted when the
+	// last shortage ended: Karpenter keeps every offering EC2 refused during it out of its
+	// launches until a TTL after.
+	short          bool
+	shortageLifted time.Time
 }
 
 // unavailableOfferingsTTL is how long Karpenter keeps an interrupted or refused offering
@@ -66,6 +71,21 @@ func (k *karpenter) spotOfferingFreeAt() time.Time {
 		return time.Time{}
 	}
 	return k.interrupted[len(k.interrupted)-len(k.zones)].Add(unavailableOfferingsTTL + 5*time.Second)
+}
+
+// spotRefusalsFreeAt is the first time every spot offering EC2 refused during the e2e's last
+// shortage is sure to be back in Karpenter's launches: a refused launch (CreateFleet's
+// InsufficientInstanceCapacity) marks its offerings unavailable for the same TTL
+// (karpenter-provider-aws v1.14.1 pkg/providers/instance/instance.go:574,
+// updateUnavailableOfferingsCache → pkg/cache/unavailableofferings.go:122, MarkUnavailable),
+// and the last refusal came before the shortage was lifted. Zero when there was none.
+func (k *karpenter) spotRefusalsFreeAt() time.Time {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.shortageLifted.IsZero() {
+		return time.Time{}
+	}
+	return k.shortageLifted.Add(unavailableOfferingsTTL + 5*time.Second)
 }
 
 // karpenterSeed is hack/karpenter's seed (its type `seed`), from the stack's state.

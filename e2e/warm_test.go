@@ -409,6 +409,12 @@ func (k *karpenter) shortage(t tb, pools []capacityPool) {
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode)
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if len(pools) == 0 && k.short {
+		k.shortageLifted = time.Now()
+	}
+	k.short = len(pools) > 0
 }
 
 // capacityPool is upstream's fake.CapacityPool as the control endpoint takes it.
