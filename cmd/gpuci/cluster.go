@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -121,6 +122,9 @@ func runDoctor(args []string) error {
 		queuedJobs, queueErr = queue.Queued(ctx)
 		haveQueue = queueErr == nil
 		d.Queue = func(context.Context) ([]stats.QueuedJob, error) { return queuedJobs, queueErr }
+		d.Served = func(ctx context.Context) ([]string, error) {
+			return githubside.ServedRepositories(ctx, client, cfg.GitHub.Org, poolGroups(cfg))
+		}
 	}
 	cmd.progress.step("examining each symptom of the troubleshooting table")
 	findings := d.Examine(ctx)
@@ -173,6 +177,18 @@ func runDoctor(args []string) error {
 		return fmt.Errorf("%d problem(s) found", n)
 	}
 	return nil
+}
+
+// poolGroups are the runner groups of the stack's pools, each once ("" the organization's
+// default group).
+func poolGroups(cfg *config.Config) []string {
+	var out []string
+	for _, p := range cfg.Pools() {
+		if !slices.Contains(out, p.RunnerGroup) {
+			out = append(out, p.RunnerGroup)
+		}
+	}
+	return out
 }
 
 // clients builds client-go clients from the resolved kubeconfig, or, in a pod with neither

@@ -183,14 +183,16 @@ func runRetrySweep(org, scaleSets, podNamespaces string, every, lookback time.Du
 		return err
 	}
 	ctx := context.Background()
-	var tokenState string // the last check's: every pass prints it, with its time
+	var tokenState string // the last check's: every pass prints it, with its time and reach
+	var reach []string
 	var checked time.Time
 	for {
 		pass, err := sweepOnce(ctx, client, org, ours, lookback, kubeconfig, dryRun, cool, gpuPools)
 		if time.Since(checked) >= tokenCheckEvery {
-			tokenState, checked = retry.Sweep{Client: client, Org: org}.CheckToken(ctx), time.Now().UTC()
+			tokenState, reach = retry.Sweep{Client: client, Org: org}.CheckToken(ctx)
+			checked = time.Now().UTC()
 		}
-		pass.Token, pass.TokenChecked = tokenState, checked
+		pass.Token, pass.TokenChecked, pass.TokenReach = tokenState, checked, reach
 		// Every pass prints its line, a failed one too: gpuci doctor reads the last one.
 		if pass.At.IsZero() {
 			pass.At = time.Now().UTC()

@@ -55,6 +55,10 @@ type Doctor struct {
 	// QueuedFor is how long a job may wait with no runner coming before its listener counts
 	// as stuck (DefaultQueuedFor when zero).
 	QueuedFor time.Duration
+	// Served lists the private repositories the pools' runner groups admit
+	// (githubside.ServedRepositories), which the retrier's token should reach, and only
+	// them; nil when doctor has no GitHub token.
+	Served func(ctx context.Context) ([]string, error)
 }
 
 // DefaultQueuedFor: a cold start is about two minutes (gpuci cost), a spot shortage's

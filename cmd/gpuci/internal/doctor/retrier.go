@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -22,7 +23,7 @@ const retrierSilentAfter = 5 * time.Minute
 // its token at the last check (hourly: retry.Sweep.CheckToken). A retrier whose token expired
 // re-runs nothing, and no job says so; nor does a pod that cannot fetch its gpuci.
 func (d Doctor) retrierHealth(ctx context.Context) Finding {
-	f := Finding{Symptom: "Spot re-runs stopped: the in-cluster retrier", Fix: "a refused token: make a new fine-grained token (docs/operations.md, \"With nothing in any repository\"), pulumi config set --secret retrierGitHubToken <token>, pulumi up; a pod that does not run: kubectl -n " + wellknown.RetrierNamespace + " describe pod (its init container fetches gpuci from the stack's bucket)"}
+	f := Finding{Symptom: "Spot re-runs stopped: the in-cluster retrier", Fix: "a refused token: make a new fine-grained token (docs/operations.md, \"With nothing in any repository\"), pulumi config set --secret retrierGitHubToken <token>, pulumi up; a token that reaches too much or too little: in its settings, Repository access → Only select repositories, the ones the pools serve; a pod that does not run: kubectl -n " + wellknown.RetrierNamespace + " describe pod (its init container fetches gpuci from the stack's bucket)"}
 	if !d.Cfg.Retrier.Enabled() {
 		f.Evidence = append(f.Evidence, "not configured (retrierGitHubToken unset): nothing to check")
 		return f
@@ -83,8 +84,42 @@ func (d Doctor) retrierHealth(ctx context.Context) Finding {
 		f.Evidence = append(f.Evidence, "its last pass says nothing of its token (a gpuci before the check)")
 	default:
 		f.Evidence = append(f.Evidence, fmt.Sprintf("GitHub took its token at %s", last.TokenChecked.Format(time.RFC3339)))
+		d.tokenReach(ctx, &f, last.TokenReach)
 	}
 	return f
+}
+
+// tokenReach holds the retrier token's reach (the private repositories it could see at its
+// last check) to the repositories the pools serve: one it reaches beyond them is a repository
+// whose workflows it may dispatch and whose logs it may delete for nothing; one it misses is
+// a repository whose interrupted jobs it cannot re-run.
+func (d Doctor) tokenReach(ctx context.Context, f *Finding, reach []string) {
+	if reach == nil {
+		f.Evidence = append(f.Evidence, "its last pass says nothing of its token's reach (a gpuci before the check)")
+		return
+	}
+	if d.Served == nil {
+		f.Evidence = append(f.Evidence, fmt.Sprintf("its token reaches %d private repositories (not compared with the pools' runner groups: GITHUB_TOKEN is not set)", len(reach)))
+		return
+	}
+	served, err := d.Served(ctx)
+	if err != nil {
+		f.Evidence = append(f.Evidence, fmt.Sprintf("its token reaches %d private repositories (not compared: the pools' runner groups cannot be read: %v)", len(reach), err))
+		return
+	}
+	beyond := slices.DeleteFunc(slices.Clone(reach), func(r string) bool { return slices.Contains(served, r) })
+	missed := slices.DeleteFunc(slices.Clone(served), func(r string) bool { return slices.Contains(reach, r) })
+	if len(beyond) > 0 {
+		f.Problem = true
+		f.Evidence = append(f.Evidence, fmt.Sprintf("its token reaches %d private repositories no pool serves (it may dispatch their workflows and delete their logs): %s", len(beyond), strings.Join(beyond, ", ")))
+	}
+	if len(missed) > 0 {
+		f.Problem = true
+		f.Evidence = append(f.Evidence, fmt.Sprintf("its token does not reach %d repositories the pools serve, whose interrupted jobs it cannot re-run: %s", len(missed), strings.Join(missed, ", ")))
+	}
+	if len(beyond)+len(missed) == 0 {
+		f.Evidence = append(f.Evidence, fmt.Sprintf("its token reaches the %d private repositories the pools serve, and no other", len(served)))
+	}
 }
 
 // waiting says why a pod's containers wait (an init container's included).

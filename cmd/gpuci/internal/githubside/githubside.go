@@ -8,6 +8,7 @@ package githubside
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -97,6 +98,60 @@ func RunnerGroups(ctx context.Context, gh *github.Client, org string, groups []s
 		out = append(out, c)
 	}
 	return out
+}
+
+// ServedRepositories are the private repositories the pools' runner groups admit (groups by
+// name, "" the organization's default group), archived ones left out, sorted: a group whose
+// visibility is "all" or "private" admits every private repository of the organization, which
+// are then read too. These are the repositories whose interrupted jobs the retrier re-runs.
+func ServedRepositories(ctx context.Context, gh *github.Client, org string, groups []string) ([]string, error) {
+	all, err := listGroups(ctx, gh, org)
+	if err != nil {
+		return nil, err
+	}
+	served := map[string]bool{}
+	everyRepository := false
+	for _, name := range groups {
+		i := slices.IndexFunc(all, func(g *github.RunnerGroup) bool {
+			return g.GetName() == name || (name == "" && g.GetDefault())
+		})
+		if i < 0 {
+			return nil, fmt.Errorf("the organization %s has no runner group %q", org, name)
+		}
+		if all[i].GetVisibility() != "selected" {
+			everyRepository = true
+			continue
+		}
+		repos, err := groupRepositories(ctx, gh, org, all[i].GetID())
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range repos {
+			if !r.GetArchived() && Private(r) {
+				served[r.GetFullName()] = true
+			}
+		}
+	}
+	if everyRepository {
+		for repo, err := range gh.Repositories.ListByOrgIter(ctx, org, &github.RepositoryListByOrgOptions{ListOptions: github.ListOptions{PerPage: 100}}) {
+			if err != nil {
+				return nil, err
+			}
+			if !repo.GetArchived() && Private(repo) {
+				served[repo.GetFullName()] = true
+			}
+		}
+	}
+	return slices.Sorted(maps.Keys(served)), nil
+}
+
+// Private tells a private or internal repository from a public one (GitHub's "visibility",
+// or "private" where a response has no visibility).
+func Private(r *github.Repository) bool {
+	if v := r.GetVisibility(); v != "" {
+		return v != "public"
+	}
+	return r.GetPrivate()
 }
 
 func listGroups(ctx context.Context, gh *github.Client, org string) ([]*github.RunnerGroup, error) {

@@ -102,3 +102,40 @@ func TestADeployEnvironmentAdmitsMainOnly(t *testing.T) {
 	assert.False(t, missing.OK)
 	assert.Contains(t, missing.Evidence, "404")
 }
+
+// The repositories the pools serve, which the retrier's token should reach: a group of selected
+// repositories gives its private ones (not its public or archived ones); the default group
+// (the pools' "" group), visible to all, gives every private or internal repository of the
+// organization; a group the organization lacks is an error, not an empty list.
+func TestTheRepositoriesThePoolsServe(t *testing.T) {
+	type listed struct {
+		FullName   string `json:"full_name"`
+		Private    bool   `json:"private"`
+		Visibility string `json:"visibility,omitempty"`
+		Archived   bool   `json:"archived"`
+	}
+	gh := fakeGitHub(t, map[string]any{
+		"GET /api/v3/orgs/luxfi/actions/runner-groups": map[string]any{"total_count": 2, "runner_groups": []any{
+			map[string]any{"id": 1, "name": "Default", "visibility": "all", "default": true},
+			map[string]any{"id": 2, "name": "gpu-trusted", "visibility": "selected", "default": false},
+		}},
+		"GET /api/v3/orgs/luxfi/actions/runner-groups/2/repositories": map[string]any{"total_count": 3, "repositories": []listed{
+			{FullName: "luxfi/kernels", Private: true}, {FullName: "luxfi/site"}, {FullName: "luxfi/old", Private: true, Archived: true},
+		}},
+		"GET /api/v3/orgs/luxfi/repos": []listed{
+			{FullName: "luxfi/engine", Private: true, Visibility: "private"}, {FullName: "luxfi/tools", Private: true, Visibility: "internal"},
+			{FullName: "luxfi/site", Visibility: "public"}, {FullName: "luxfi/old", Private: true, Visibility: "private", Archived: true},
+		},
+	})
+	ctx := context.Background()
+	served, err := githubside.ServedRepositories(ctx, gh, "luxfi", []string{"gpu-trusted"})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"luxfi/kernels"}, served)
+
+	served, err = githubside.ServedRepositories(ctx, gh, "luxfi", []string{"gpu-trusted", ""})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"luxfi/engine", "luxfi/kernels", "luxfi/tools"}, served)
+
+	_, err = githubside.ServedRepositories(ctx, gh, "luxfi", []string{"gpu-missing"})
+	assert.ErrorContains(t, err, `no runner group "gpu-missing"`)
+}

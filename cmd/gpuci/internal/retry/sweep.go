@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/google/go-github/v93/github"
+
+	"github.com/luxfi/lux-gpu-ci/cmd/gpuci/internal/githubside"
 )
 
 // Sweep is the in-cluster retrier's pass over an organization (gpuci retry --org): nothing in
@@ -60,6 +62,9 @@ type Pass struct {
 	// TokenChecked: "ok", or why GitHub refused it.
 	Token        string    `json:"token,omitempty"`
 	TokenChecked time.Time `json:"tokenChecked,omitzero"`
+	// TokenReach are the private repositories the token could see at that check
+	// (CheckToken); null from a gpuci before it.
+	TokenReach []string `json:"tokenReach"`
 	// Interruptions the cluster knows of; none means GitHub was not asked.
 	Interruptions int `json:"interruptions"`
 	// Repos read, and the failed or cancelled runs among them that completed after the first
@@ -80,16 +85,27 @@ type Pass struct {
 // TokenRefused starts Pass.Token when GitHub refused the token: gpuci doctor looks for it.
 const TokenRefused = "refused: "
 
-// CheckToken asks GitHub for one repository of the organization with the retrier's token: a
-// pass with no interruption asks GitHub nothing, so without this a token that expired (a
-// fine-grained token always does) would be found only when a job needs re-running. One
-// request; the rate limit's own endpoint would not tell whether the token reaches the
-// organization.
-func (s Sweep) CheckToken(ctx context.Context) string {
-	if _, _, err := s.Client.Repositories.ListByOrg(ctx, s.Org, &github.RepositoryListByOrgOptions{ListOptions: github.ListOptions{PerPage: 1}}); err != nil {
-		return TokenRefused + err.Error()
+// CheckToken lists the organization's repositories with the retrier's token: a pass with no
+// interruption asks GitHub nothing, so without this a token that expired (a fine-grained token
+// always does) would be found only when a job needs re-running. It returns "ok" (or
+// TokenRefused and GitHub's words) and the token's reach: the private and internal
+// repositories, archived ones left out, it can see. A fine-grained token sees exactly the
+// private repositories it was given, and every public one (a public report:
+// octokit/octokit.js discussion #2559), so its reach is the repositories whose workflows it may
+// dispatch and whose logs it may delete: gpuci doctor compares it with the repositories the
+// pools serve. Hourly, paginated by 100.
+func (s Sweep) CheckToken(ctx context.Context) (state string, reach []string) {
+	reach = []string{} // checked, even if it reaches none: not an older gpuci's null
+	for repo, err := range s.Client.Repositories.ListByOrgIter(ctx, s.Org, &github.RepositoryListByOrgOptions{ListOptions: github.ListOptions{PerPage: 100}}) {
+		if err != nil {
+			return TokenRefused + err.Error(), nil
+		}
+		if !repo.GetArchived() && githubside.Private(repo) {
+			reach = append(reach, repo.GetFullName())
+		}
 	}
-	return "ok"
+	slices.Sort(reach)
+	return "ok", reach
 }
 
 // Once makes one pass: reads the cluster, then (if it saw an interruption) every repository's

@@ -226,11 +226,28 @@ func TestASweepRerunsTheJobABrokenGPUFailedWithoutACoolDown(t *testing.T) {
 }
 
 // The retrier's token is checked against the organization (a quiet pass asks GitHub nothing
-// else): GitHub's 401 for an expired token is reported as refused, with GitHub's words.
+// else), and its reach is what the listing shows it, every page of it: the private and
+// internal repositories, archived ones left out (gpuci doctor compares them with what the
+// pools serve). GitHub's 401 for an expired token is reported as refused, with GitHub's words.
 func TestCheckToken(t *testing.T) {
-	f := &fakeGitHub{status: "completed", conclusion: "failure", attempt: 1}
-	org(f, jobStarted)
-	assert.Equal(t, "ok", retry.Sweep{Client: f.serve(t), Org: "luxfi"}.CheckToken(context.Background()))
+	pages := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		require.Equal(t, "/orgs/luxfi/repos", r.URL.Path)
+		w.Header().Set("Content-Type", "application/json")
+		if r.URL.Query().Get("page") == "" {
+			// GitHub's pagination: a Link header to the next page.
+			w.Header().Set("Link", `<http://`+r.Host+`/orgs/luxfi/repos?per_page=100&page=2>; rel="next"`)
+			_, _ = w.Write([]byte(`[{"full_name":"luxfi/kernels","private":true,"visibility":"private"},{"full_name":"luxfi/site","private":false,"visibility":"public"}]`))
+			return
+		}
+		_, _ = w.Write([]byte(`[{"full_name":"luxfi/engine","private":true,"visibility":"internal"},{"full_name":"luxfi/old","private":true,"visibility":"private","archived":true}]`))
+	}))
+	defer pages.Close()
+	base := pages.URL + "/"
+	client, err := github.NewClient(github.WithURLs(&base, &base), github.WithAuthToken("github_pat_retrier"))
+	require.NoError(t, err)
+	state, reach := retry.Sweep{Client: client, Org: "luxfi"}.CheckToken(context.Background())
+	assert.Equal(t, "ok", state)
+	assert.Equal(t, []string{"luxfi/engine", "luxfi/kernels"}, reach, "both pages read; public and archived repositories left out")
 
 	expired := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
@@ -238,10 +255,11 @@ func TestCheckToken(t *testing.T) {
 		_, _ = w.Write([]byte(`{"message":"Bad credentials","documentation_url":"https://docs.github.com/rest","status":"401"}`))
 	}))
 	defer expired.Close()
-	base := expired.URL + "/"
-	client, err := github.NewClient(github.WithURLs(&base, &base), github.WithAuthToken("github_pat_expired"))
+	base = expired.URL + "/"
+	client, err = github.NewClient(github.WithURLs(&base, &base), github.WithAuthToken("github_pat_expired"))
 	require.NoError(t, err)
-	got := retry.Sweep{Client: client, Org: "luxfi"}.CheckToken(context.Background())
+	got, reach := retry.Sweep{Client: client, Org: "luxfi"}.CheckToken(context.Background())
 	assert.True(t, strings.HasPrefix(got, retry.TokenRefused), got)
 	assert.Contains(t, got, "401 Bad credentials")
+	assert.Nil(t, reach, "a refused token reaches nothing known")
 }
