@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -192,7 +193,7 @@ func TestReadmeStartTimesAreTheModels(t *testing.T) {
 	assert.Contains(t, readme, "## How soon a job starts\n\nQueued → first step, modelled:", "the table says it is a model")
 }
 
-// The README's and the operations page's quota figures for dev are what gpuci quota computes
+// The README's, the operations page's and design.md's quota figures for dev are what gpuci quota computes
 // from Pulumi.dev.yaml (#39: they once said 4 on-demand vCPUs where dev needed 8).
 func TestDocsQuotaFiguresAreGpuciQuotas(t *testing.T) {
 	t.Parallel()
@@ -218,6 +219,11 @@ func TestDocsQuotaFiguresAreGpuciQuotas(t *testing.T) {
 	for _, n := range needs {
 		assert.Contains(t, string(ops), fmt.Sprintf("pools %s need %d. Request it", strings.Join(n.Pools, ","), n.VCPUs), "%s, in bootstrap's sample output", n.CapacityType)
 	}
+	design, err := os.ReadFile(filepath.Join(testkit.RepoRoot(t), "docs", "design.md"))
+	require.NoError(t, err)
+	said := regexp.MustCompile(`for (\d+) spot and (\d+) on-demand G and VT vCPUs`).FindStringSubmatch(strings.Join(strings.Fields(string(design)), " "))
+	require.Len(t, said, 3, "design.md says dev's quota")
+	assert.Equal(t, []string{strconv.Itoa(by["spot"]), strconv.Itoa(by["on-demand"])}, said[1:], "design.md's quota for dev (it once said 4 on-demand where dev needs 16)")
 }
 
 // The stack verbs act on the Pulumi stack selected in the directory — after make bootstrap,
@@ -309,7 +315,8 @@ func TestTheStarterGrowsInOneCommand(t *testing.T) {
 }
 
 // The README's cost table is what gpuci cost models for the repository's dev stack: idle, per
-// build and per month for each job form, GitHub's hosted T4 beside them, and the break-even;
+// build and per month for each job form, GitHub's hosted T4 beside them, and the break-even
+// (and design.md's idle total);
 // a change of the model, the prices or dev that moves a figure moves the README's too.
 func TestReadmeCostsAreTheModels(t *testing.T) {
 	t.Parallel()
@@ -351,6 +358,12 @@ func TestReadmeCostsAreTheModels(t *testing.T) {
 		breakEven = append(breakEven, c.BreakEven)
 	}
 	require.Len(t, breakEven, 2, "both dev forms")
+	// design.md's table of what is always on sums to the same idle figure.
+	design, err := os.ReadFile(filepath.Join(testkit.RepoRoot(t), "docs", "design.md"))
+	require.NoError(t, err)
+	idle := regexp.MustCompile(`\| \*\*Idle total\*\* \| \*\*≈ ([0-9.]+)\*\*`).FindStringSubmatch(string(design))
+	require.Len(t, idle, 2, "design.md has its idle total")
+	assert.Equal(t, fmt.Sprintf("%.1f", r.IdleMonthlyUSD), idle[1], "design.md's idle total is the model's")
 
 	// The snapshot row: dev with its container pool's images from a snapshot.
 	project := t.TempDir()
