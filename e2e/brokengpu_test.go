@@ -42,6 +42,10 @@ func brokenGPU(t tb, ctx context.Context, core kubernetes.Interface, kube dynami
 			t.Logf("karpenter on the twin:\n%s", k.logLines(pool))
 		}
 	}()
+	// The platform bump's job left a node on the twin, which Karpenter consolidates once it is
+	// empty; how long ago depends on how fast the ups between were. These jobs start from none.
+	require.Eventually(t, func() bool { return len(poolClaims(t, ctx, kube, pool)) == 0 }, 2*time.Minute, 500*time.Millisecond,
+		"the twin's earlier node consolidated before its jobs start")
 	started := time.Now()
 	running := func(name string) *corev1.Pod {
 		var p *corev1.Pod

@@ -254,6 +254,15 @@ func newHarness(t *testing.T, ctx context.Context, e env, work string) *harness 
 			"PULUMI_CONFIG_PASSPHRASE":                    "e2e",
 			"PULUMI_SKIP_UPDATE_CHECK":                    "true",
 			"PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true",
+			// The engine writes the whole state (1.6 MB here) after every step by default,
+			// each step waiting for the write: the checkpoints that let a real deploy survive
+			// its CLI's crash. The e2e never crashes the CLI mid-operation and reads the state
+			// only between operations, so it takes the final write alone (pulumi v3.276.0
+			// pkg/backend/snapshot.go:1048, unsafeServiceLoop: every mutation applied, the
+			// snapshot saved when the operation closes, a failed one's too, as
+			// pkg/backend/diy/backend.go:1442 closes it after any update). The first up went
+			// from 26 s to 10 s.
+			"PULUMI_SKIP_CHECKPOINTS": "true",
 			// pulumi-eks probes `aws --version` and `kubectl version`; the kubeconfigs run
 			// `aws eks get-token`: the fake's stand-ins answer, first on PATH.
 			"PATH":            e.fakeBin + string(os.PathListSeparator) + os.Getenv("PATH"),

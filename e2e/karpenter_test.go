@@ -51,6 +51,8 @@ type karpenter struct {
 	// launches until a TTL after.
 	short          bool
 	shortageLifted time.Time
+	// lastRefusal is the newest refused launch Karpenter reported in its events (refusals).
+	lastRefusal time.Time
 }
 
 // unavailableOfferingsTTL is how long Karpenter keeps an interrupted or refused offering
@@ -78,14 +80,45 @@ func (k *karpenter) spotOfferingFreeAt() time.Time {
 // InsufficientInstanceCapacity) marks its offerings unavailable for the same TTL
 // (karpenter-provider-aws v1.14.1 pkg/providers/instance/instance.go:574,
 // updateUnavailableOfferingsCache → pkg/cache/unavailableofferings.go:122, MarkUnavailable),
-// and the last refusal came before the shortage was lifted. Zero when there was none.
+// counted from the newest refusal Karpenter reported (refusals), else from the shortage's
+// end, before which the last refusal came. Zero when there was none.
 func (k *karpenter) spotRefusalsFreeAt() time.Time {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.shortageLifted.IsZero() {
 		return time.Time{}
 	}
-	return k.shortageLifted.Add(unavailableOfferingsTTL + 5*time.Second)
+	from := k.shortageLifted
+	if !k.lastRefusal.IsZero() && k.lastRefusal.Before(from) {
+		from = k.lastRefusal
+	}
+	return from.Add(unavailableOfferingsTTL + 5*time.Second)
+}
+
+// refusals records the newest launch EC2 refused, from Karpenter's own events on its
+// NodeClaims: it marks the offerings unavailable (instance.go:574) before it returns the
+// error its lifecycle controller reports as the event, so the event's time, a second-truncated
+// timestamp, is at most a second before the mark. Called while EC2 is still short, once the
+// refused launches have happened (a refused offering is not asked for again until the TTL),
+// it requires at least one.
+func (k *karpenter) refusals(t tb, ctx context.Context, core kubernetes.Interface) {
+	events, err := core.CoreV1().Events("").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.kind=NodeClaim"})
+	require.NoError(t, err)
+	var last time.Time
+	for _, e := range events.Items {
+		if !strings.Contains(e.Message, "InsufficientInstanceCapacity") {
+			continue
+		}
+		for _, at := range []time.Time{e.FirstTimestamp.Time, e.LastTimestamp.Time, e.EventTime.Time} {
+			if at.After(last) {
+				last = at
+			}
+		}
+	}
+	require.False(t, last.IsZero(), "Karpenter reported the refused launches on its NodeClaims")
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.lastRefusal = last.Add(time.Second)
 }
 
 // karpenterSeed is hack/karpenter's seed (its type `seed`), from the stack's state.

@@ -47,11 +47,11 @@ const warmZone = "Asia/Kolkata"
 func warmWindowConfigured(t *testing.T, ctx context.Context, h *harness, core kubernetes.Interface, kube dynamic.Interface, k *karpenter, gpuci, kubeconfig string) (window func(t tb)) {
 	loc, err := time.LoadLocation(warmZone)
 	require.NoError(t, err)
-	// The up takes some 15 s: the window opens at the first minute after it (a window does not
+	// The up takes some 7 s: the window opens at the first minute after it (a window does not
 	// cross midnight: one that would opens at midnight), and once Karpenter may try spot again
 	// in a zone: the e2e's spot interruptions took the type out of its launches for three
 	// minutes, zone by zone, and the refused spot launch below must be asked for.
-	from := time.Now().Add(25 * time.Second)
+	from := time.Now().Add(20 * time.Second)
 	if free := k.spotOfferingFreeAt(); free.After(from) {
 		t.Logf("the window waits for Karpenter's memory of the spot interruptions: until %s", free.Format(time.TimeOnly))
 		from = free
@@ -142,6 +142,7 @@ func warmWindowConfigured(t *testing.T, ctx context.Context, h *harness, core ku
 			assert.True(t, slices.ContainsFunc(f.Evidence, func(e string) bool {
 				return strings.HasPrefix(e, "warm node ") && strings.Contains(e, " of pool gpu-spot-container is on-demand")
 			}), "gpuci doctor flags the container pool's on-demand warm node: %v", f.Evidence)
+			k.refusals(t, ctx, core)
 			k.shortage(t, nil)
 		})
 	}

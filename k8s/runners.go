@@ -278,7 +278,8 @@ func newBudget(ctx *pulumi.Context, logical, namespace, name string, spec k8spol
 // namespace only. For each container-form pool: its job pod template, which its runners mount.
 // It returns, by pool name, the resources a pool's scale set depends on (none for runner-form
 // pools; nothing at all when no pool uses the container form).
-func newContainerHooks(ctx *pulumi.Context, name string, pools []config.GPUPool, opts ...pulumi.ResourceOption) (map[string][]pulumi.Resource, error) {
+func newContainerHooks(ctx *pulumi.Context, name string, pools []config.GPUPool, parent, inRunners pulumi.ResourceOption) (map[string][]pulumi.Resource, error) {
+	opts := []pulumi.ResourceOption{parent, inRunners}
 	byPool := map[string][]pulumi.Resource{}
 	var legacy []pulumi.Resource
 	domains := map[string][]pulumi.Resource{}
@@ -294,7 +295,7 @@ func newContainerHooks(ctx *pulumi.Context, name string, pools []config.GPUPool,
 		}
 		jobs := pool.JobsOf()
 		if domains[jobs] == nil {
-			created, err := newContainerJobs(ctx, name, jobs, pools, opts...)
+			created, err := newContainerJobs(ctx, name, jobs, pools, parent, opts...)
 			if err != nil {
 				return nil, fmt.Errorf("pool %s: its jobs' namespace: %w", jobs, err)
 			}
@@ -318,12 +319,16 @@ func newContainerHooks(ctx *pulumi.Context, name string, pools []config.GPUPool,
 
 // newContainerJobs creates the jobs' namespace of the container-form pool jobs and its
 // runners' account (see newContainerHooks). The namespace's policies and budget come before
-// anything the account could start there.
-func newContainerJobs(ctx *pulumi.Context, name, jobs string, pools []config.GPUPool, opts ...pulumi.ResourceOption) ([]pulumi.Resource, error) {
+// anything the account could start there. The namespace itself needs nothing of the runners'
+// (parent alone): a destroy then deletes the two namespaces at once, not one after the other
+// (each deletion takes at least five seconds: kube-controller-manager's namespace controller
+// syncs a deleted namespace five seconds after it hears of it, kubernetes v1.36.3
+// pkg/controller/namespace/namespace_controller.go:50,135).
+func newContainerJobs(ctx *pulumi.Context, name, jobs string, pools []config.GPUPool, parent pulumi.ResourceOption, opts ...pulumi.ResourceOption) ([]pulumi.Resource, error) {
 	nsName, account := wellknown.ContainerJobsNamespace(jobs), wellknown.ContainerHooksAccount(jobs)
 	ns, err := corev1.NewNamespace(ctx, name+"-"+nsName, &corev1.NamespaceArgs{
 		Metadata: &metav1.ObjectMetaArgs{Name: pulumi.String(nsName), Labels: pulumi.ToStringMap(ContainerJobsNamespaceLabels())},
-	}, opts...)
+	}, parent)
 	if err != nil {
 		return nil, err
 	}
