@@ -42,10 +42,6 @@ func brokenGPU(t tb, ctx context.Context, core kubernetes.Interface, kube dynami
 			t.Logf("karpenter on the twin:\n%s", k.logLines(pool))
 		}
 	}()
-	// The platform bump's job left a node on the twin, which Karpenter consolidates once it is
-	// empty; how long ago depends on how fast the ups between were. These jobs start from none.
-	require.Eventually(t, func() bool { return len(poolClaims(t, ctx, kube, pool)) == 0 }, 2*time.Minute, 500*time.Millisecond,
-		"the twin's earlier node consolidated before its jobs start")
 	started := time.Now()
 	running := func(name string) *corev1.Pod {
 		var p *corev1.Pod
@@ -60,6 +56,11 @@ func brokenGPU(t tb, ctx context.Context, core kubernetes.Interface, kube dynami
 	for _, name := range []string{"g1", "g2", "g3"} {
 		made[name] = runnerPod(t, ctx, kube, scaleSet, scaleSet+"-e2e-runner-"+name)
 	}
+	// The platform bump's job left a node on the twin, which Karpenter consolidates once it is
+	// empty; how long ago depends on how fast the ups between were. These jobs start from none
+	// (their pods are made above, while the scale set they come from exists).
+	require.Eventually(t, func() bool { return len(poolClaims(t, ctx, kube, pool)) == 0 }, 2*time.Minute, 500*time.Millisecond,
+		"the twin's earlier node consolidated before its jobs start")
 	for _, name := range []string{"g1", "g2"} {
 		_, err := pods.Create(ctx, made[name], metav1.CreateOptions{})
 		require.NoError(t, err)
