@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"slices"
 	"strings"
 	"time"
 
@@ -123,7 +122,7 @@ func runDoctor(args []string) error {
 		haveQueue = queueErr == nil
 		d.Queue = func(context.Context) ([]stats.QueuedJob, error) { return queuedJobs, queueErr }
 		d.Served = func(ctx context.Context) ([]string, error) {
-			return githubside.ServedRepositories(ctx, client, cfg.GitHub.Org, poolGroups(cfg))
+			return githubside.ServedRepositories(ctx, client, cfg.GitHub.Org, githubside.PoolGroups(cfg))
 		}
 	}
 	cmd.progress.step("examining each symptom of the troubleshooting table")
@@ -177,18 +176,6 @@ func runDoctor(args []string) error {
 		return fmt.Errorf("%d problem(s) found", n)
 	}
 	return nil
-}
-
-// poolGroups are the runner groups of the stack's pools, each once ("" the organization's
-// default group).
-func poolGroups(cfg *config.Config) []string {
-	var out []string
-	for _, p := range cfg.Pools() {
-		if !slices.Contains(out, p.RunnerGroup) {
-			out = append(out, p.RunnerGroup)
-		}
-	}
-	return out
 }
 
 // clients builds client-go clients from the resolved kubeconfig, or, in a pod with neither

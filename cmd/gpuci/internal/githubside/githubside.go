@@ -41,6 +41,18 @@ func TrustedGroups(cfg *config.Config) []string {
 	return out
 }
 
+// PoolGroups are the runner groups of the stack's pools, each once ("" the organization's
+// default group).
+func PoolGroups(cfg *config.Config) []string {
+	var out []string
+	for _, p := range cfg.Pools() {
+		if !slices.Contains(out, p.RunnerGroup) {
+			out = append(out, p.RunnerGroup)
+		}
+	}
+	return out
+}
+
 // RunnerGroups checks each group the stack file trusts: it exists in the organization, admits
 // no public repository, and only the repositories it lists (visibility "selected"; "all" is
 // every repository of the organization, and "private" every private one). The evidence names
@@ -133,16 +145,31 @@ func ServedRepositories(ctx context.Context, gh *github.Client, org string, grou
 		}
 	}
 	if everyRepository {
-		for repo, err := range gh.Repositories.ListByOrgIter(ctx, org, &github.RepositoryListByOrgOptions{ListOptions: github.ListOptions{PerPage: 100}}) {
-			if err != nil {
-				return nil, err
-			}
-			if !repo.GetArchived() && Private(repo) {
-				served[repo.GetFullName()] = true
-			}
+		all, err := PrivateRepositories(ctx, gh, org)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range all {
+			served[r] = true
 		}
 	}
 	return slices.Sorted(maps.Keys(served)), nil
+}
+
+// PrivateRepositories are the organization's private and internal repositories gh can see,
+// archived ones left out, sorted (never nil): every page, by 100.
+func PrivateRepositories(ctx context.Context, gh *github.Client, org string) ([]string, error) {
+	out := []string{}
+	for repo, err := range gh.Repositories.ListByOrgIter(ctx, org, &github.RepositoryListByOrgOptions{ListOptions: github.ListOptions{PerPage: 100}}) {
+		if err != nil {
+			return nil, err
+		}
+		if !repo.GetArchived() && Private(repo) {
+			out = append(out, repo.GetFullName())
+		}
+	}
+	slices.Sort(out)
+	return out, nil
 }
 
 // Private tells a private or internal repository from a public one (GitHub's "visibility",

@@ -95,16 +95,11 @@ const TokenRefused = "refused: "
 // dispatch and whose logs it may delete: gpuci doctor compares it with the repositories the
 // pools serve. Hourly, paginated by 100.
 func (s Sweep) CheckToken(ctx context.Context) (state string, reach []string) {
-	reach = []string{} // checked, even if it reaches none: not an older gpuci's null
-	for repo, err := range s.Client.Repositories.ListByOrgIter(ctx, s.Org, &github.RepositoryListByOrgOptions{ListOptions: github.ListOptions{PerPage: 100}}) {
-		if err != nil {
-			return TokenRefused + err.Error(), nil
-		}
-		if !repo.GetArchived() && githubside.Private(repo) {
-			reach = append(reach, repo.GetFullName())
-		}
+	// Never nil when checked, even if it reaches none: not an older gpuci's null.
+	reach, err := githubside.PrivateRepositories(ctx, s.Client, s.Org)
+	if err != nil {
+		return TokenRefused + err.Error(), nil
 	}
-	slices.Sort(reach)
 	return "ok", reach
 }
 
