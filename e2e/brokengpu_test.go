@@ -62,11 +62,10 @@ func brokenGPU(t tb, ctx context.Context, core kubernetes.Interface, kube dynami
 	}
 	broken, control := running(scaleSet+"-e2e-runner-g1"), running(scaleSet+"-e2e-runner-g2")
 	require.NotEqual(t, broken.Spec.NodeName, control.Spec.NodeName, "one GPU each, one node each")
-	// The platform bump's job left a node on the twin, which Karpenter may still be
-	// terminating (how long ago depends on how fast the ups between were): the disrupted
-	// taint keeps these jobs off it, and its NodeClaim, being deleted, is not counted. The
-	// pods cannot wait for it: ARC's upgrade, beside this phase, replaces the scale set and
-	// the account they run as.
+	// The platform bump's job left a node on the twin, which it deletes and Karpenter may
+	// still be terminating: the disrupted taint keeps these jobs off it, and its NodeClaim,
+	// being deleted, is not counted. The pods cannot wait for it to go: ARC's upgrade, beside
+	// this phase, replaces the scale set and the account they run as.
 	claims := slices.DeleteFunc(poolClaims(t, ctx, kube, pool), func(c karpv1.NodeClaim) bool { return c.DeletionTimestamp != nil })
 	require.Len(t, claims, 2, "Karpenter launched a node for each job")
 	claimOn := func(node string) karpv1.NodeClaim {

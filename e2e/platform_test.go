@@ -158,6 +158,10 @@ func platformBumped(t *testing.T, ctx context.Context, h *harness, core kubernet
 	assert.Nil(t, nc.GetDeletionTimestamp(), "its GPU node is not being disrupted")
 	require.NoError(t, pods.Delete(ctx, job.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}), "ARC ends the job")
 	launchedCapacityIsTheNodes(t, ctx, core, kube)
+	// Its node goes now, not when Karpenter finds it empty (consolidateAfter, 30 s, then
+	// Karpenter's own pass): the broken-GPU phase starts its jobs on the twin soon after, and a
+	// job bound to this node as Karpenter chose to consolidate it would land on a dying node.
+	require.NoError(t, kube.Resource(nodeClaims).Delete(ctx, claim, metav1.DeleteOptions{}))
 
 	// The node group's new version replaced the system nodes (EKS's update, by the fake);
 	// no job ran on them.
