@@ -16,7 +16,7 @@ type Retrier struct {
 	// runners' namespace, where ARC's lives, must not hold one that re-runs jobs.
 	GitHubToken *Secret
 	// SpotCoolDown is how long, after it re-runs a job a spot interruption ended, the job's
-	// pool launches on-demand nodes (k8s.CoolDownNodePoolFor): Karpenter itself avoids an
+	// pool launches on-demand nodes (nodepools.CoolDownNodePoolFor): Karpenter itself avoids an
 	// interrupted offering for three minutes only, and a spot shortage outlasts that. Zero
 	// for never.
 	SpotCoolDown time.Duration

@@ -4,6 +4,8 @@ package hack_test
 // silent "dev", and `gpuci version` names its pins.
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -28,24 +30,40 @@ import (
 var gpuciBin string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "hack-test")
-	if err == nil {
-		gpuciBin = filepath.Join(dir, "gpuci")
-		// Without symbols, as make dist builds it: the build cache then holds the linked binary too.
-		build := exec.Command("go", "build", "-ldflags=-s -w", "-o", gpuciBin, "./cmd/gpuci")
-		build.Dir = ".."
-		var out []byte
-		if out, err = build.CombinedOutput(); err != nil {
-			err = fmt.Errorf("%w\n%s", err, out)
-		}
-	}
-	if err != nil {
+	var err error
+	// Without symbols, as make dist builds it.
+	if gpuciBin, err = buildGpuci("gpuci", "-s -w"); err != nil {
 		fmt.Fprintln(os.Stderr, "building gpuci:", err)
 		os.Exit(1)
 	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	os.Exit(m.Run())
+}
+
+// buildGpuci builds ./cmd/gpuci with ldflags into a directory of the user's cache kept for
+// this checkout, and returns its path. Kept, not temporary: go build leaves an output whose
+// build ID is already the one it would link alone, so a warm run pays no link (~2 s of CPU
+// each); one directory per checkout, so two checkouts' tests never write each other's.
+func buildGpuci(name, ldflags string) (string, error) {
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		return "", err
+	}
+	root, err := filepath.Abs("..")
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256([]byte(root))
+	dir := filepath.Join(cache, "lux-gpu-ci", "test-bin", hex.EncodeToString(sum[:6]))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, name)
+	build := exec.Command("go", "build", "-ldflags="+ldflags, "-o", bin, "./cmd/gpuci")
+	build.Dir = ".."
+	if out, err := build.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("%w\n%s", err, out)
+	}
+	return bin, nil
 }
 
 // gpuci runs gpuci args… from the repository root with PATH holding only go and, if selected

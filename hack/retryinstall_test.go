@@ -57,11 +57,8 @@ func TestRetryWorkflowInstallsGpuciInSeconds(t *testing.T) {
 	const version = "v9.9.9-test"
 	// A released gpuci, as make dist stamps it (built as TestMain builds gpuciBin, so only the
 	// link is new: make dist's -trimpath and CGO_ENABLED=0 would compile every package again).
-	released := filepath.Join(t.TempDir(), "gpuci_linux_amd64")
-	build := exec.Command("go", "build", "-ldflags", "-s -w -X main.releaseVersion="+version, "-o", released, "./cmd/gpuci")
-	build.Dir = ".."
-	built, err := build.CombinedOutput()
-	require.NoError(t, err, "%s", built)
+	released, err := buildGpuci("gpuci_linux_amd64", "-s -w -X main.releaseVersion="+version)
+	require.NoError(t, err)
 	bin, err := os.ReadFile(released)
 	require.NoError(t, err)
 	pin := sha256.Sum256(bin)

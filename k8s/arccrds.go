@@ -23,6 +23,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/luxfi/lux-gpu-ci/internal/apiobject"
 	"github.com/luxfi/lux-gpu-ci/internal/wellknown"
 	"github.com/luxfi/lux-gpu-ci/versions"
 )
@@ -88,7 +89,7 @@ func readARCCRDs(fsys fs.FS, dir, where string) ([]map[string]any, error) {
 		if crd.Kind != "CustomResourceDefinition" || crd.Name == "" {
 			return nil, fmt.Errorf("ARC CRD %s: not a named CustomResourceDefinition", f)
 		}
-		u, err := unstructured(crd)
+		u, err := apiobject.ToMap(crd)
 		if err != nil {
 			return nil, err
 		}

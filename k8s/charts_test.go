@@ -32,6 +32,7 @@ import (
 	"github.com/luxfi/lux-gpu-ci/internal/testsupport/testkit"
 	"github.com/luxfi/lux-gpu-ci/internal/wellknown"
 	"github.com/luxfi/lux-gpu-ci/k8s"
+	"github.com/luxfi/lux-gpu-ci/k8s/nodepools"
 	"github.com/luxfi/lux-gpu-ci/versions"
 )
 
@@ -147,7 +148,7 @@ func TestDevicePluginChartSchedulesOnGPUNodesOnly(t *testing.T) {
 	require.NotEmpty(t, pod.Spec.Containers)
 	assert.Equal(t, versions.NvidiaDevicePluginImage, pod.Spec.Containers[0].Image, "gpuci cost prices the image the chart runs (nvcr.io: never through the cache)")
 
-	np := k8s.NodePoolFor(config.DefaultPool())
+	np := nodepools.NodePoolFor(config.DefaultPool())
 	gpuNode := &corev1.Node{ObjectMeta: v1.ObjectMeta{Labels: map[string]string{
 		"kubernetes.io/os": "linux", "node.kubernetes.io/instance-type": "g4dn.xlarge", "karpenter.sh/nodepool": "gpu-spot",
 	}}, Spec: corev1.NodeSpec{Taints: np.Spec.Template.Spec.Taints}}
@@ -173,7 +174,7 @@ func TestDevicePluginChartSchedulesOnGPUNodesOnly(t *testing.T) {
 	// device plugin of its own: ours stays off, the pool's runner still lands there.
 	snapPool := config.DefaultPool()
 	snapPool.ImageSnapshotID = "snap-0123456789abcdef0"
-	bnp := k8s.NodePoolFor(snapPool)
+	bnp := nodepools.NodePoolFor(snapPool)
 	bottlerocketNode := &corev1.Node{ObjectMeta: v1.ObjectMeta{Labels: map[string]string{
 		"kubernetes.io/os": "linux", "node.kubernetes.io/instance-type": "g4dn.xlarge", "karpenter.sh/nodepool": snapPool.Name,
 	}}, Spec: corev1.NodeSpec{Taints: bnp.Spec.Template.Spec.Taints}}

@@ -30,6 +30,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/luxfi/lux-gpu-ci/config"
+	"github.com/luxfi/lux-gpu-ci/internal/apiobject"
 	"github.com/luxfi/lux-gpu-ci/internal/jobhooks"
 	"github.com/luxfi/lux-gpu-ci/internal/wellknown"
 )
@@ -79,7 +80,7 @@ func JobPodTemplateYAML(pool config.GPUPool) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	u, err := unstructured(tmpl)
+	u, err := apiobject.ToMap(tmpl)
 	if err != nil {
 		return "", err
 	}

@@ -9,7 +9,9 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
 	"github.com/luxfi/lux-gpu-ci/config"
+	"github.com/luxfi/lux-gpu-ci/internal/apiobject"
 	"github.com/luxfi/lux-gpu-ci/internal/wellknown"
+	"github.com/luxfi/lux-gpu-ci/k8s/nodepools"
 )
 
 // PoolNodesArgs describes one GPU pool's Karpenter objects.
@@ -67,7 +69,7 @@ func NewPoolNodes(ctx *pulumi.Context, name string, args *PoolNodesArgs, opts ..
 	}
 
 	nodeClassSpec := args.NodeRoleName.ToStringOutput().ApplyT(func(role string) (map[string]any, error) {
-		u, err := EC2NodeClassObject(args.Pool, args.ClusterName, role, args.NodesPublic, args.Tags)
+		u, err := nodepools.EC2NodeClassObject(args.Pool, args.ClusterName, role, args.NodesPublic, args.Tags)
 		if err != nil {
 			return nil, err
 		}
@@ -83,7 +85,7 @@ func NewPoolNodes(ctx *pulumi.Context, name string, args *PoolNodesArgs, opts ..
 		return nil, fmt.Errorf("pool %s: EC2NodeClass: %w", args.Pool.Name, err)
 	}
 
-	u, err := NodePoolObject(args.Pool)
+	u, err := nodepools.NodePoolObject(args.Pool)
 	if err != nil {
 		return nil, err
 	}
@@ -99,8 +101,8 @@ func NewPoolNodes(ctx *pulumi.Context, name string, args *PoolNodesArgs, opts ..
 
 	p.NodePool, p.EC2NodeClass = nodePool, nodeClass
 	if args.CoolDown {
-		cool := CoolDownNodePoolFor(args.Pool)
-		u, err := unstructured(cool)
+		cool := nodepools.CoolDownNodePoolFor(args.Pool)
+		u, err := apiobject.ToMap(cool)
 		if err != nil {
 			return nil, err
 		}

@@ -19,6 +19,7 @@ import (
 	"github.com/luxfi/lux-gpu-ci/config"
 	"github.com/luxfi/lux-gpu-ci/internal/lifelines"
 	"github.com/luxfi/lux-gpu-ci/internal/wellknown"
+	"github.com/luxfi/lux-gpu-ci/k8s/nodepools"
 	"github.com/luxfi/lux-gpu-ci/versions"
 )
 
@@ -185,7 +186,7 @@ func New(ctx *pulumi.Context, name string, args *Args, opts ...pulumi.ResourceOp
 			NodesPublic:  args.NodesPublic,
 			Tags:         args.Tags,
 			Karpenter:    karpenter.Release,
-			CoolDown:     CoolsDown(pool, args.Retrier),
+			CoolDown:     nodepools.CoolsDown(pool, args.Retrier),
 		}, in...)
 		if err != nil {
 			return nil, err

@@ -22,6 +22,7 @@ import (
 
 	"github.com/luxfi/lux-gpu-ci/config"
 	"github.com/luxfi/lux-gpu-ci/internal/wellknown"
+	"github.com/luxfi/lux-gpu-ci/k8s/nodepools"
 	"github.com/luxfi/lux-gpu-ci/versions"
 )
 
@@ -48,7 +49,7 @@ func RetrierCommandArgs(r config.Retrier, gh config.GitHub, pools []config.GPUPo
 	var names, cool []string
 	for _, p := range pools {
 		names = append(names, p.RunnerScaleSetName)
-		if CoolsDown(p, r) {
+		if nodepools.CoolsDown(p, r) {
 			cool = append(cool, p.RunnerScaleSetName+"="+wellknown.CoolDownNodePool(p.Name))
 		}
 	}
@@ -88,7 +89,7 @@ func OutOfServiceRules() (cluster []rbacv1.PolicyRule, inDefault rbacv1.PolicyRu
 func CoolDownRules(r config.Retrier, pools []config.GPUPool) []rbacv1.PolicyRule {
 	var names []string
 	for _, p := range pools {
-		if CoolsDown(p, r) {
+		if nodepools.CoolsDown(p, r) {
 			names = append(names, wellknown.CoolDownNodePool(p.Name))
 		}
 	}

@@ -15,6 +15,7 @@ import (
 	k8smeta "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/luxfi/lux-gpu-ci/config"
+	"github.com/luxfi/lux-gpu-ci/internal/apiobject"
 	"github.com/luxfi/lux-gpu-ci/internal/wellknown"
 	"github.com/luxfi/lux-gpu-ci/versions"
 )
@@ -43,7 +44,7 @@ func RetryRunnerTemplate(cache ImageCache) k8scorev1.PodTemplateSpec {
 // RetryScaleSetValues are the gha-runner-scale-set values of the retry runner: reached by its
 // name only (`runs-on: <name>`), one runner at most, none idle, in its own runner group.
 func RetryScaleSetValues(retry config.RetryRunner, gh config.GitHub, cache ImageCache) (map[string]any, error) {
-	t, err := unstructured(RetryRunnerTemplate(cache))
+	t, err := apiobject.ToMap(RetryRunnerTemplate(cache))
 	if err != nil {
 		return nil, err
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/luxfi/lux-gpu-ci/config"
 	"github.com/luxfi/lux-gpu-ci/instancetypes"
+	"github.com/luxfi/lux-gpu-ci/internal/apiobject"
 	"github.com/luxfi/lux-gpu-ci/internal/wellknown"
 )
 
@@ -51,8 +52,8 @@ func RunnerResources(pool config.GPUPool) (k8scorev1.ResourceRequirements, error
 	mem := resource.MustParse(fmt.Sprintf("%dGi", int64(math.Floor(memGiB*0.75))))
 	gpu := resource.MustParse("1")
 	return k8scorev1.ResourceRequirements{
-		Requests: k8scorev1.ResourceList{k8scorev1.ResourceCPU: *cpu, k8scorev1.ResourceMemory: mem, gpuResource: gpu},
-		Limits:   k8scorev1.ResourceList{k8scorev1.ResourceMemory: mem, gpuResource: gpu},
+		Requests: k8scorev1.ResourceList{k8scorev1.ResourceCPU: *cpu, k8scorev1.ResourceMemory: mem, wellknown.GPUResource: gpu},
+		Limits:   k8scorev1.ResourceList{k8scorev1.ResourceMemory: mem, wellknown.GPUResource: gpu},
 	}, nil
 }
 
@@ -179,7 +180,7 @@ func ScaleSetValues(pool config.GPUPool, gh config.GitHub, cache ImageCache) (ma
 	if err != nil {
 		return nil, err
 	}
-	t, err := unstructured(tmpl)
+	t, err := apiobject.ToMap(tmpl)
 	if err != nil {
 		return nil, err
 	}

@@ -10,57 +10,21 @@ import (
 	metav1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/meta/v1"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	k8smeta "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/luxfi/lux-gpu-ci/internal/apiobject"
 )
 
 // Kubernetes objects and Helm values are built from upstream Go API types (corev1,
 // Karpenter's v1 types) and converted here, never written as YAML strings.
 
-// unstructured converts a typed API object to its JSON form with nulls removed (corev1
-// types serialize unset fields such as metadata.creationTimestamp as null, which Helm
-// values and a server-side apply diff would otherwise carry around). It goes through JSON,
-// as kubectl does, so the types' own MarshalJSON apply: apimachinery's converter mishandles
-// Karpenter's NillableDuration.
-func unstructured(obj any) (map[string]any, error) {
-	b, err := json.Marshal(obj)
-	if err != nil {
-		return nil, fmt.Errorf("converting %T: %w", obj, err)
-	}
-	var u map[string]any
-	if err := json.Unmarshal(b, &u); err != nil {
-		return nil, fmt.Errorf("converting %T: %w", obj, err)
-	}
-	return dropNulls(u).(map[string]any), nil
-}
-
-// mustUnstructured is unstructured for values built from constants in this package, where
+// mustUnstructured is apiobject.ToMap for values built from constants in this package, where
 // failure is a programming error.
 func mustUnstructured(obj any) map[string]any {
-	u, err := unstructured(obj)
+	u, err := apiobject.ToMap(obj)
 	if err != nil {
 		panic(err)
 	}
 	return u
-}
-
-func dropNulls(v any) any {
-	switch v := v.(type) {
-	case map[string]any:
-		out := map[string]any{}
-		for k, x := range v {
-			if x == nil {
-				continue
-			}
-			out[k] = dropNulls(x)
-		}
-		return out
-	case []any:
-		out := make([]any, len(v))
-		for i, x := range v {
-			out[i] = dropNulls(x)
-		}
-		return out
-	}
-	return v
 }
 
 // jsonList converts a slice of typed objects (tolerations, say) to Helm values.
@@ -73,7 +37,7 @@ func jsonList[T any](items ...T) []any {
 	if err := json.Unmarshal(b, &out); err != nil {
 		panic(err)
 	}
-	return dropNulls(out).([]any)
+	return apiobject.DropNulls(out).([]any)
 }
 
 // newObject declares a Kubernetes object built from its upstream Go type (obj, of kind tm,
@@ -82,7 +46,7 @@ func jsonList[T any](items ...T) []any {
 // (kubernetes:<group>/<version>:<kind>; core/v1 for the core group, whose bare apiVersion
 // "v1" would make a token kubernetes:v1:<Kind> the provider does not know).
 func newObject(ctx *pulumi.Context, logical string, tm k8smeta.TypeMeta, meta k8smeta.ObjectMeta, obj any, opts ...pulumi.ResourceOption) (*apiextensions.CustomResource, error) {
-	u, err := unstructured(obj)
+	u, err := apiobject.ToMap(obj)
 	if err != nil {
 		return nil, err
 	}

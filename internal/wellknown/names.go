@@ -116,7 +116,7 @@ const (
 	RetrierTokenSecret    = "gpuci-retrier-github"
 )
 
-// A spot pool's cool-down NodePool (k8s.CoolDownNodePoolFor): on-demand, tried before the
+// A spot pool's cool-down NodePool (nodepools.CoolDownNodePoolFor): on-demand, tried before the
 // pool's own, and launching nothing (its GPU limit 0) until the in-cluster retrier, having
 // re-run a job a spot interruption ended, raises its limit to CoolDownGPULimitAnnotation's
 // until CoolDownUntilAnnotation's time.

@@ -9,7 +9,7 @@ import (
 
 	"github.com/luxfi/lux-gpu-ci/config"
 	"github.com/luxfi/lux-gpu-ci/internal/testsupport/crdvalidation"
-	"github.com/luxfi/lux-gpu-ci/k8s"
+	"github.com/luxfi/lux-gpu-ci/k8s/nodepools"
 )
 
 // Validator validates against the NodePool and EC2NodeClass CRDs of the
@@ -25,9 +25,9 @@ func Validator(t testing.TB) *crdvalidation.Validator {
 // sends them.
 func Objects(t testing.TB, pool config.GPUPool, publicIP bool, tags map[string]string) (nodePool, nodeClass map[string]any) {
 	t.Helper()
-	nodePool, err := k8s.NodePoolObject(pool)
+	nodePool, err := nodepools.NodePoolObject(pool)
 	require.NoError(t, err)
-	nodeClass, err = k8s.EC2NodeClassObject(pool, "lux-gpu-ci", "lux-gpu-ci-karpenter-node", publicIP, tags)
+	nodeClass, err = nodepools.EC2NodeClassObject(pool, "lux-gpu-ci", "lux-gpu-ci-karpenter-node", publicIP, tags)
 	require.NoError(t, err)
 	return nodePool, nodeClass
 }

@@ -13,7 +13,7 @@ import (
 	"github.com/luxfi/lux-gpu-ci/internal/wellknown"
 )
 
-// CoolDowns holds and releases the stack's cool-down NodePools (k8s.CoolDownNodePoolFor) as
+// CoolDowns holds and releases the stack's cool-down NodePools (nodepools.CoolDownNodePoolFor) as
 // the in-cluster retrier: its account may get and patch those NodePools, by name, and no
 // other (k8s.CoolDownRules). A hold raises a cool-down NodePool's GPU limit from 0 to the
 // pool's (the program's CoolDownGPULimitAnnotation) and records its end

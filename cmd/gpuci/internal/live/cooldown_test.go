@@ -16,7 +16,7 @@ import (
 	"github.com/luxfi/lux-gpu-ci/config"
 	"github.com/luxfi/lux-gpu-ci/internal/testsupport/fakecluster"
 	"github.com/luxfi/lux-gpu-ci/internal/wellknown"
-	"github.com/luxfi/lux-gpu-ci/k8s"
+	"github.com/luxfi/lux-gpu-ci/k8s/nodepools"
 )
 
 // The program's cool-down NodePool, as the retrier patches it: a hold raises its GPU limit to
@@ -27,7 +27,7 @@ import (
 func TestACoolDownIsHeldAndReleasedOnTime(t *testing.T) {
 	pool := config.DefaultPool()
 	pool.GPULimit = 3
-	obj, err := k8s.CoolDownNodePoolObject(pool)
+	obj, err := nodepools.CoolDownNodePoolObject(pool)
 	require.NoError(t, err)
 	c := fakecluster.Healthy()
 	c.Custom = append(c.Custom, &unstructured.Unstructured{Object: obj})

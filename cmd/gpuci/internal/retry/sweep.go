@@ -28,7 +28,7 @@ type Sweep struct {
 	// completed before the interruption is never read).
 	Lookback time.Duration
 	// CoolDown, when set, keeps the pool of each job the pass re-runs on on-demand capacity
-	// for CoolDownFor (k8s.CoolDownNodePoolFor): Karpenter skips an interrupted spot
+	// for CoolDownFor (nodepools.CoolDownNodePoolFor): Karpenter skips an interrupted spot
 	// offering for three minutes only, and a re-run that goes back to a short spot market is
 	// interrupted again. CoolDownNodePools names each scale set's cool-down NodePool.
 	CoolDown          CoolDown

@@ -1,4 +1,4 @@
-package k8s_test
+package nodepools_test
 
 // NodePools and EC2NodeClasses against Karpenter's own CRDs (structural schema and CEL), as
 // embedded in the karpenter-provider-aws module version go.mod pins.
@@ -11,8 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/luxfi/lux-gpu-ci/config"
-	"github.com/luxfi/lux-gpu-ci/k8s"
 	"github.com/luxfi/lux-gpu-ci/k8s/karpentercrd"
+	"github.com/luxfi/lux-gpu-ci/k8s/nodepools"
 )
 
 func TestPoolVariantsPassKarpenterCRDs(t *testing.T) {
@@ -55,19 +55,19 @@ func TestPoolVariantsPassKarpenterCRDs(t *testing.T) {
 func TestACoolDownNodePoolPassesKarpentersCRDAndOnlySpotPoolsHaveOne(t *testing.T) {
 	v := karpentercrd.Validator(t)
 	pool := config.DefaultPool()
-	np, err := k8s.CoolDownNodePoolObject(pool)
+	np, err := nodepools.CoolDownNodePoolObject(pool)
 	require.NoError(t, err)
 	assert.Empty(t, v.Validate(np), "NodePool")
 
 	retrier := config.Retrier{GitHubToken: &config.Secret{}, SpotCoolDown: 30 * time.Minute}
-	assert.True(t, k8s.CoolsDown(pool, retrier))
-	assert.False(t, k8s.CoolsDown(pool.RetryTwin(), retrier), "a twin is on-demand")
+	assert.True(t, nodepools.CoolsDown(pool, retrier))
+	assert.False(t, nodepools.CoolsDown(pool.RetryTwin(), retrier), "a twin is on-demand")
 	onDemand := pool
 	onDemand.CapacityTypes = []config.CapacityType{config.CapacityOnDemand}
-	assert.False(t, k8s.CoolsDown(onDemand, retrier), "an on-demand pool")
-	assert.False(t, k8s.CoolsDown(pool, config.Retrier{}), "no retrier")
+	assert.False(t, nodepools.CoolsDown(onDemand, retrier), "an on-demand pool")
+	assert.False(t, nodepools.CoolsDown(pool, config.Retrier{}), "no retrier")
 	retrier.SpotCoolDown = 0
-	assert.False(t, k8s.CoolsDown(pool, retrier), "a retrier told not to")
+	assert.False(t, nodepools.CoolsDown(pool, retrier), "a retrier told not to")
 }
 
 // The validator is not a rubber stamp: Karpenter's own rules reject a hand-broken object.

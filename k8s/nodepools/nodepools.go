@@ -1,8 +1,9 @@
-package k8s
-
-// A GPU pool's Karpenter objects, built from Karpenter's own Go types: pure builders, which
-// the PoolNodes component (gpupool.go) registers and nodepool_test.go checks against
-// Karpenter's CRDs.
+// Package nodepools builds a GPU pool's Karpenter objects (its NodePool and EC2NodeClass, and
+// a spot pool's cool-down NodePool) from Karpenter's own Go types: pure builders, which the
+// k8s layer's PoolNodes component (k8s/gpupool.go) registers, the retrier patches
+// (cmd/gpuci/internal/live) and nodepools_test.go checks against Karpenter's CRDs. Apart
+// from the components, so what only needs the objects links no Pulumi SDK.
+package nodepools
 
 import (
 	"fmt"
@@ -15,6 +16,7 @@ import (
 	karpv1 "sigs.k8s.io/karpenter/pkg/apis/v1"
 
 	"github.com/luxfi/lux-gpu-ci/config"
+	"github.com/luxfi/lux-gpu-ci/internal/apiobject"
 	"github.com/luxfi/lux-gpu-ci/internal/wellknown"
 	"github.com/luxfi/lux-gpu-ci/versions"
 )
@@ -183,16 +185,18 @@ func blockDevices(pool config.GPUPool) []*awsv1.BlockDeviceMapping {
 // NodePoolObject is the pool's NodePool as sent to the API server (JSON form, nulls
 // dropped).
 func NodePoolObject(pool config.GPUPool) (map[string]any, error) {
-	return unstructured(NodePoolFor(pool))
+	return apiobject.ToMap(NodePoolFor(pool))
 }
 
 // CoolDownNodePoolObject is CoolDownNodePoolFor(pool) as sent to the API server.
 func CoolDownNodePoolObject(pool config.GPUPool) (map[string]any, error) {
-	return unstructured(CoolDownNodePoolFor(pool))
+	return apiobject.ToMap(CoolDownNodePoolFor(pool))
 }
 
 // EC2NodeClassObject is the pool's EC2NodeClass as sent to the API server. (Karpenter's type
 // serializes an unset capacityReservationSelectorTerms as null, which its own CRD rejects.)
 func EC2NodeClassObject(pool config.GPUPool, clusterName, nodeRole string, publicIP bool, tags map[string]string) (map[string]any, error) {
-	return unstructured(EC2NodeClassFor(pool, clusterName, nodeRole, publicIP, tags))
+	return apiobject.ToMap(EC2NodeClassFor(pool, clusterName, nodeRole, publicIP, tags))
 }
+
+func ptr[T any](v T) *T { return &v }
