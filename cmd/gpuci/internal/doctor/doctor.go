@@ -6,6 +6,7 @@ package doctor
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -14,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/distribution/reference"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -79,6 +81,7 @@ func (d Doctor) Examine(ctx context.Context) []Finding {
 		d.jobQueued(ctx),
 		d.stuckListener(ctx),
 		d.staleRunner(ctx),
+		d.imagePull(ctx),
 		d.runnerPending(ctx, claims),
 		d.gpuNotDetected(ctx, gpuNodes),
 		d.spotCapacity(ctx, claims),
@@ -295,6 +298,78 @@ func (d Doctor) staleRunner(ctx context.Context) Finding {
 		f.Evidence = append(f.Evidence, "no runner pod reports a deprecated version")
 	}
 	return f
+}
+
+// imagePull finds the pools' pods (runners, container jobs, warm placeholders) whose node
+// cannot pull an image: such a pod waits for ever, and its job stays Queued. The kubelet
+// (kubernetes v1.36.3 pkg/kubelet/images/image_manager.go:349-412, types.go:29-41) sets a
+// container's waiting reason to ErrImagePull, RegistryUnavailable or
+// SignatureValidationFailed after a failed pull and ImagePullBackOff while it waits to try
+// again ("Back-off pulling image …: ErrImagePull: <the runtime's error>"), InvalidImageName
+// for a name it cannot parse.
+func (d Doctor) imagePull(ctx context.Context) Finding {
+	f := Finding{Symptom: "A pool's pod cannot pull its image"}
+	var pods []corev1.Pod
+	for _, ns := range append(config.RunnerPodNamespaces(d.Cfg.Pools()), wellknown.WarmNamespace) {
+		list, err := d.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			f.Evidence = append(f.Evidence, err.Error())
+			return f
+		}
+		pods = append(pods, list.Items...)
+	}
+	var fixes []string
+	for _, p := range pods {
+		specs := map[string]string{}
+		for _, c := range append(slices.Clone(p.Spec.InitContainers), p.Spec.Containers...) {
+			specs[c.Name] = c.Image
+		}
+		for _, st := range append(slices.Clone(p.Status.InitContainerStatuses), p.Status.ContainerStatuses...) {
+			w := st.State.Waiting
+			if w == nil || !pullFailures[w.Reason] {
+				continue
+			}
+			image := cmp.Or(specs[st.Name], st.Image)
+			f.Problem = true
+			f.Evidence = append(f.Evidence, fmt.Sprintf("pod %s/%s container %s (%s): %s: %s", p.Namespace, p.Name, st.Name, image, w.Reason, w.Message))
+			if fix := pullFix(image, w.Message); !slices.Contains(fixes, fix) {
+				fixes = append(fixes, fix)
+			}
+		}
+	}
+	if !f.Problem {
+		f.Evidence = append(f.Evidence, "no pool pod waits for an image")
+	}
+	f.Fix = strings.Join(fixes, "; ")
+	return f
+}
+
+// pullFailures are the waiting reasons of a container whose image its node could not pull.
+var pullFailures = map[string]bool{"ErrImagePull": true, "ImagePullBackOff": true, "RegistryUnavailable": true,
+	"SignatureValidationFailed": true, "InvalidImageName": true}
+
+// pullFix says what to do about an image its node could not pull, by where it comes from and
+// what the runtime said: containerd writes "failed to authorize: failed to fetch anonymous
+// token: unexpected status from GET request to …: 401 Unauthorized" for a registry that
+// wants credentials, "<ref>: not found" for a missing tag (containerd v1.7.30
+// remotes/docker/authorizer.go:337, resolver.go:573, remotes/errors/errors.go:36).
+func pullFix(image, message string) string {
+	host := ""
+	if named, err := reference.ParseNormalizedNamed(image); err == nil {
+		host = reference.Domain(named)
+	}
+	refused := strings.Contains(message, "401") || strings.Contains(message, "403") || strings.Contains(message, "denied")
+	switch {
+	case strings.Contains(host, ".dkr.ecr."):
+		return image + " comes through the stack's image cache, which pulls it from the upstream registry with that registry's registryCredentials entry on a first pull: check that the upstream has the tag and that the credential can read it (a private ghcr.io package: a classic PAT with read:packages of a member who can see it)"
+	case host == "ghcr.io" && refused:
+		return image + ": GitHub's container registry makes a new package private, and nodes pull without credentials: make the package public (its settings › Change visibility; the CUDA runner image holds no secret), or add ghcr.io to imageCache with a registryCredentials entry that can read it (a classic PAT with read:packages), so nodes pull it through the stack's ECR cache, in the region"
+	case refused:
+		return image + ": its registry refused an anonymous pull: name a public image, or list the registry in imageCache with a registryCredentials entry"
+	case strings.Contains(message, "not found"):
+		return image + ": no such image or tag: fix the pool's runnerImage (or the job's container:); a CUDA runner image appears once cuda-runner-image.yml has run (Actions › cuda-runner-image › Run workflow)"
+	}
+	return image + ": check its name and that the node reaches its registry (through the NAT, or the stack's image cache)"
 }
 
 // spotInterruptions lists the spot interruptions Karpenter recorded (events live about an

@@ -74,7 +74,7 @@ func problem(findings []doctor.Finding) []string {
 
 func TestDoctorHealthyCluster(t *testing.T) {
 	_, findings, out := examine(t, doctorCluster())
-	assert.Len(t, findings, 14)
+	assert.Len(t, findings, 15)
 	assert.Empty(t, problem(findings), out)
 	assert.Contains(t, out, "listener lux-gpu-t4-listener Running; last log lines: fake logs")
 }
@@ -372,4 +372,56 @@ func TestDoctorTellsABusyContainerRunnerFromAWaitingOne(t *testing.T) {
 	f = check(corev1.ConditionTrue, 2)
 	assert.True(t, f.Problem, "its one runner is busy, and the listener made no second")
 	assert.Equal(t, []string{`scale set lux-gpu-t4-container: 1 job(s) queued, the oldest luxfi/app "cuda-container" for 30m0s, and its 1 runner(s) all busy with other jobs, below its maxRunners 2`}, f.Evidence)
+}
+
+// A pool's pod whose node cannot pull its image waits for ever, its job Queued: doctor names
+// the pod, the image and what the runtime said, and what to do for where the image comes
+// from. The statuses are the kubelet's (kubernetes v1.36.3 pkg/kubelet/images/
+// image_manager.go: ErrImagePull with the runtime's error, then ImagePullBackOff with "Back-off
+// pulling image …: ErrImagePull: …") around containerd's errors (v1.7.30
+// remotes/docker/authorizer.go:337, resolver.go:573, remotes/errors/errors.go:36).
+func TestDoctorNamesAnImageItsNodesCannotPull(t *testing.T) {
+	waiting := func(ns, name, image, reason, message string) *corev1.Pod {
+		p := fakecluster.Pod(ns, name, nil, corev1.PodPending)
+		p.Spec.NodeName = "ip-10-0-2-2"
+		p.Spec.Containers = []corev1.Container{{Name: "runner", Image: image}}
+		p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "runner", Image: image,
+			State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason, Message: message}}}}
+		return p
+	}
+	const private = "ghcr.io/luxfi/lux-cuda-runner:cuda12.8"
+	refused := `failed to pull and unpack image "` + private + `": failed to resolve reference "` + private + `": failed to authorize: failed to fetch anonymous token: unexpected status from GET request to https://ghcr.io/token?scope=repository%3Aluxfi%2Flux-cuda-runner%3Apull&service=ghcr.io: 401 Unauthorized`
+	cached := "123456789012.dkr.ecr.us-west-2.amazonaws.com/ghcr/luxfi/lux-cuda-runner:cuda12.9"
+	missing := `failed to pull and unpack image "` + cached + `": failed to resolve reference "` + cached + `": ` + cached + `: not found`
+	cases := map[string]struct {
+		pod  *corev1.Pod
+		want []string
+	}{
+		"a private GHCR package, backing off": {
+			waiting("arc-runners", "lux-gpu-t4-runner-p1", private, "ImagePullBackOff", `Back-off pulling image "`+private+`": ErrImagePull: `+refused),
+			[]string{"pod arc-runners/lux-gpu-t4-runner-p1 container runner (" + private + "): ImagePullBackOff: Back-off pulling image", "401 Unauthorized",
+				"GitHub's container registry makes a new package private", "add ghcr.io to imageCache"}},
+		"a tag the cache's upstream does not have": {
+			waiting("arc-jobs-gpu-spot-container", "lux-gpu-t4-container-runner-c1-workflow", cached, "ErrImagePull", missing),
+			[]string{"pod arc-jobs-gpu-spot-container/lux-gpu-t4-container-runner-c1-workflow container runner (" + cached + "): ErrImagePull:",
+				"comes through the stack's image cache"}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			c := doctorCluster()
+			c.Objects = append(c.Objects, tc.pod)
+			_, findings, out := examine(t, c)
+			assert.Equal(t, []string{"A pool's pod cannot pull its image"}, problem(findings), out)
+			for _, w := range tc.want {
+				assert.Contains(t, out, w)
+			}
+		})
+	}
+
+	// A runner that pulled its image and runs, or waits for another reason, is not one.
+	c := doctorCluster()
+	c.Objects = append(c.Objects, waiting("arc-runners", "lux-gpu-t4-runner-ok", private, "ContainerCreating", ""))
+	_, findings, out := examine(t, c)
+	assert.Empty(t, problem(findings), out)
+	assert.Contains(t, out, "no pool pod waits for an image")
 }
