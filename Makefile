@@ -102,6 +102,11 @@ grow: ## Let POOL of STACK run GPUS GPUs at once: the stack file (gpuci grow), t
 	$(need-stack)$(GPUCI) grow --stack $(STACK) --pool $(POOL) --gpus $(GPUS)
 	STACK=$(STACK) hack/bootstrap.sh --grow
 
+.PHONY: cuda-image
+cuda-image: ## Put POOL of STACK on the CUDA runner image the copy publishes, once its nodes can pull it (gpuci cuda-image), then the up
+	$(need-stack)$(GPUCI) cuda-image --stack $(STACK) --pool $(POOL)
+	pulumi up --stack $(STACK)
+
 .PHONY: identity
 identity: ## The roles deploy.yml and preview.yml assume (identity/): DEPLOY_REPOSITORY=owner/name STACKS=dev,prod
 	hack/identity.sh

@@ -127,7 +127,7 @@ func TestEveryGpuciCommandHasJSON(t *testing.T) {
 	for _, m := range regexp.MustCompile(`(?m)^  ([a-z-]+) {2,}`).FindAllStringSubmatch(string(usage), -1) {
 		commands = append(commands, m[1])
 	}
-	require.ElementsMatch(t, []string{"cost", "verify", "doctor", "crd-owners", "quota", "reach", "env", "images", "workflows", "actionlint-config", "stats", "retry", "grow", "github-app", "cache-gate", "version"}, commands, "%s", usage)
+	require.ElementsMatch(t, []string{"cost", "verify", "doctor", "crd-owners", "quota", "reach", "env", "images", "workflows", "actionlint-config", "stats", "retry", "grow", "cuda-image", "github-app", "cache-gate", "version"}, commands, "%s", usage)
 	for _, c := range commands {
 		if c == "cache-gate" {
 			continue

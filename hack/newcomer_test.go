@@ -7,6 +7,7 @@ package hack_test
 
 import (
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"math"
 	"os"
@@ -21,6 +22,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/luxfi/lux-gpu-ci/config"
+	"github.com/luxfi/lux-gpu-ci/internal/testsupport/fakeghcr"
 	"github.com/luxfi/lux-gpu-ci/internal/testsupport/testkit"
 )
 
@@ -404,4 +407,66 @@ func readmeRow(t *testing.T, readme, prefix string) string {
 	row := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(prefix) + `.*$`).FindString(readme)
 	require.NotEmpty(t, row, "the README has a row %q", prefix)
 	return row
+}
+
+// A runner-form pool goes onto the CUDA runner image in one command, once its nodes can pull
+// it: gpuci cuda-image asks the image's registry as a node asks it (no credentials: the
+// starter has no image cache), and a private package or a tag not yet published changes
+// nothing and says what to do; a pullable one is one line of the stack file. make cuda-image
+// then runs the up.
+func TestAPoolGoesOntoTheCUDAImageOnceNodesCanPullIt(t *testing.T) {
+	t.Parallel()
+	c := exec.Command("make", "-n", "-C", "..", "cuda-image", "STACK=starter", "POOL=gpu-spot")
+	c.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "STACK=") })
+	plan, err := c.CombinedOutput()
+	require.NoError(t, err, "%s", plan)
+	assert.Regexp(t, `(?m)gpuci cuda-image --stack starter --pool gpu-spot\npulumi up --stack starter$`, string(plan), "the file, then the up")
+
+	registry := fakeghcr.New(map[string][]string{"newcomer-org/lux-cuda-runner": {"cuda12.8"}})
+	t.Cleanup(registry.Close)
+	ca := filepath.Join(t.TempDir(), "registry.pem")
+	require.NoError(t, os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: registry.Certificate().Raw}), 0o644))
+	host := strings.TrimPrefix(registry.URL, "https://")
+
+	stacks := t.TempDir()
+	starter, err := os.ReadFile(filepath.Join(testkit.FixtureDir(t), "Pulumi.starter.yaml"))
+	require.NoError(t, err)
+	file := filepath.Join(stacks, "Pulumi.starter.yaml")
+	require.NoError(t, os.WriteFile(file, starter, 0o644))
+	cudaImage := func(image string) (string, error) {
+		cmd := exec.Command(gpuciBin, "cuda-image", "--project", stacks, "--stack", "starter", "--pool", "gpu-spot", "--image", image)
+		cmd.Env = append(os.Environ(), "SSL_CERT_FILE="+ca) // the registry's certificate, as a node trusts ghcr.io's
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+
+	for image, says := range map[string][]string{
+		host + "/other-org/lux-cuda-runner:cuda12.8":    {"is private", "401 Unauthorized", "Change visibility", "registryCredentials", "nothing changed"},
+		host + "/newcomer-org/lux-cuda-runner:cuda12.9": {"is not published yet", "404", "gh workflow run cuda-runner-image.yml", "nothing changed"},
+	} {
+		out, err := cudaImage(image)
+		require.Error(t, err, out)
+		for _, s := range says {
+			assert.Contains(t, out, s, image)
+		}
+		unchanged, _ := os.ReadFile(file)
+		assert.Equal(t, string(starter), string(unchanged), "%s changed nothing", image)
+	}
+
+	image := host + "/newcomer-org/lux-cuda-runner:cuda12.8"
+	out, err := cudaImage(image)
+	require.NoError(t, err, out)
+	after, err := os.ReadFile(file)
+	require.NoError(t, err)
+	added := slices.DeleteFunc(strings.Split(string(after), "\n"), func(l string) bool { return slices.Contains(strings.Split(string(starter), "\n"), l) })
+	assert.Equal(t, []string{"      runnerImage: " + image}, added, "one line, comments and all else kept")
+	cfg, err := config.ParseStackFileOffline(file)
+	require.NoError(t, err)
+	require.Len(t, cfg.GPUPools, 1)
+	assert.Equal(t, image, cfg.GPUPools[0].RunnerImage)
+	assert.True(t, cfg.GPUPools[0].FollowsRunnerReleases(), "the CUDA image's moving tag follows the runner releases, as the stock :latest does")
+
+	out, err = gpuci(t, "", "cuda-image", "--project", stacks, "--stack", "starter", "--pool", "gpu-nope")
+	require.Error(t, err, out)
+	assert.Contains(t, out, `no pool named "gpu-nope"`)
 }

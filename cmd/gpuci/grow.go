@@ -41,17 +41,8 @@ func runGrow(args []string) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
-	// What the config would say of the result, before the file changes.
-	tmp := filepath.Join(filepath.Dir(path), ".grow."+filepath.Base(path))
-	if err := os.WriteFile(tmp, after, 0o644); err != nil {
-		return err
-	}
-	defer os.Remove(tmp)
-	if _, err := config.ParseStackFileOffline(tmp); err != nil {
-		return fmt.Errorf("%s with pool %s at %d GPUs: %w (nothing changed)", path, *pool, *gpus, err)
-	}
-	if err := os.WriteFile(path, after, 0o644); err != nil {
-		return err
+	if err := writeIfValid(path, after); err != nil {
+		return fmt.Errorf("%s with pool %s at %d GPUs: %w", path, *pool, *gpus, err)
 	}
 	if *asJSON {
 		return printJSON(struct {
@@ -67,6 +58,16 @@ func runGrow(args []string) error {
 // setPoolGPUs is the stack file with pool's gpuLimit and maxRunners set to gpus, every other
 // byte's meaning (comments, order, secrets) kept: it edits the YAML's node tree.
 func setPoolGPUs(file []byte, pool string, gpus int) ([]byte, error) {
+	return editPool(file, pool, func(p *yaml.Node) {
+		for _, key := range []string{"gpuLimit", "maxRunners"} {
+			setMappingValue(p, key, "!!int", strconv.Itoa(gpus))
+		}
+	})
+}
+
+// editPool is the stack file with edit applied to pool's entry in gpuPools, every other
+// byte's meaning (comments, order, secrets) kept: it edits the YAML's node tree.
+func editPool(file []byte, pool string, edit func(p *yaml.Node)) ([]byte, error) {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(file, &doc); err != nil {
 		return nil, err
@@ -82,9 +83,7 @@ func setPoolGPUs(file []byte, pool string, gpus int) ([]byte, error) {
 		if n := mappingValue(p, "name"); n == nil || n.Value != pool {
 			continue
 		}
-		for _, key := range []string{"gpuLimit", "maxRunners"} {
-			setMappingValue(p, key, strconv.Itoa(gpus))
-		}
+		edit(p)
 		var out bytes.Buffer
 		enc := yaml.NewEncoder(&out)
 		enc.SetIndent(2)
@@ -108,11 +107,27 @@ func mappingValue(m *yaml.Node, key string) *yaml.Node {
 	return nil
 }
 
-func setMappingValue(m *yaml.Node, key, value string) {
+// setMappingValue sets key of the mapping m to the scalar value of YAML tag tag (!!int,
+// !!str), adding the key at its end if m has none.
+func setMappingValue(m *yaml.Node, key, tag, value string) {
 	if v := mappingValue(m, key); v != nil {
-		v.Kind, v.Tag, v.Value, v.Style = yaml.ScalarNode, "!!int", value, 0
+		v.Kind, v.Tag, v.Value, v.Style = yaml.ScalarNode, tag, value, 0
 		return
 	}
 	m.Content = append(m.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: key},
-		&yaml.Node{Kind: yaml.ScalarNode, Tag: "!!int", Value: value})
+		&yaml.Node{Kind: yaml.ScalarNode, Tag: tag, Value: value})
+}
+
+// writeIfValid writes after to the stack file at path if the config accepts it, and else
+// changes nothing and says what the config refused.
+func writeIfValid(path string, after []byte) error {
+	tmp := filepath.Join(filepath.Dir(path), ".edit."+filepath.Base(path))
+	if err := os.WriteFile(tmp, after, 0o644); err != nil {
+		return err
+	}
+	defer os.Remove(tmp)
+	if _, err := config.ParseStackFileOffline(tmp); err != nil {
+		return fmt.Errorf("%w (nothing changed)", err)
+	}
+	return os.WriteFile(path, after, 0o644)
 }

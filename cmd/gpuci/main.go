@@ -25,6 +25,7 @@ commands:
   stats       per scale set, what GitHub recorded of its jobs: queue p50/p90/max, minutes, interruptions, spend: gpuci stats --stack dev [--since 7d] [--repos a,b] [--json]
   retry       re-run a run's jobs once if they lost the stack's runners: gpuci retry --stack dev --repo O/R --run-id N [--dry-run] [--json] [--cluster]
   grow        let a pool run more GPUs (gpuLimit, maxRunners) in its stack file; make grow also asks AWS for the quota and runs the up: gpuci grow --stack starter --pool gpu-spot --gpus 4
+  cuda-image  put a runner-form pool on the CUDA runner image the copy publishes, once its nodes can pull it (make cuda-image also runs the up): gpuci cuda-image --stack starter --pool gpu-spot [--image REF]
   github-app  make the organization's GitHub App for ARC (two presses in a browser; make bootstrap runs it): gpuci github-app --org O --key-out PATH
   cache-gate  a pool's compiler cache behind its gate (in the stack's cache pods): gpuci cache-gate --upstream URL --pool P --pod-namespaces A,B [--write-refs refs/heads/main] [--shared]
   version     gpuci's version and the versions the stack pins [--json]
@@ -68,6 +69,8 @@ func main() {
 		err = runWorkflows(os.Args[2:])
 	case "grow":
 		err = runGrow(os.Args[2:])
+	case "cuda-image":
+		err = runCUDAImage(os.Args[2:])
 	case "github-app":
 		err = runGitHubApp(os.Args[2:])
 	case "cache-gate":
