@@ -1,8 +1,9 @@
 // Package fakeghcr is a stand-in for GitHub's container registry as a client without
 // credentials meets it (a node pulling with no imagePullSecrets): every manifest request
-// without a token is challenged to the token endpoint (the distribution project's token
-// authentication, docs/spec/auth/token.md); the token endpoint gives an anonymous pull token
-// for a public package and answers 401 for a private one (a public report:
+// without a token is challenged to the token endpoint (token authentication as the
+// distribution project specifies it, v2.8.3 docs/spec/auth/token.md); the token endpoint
+// gives an anonymous pull token for a public package and answers 401 for a private one (a
+// public report:
 // TencentCloud/CubeSandbox#86, a package its maintainers had left private); with the token,
 // a tag that exists is 200 and one that does not 404.
 package fakeghcr

@@ -38,12 +38,12 @@ var manifestTypes = []string{
 
 // AnonymousPull asks image's registry for its manifest as a client without credentials
 // does: a HEAD of /v2/<name>/manifests/<tag or digest>; on a 401, the token the challenge's
-// realm gives anonymously for pull, then the HEAD again (the distribution project's token
-// authentication, docs/spec/auth/token.md; containerd's resolver does the same,
-// remotes/docker/authorizer.go). GitHub's container registry answers a private package's
-// anonymous token request 401 (a public report: TencentCloud/CubeSandbox#86, an image its
-// maintainers had left private) and a member without access 403 at the manifest
-// (Vigil-SOC/vigil#315).
+// realm gives anonymously for pull, then the HEAD again (token authentication as the
+// distribution project specifies it, v2.8.3 docs/spec/auth/token.md; containerd v1.7.30's
+// resolver does the same, remotes/docker/authorizer.go). GitHub's container registry
+// answers a private package's anonymous token request 401 (a public report:
+// TencentCloud/CubeSandbox#86, an image its maintainers had left private) and a member
+// without access 403 at the manifest (Vigil-SOC/vigil#315).
 func AnonymousPull(ctx context.Context, client *http.Client, image string) (Answer, string, error) {
 	named, err := reference.ParseNormalizedNamed(image)
 	if err != nil {
