@@ -122,19 +122,20 @@ func TestDocsRunOnlyMakeVerbsAndVariablesItHas(t *testing.T) {
 		readers += string(b)
 	}
 	variable := regexp.MustCompile(`(?:^|\s)([A-Z][A-Z0-9_]*)=`)
+	verb := regexp.MustCompile(`^[a-z][a-z0-9-]*$`)
 	seen := 0
 	for _, c := range docsCode(t) {
 		for _, m := range commandAt(`make`).FindAllStringSubmatch(c.line, -1) {
 			words := strings.Fields(m[1])
 			verbs := slices.DeleteFunc(slices.Clone(words), func(w string) bool { return strings.Contains(w, "=") || strings.HasPrefix(w, "-") })
-			if len(verbs) == 0 || !regexp.MustCompile(`^[a-z][a-z0-9-]*$`).MatchString(verbs[0]) {
+			if len(verbs) == 0 || !verb.MatchString(verbs[0]) {
 				continue // "make" in a sentence that happens to follow a code span's start
 			}
 			seen++
 			assert.Contains(t, targets, verbs[0], "%s: `%s` runs make %s, which the Makefile has no target for", c.file, c.line, verbs[0])
 			for _, v := range variable.FindAllStringSubmatch(m[1], -1) {
-				read := strings.Contains(readers, "$("+v[1]+")") || strings.Contains(readers, "${"+v[1]) || strings.Contains(readers, "$"+v[1]+" ") ||
-					regexp.MustCompile(`\$`+v[1]+`\b`).MatchString(readers) || regexp.MustCompile(`\b`+v[1]+` \?=`).MatchString(readers)
+				// $(V) or ${V…} or $V, or a default the Makefile gives it (V ?=).
+				read := regexp.MustCompile(`\$\(` + v[1] + `\)|\$\{` + v[1] + `\b|\$` + v[1] + `\b|\b` + v[1] + ` \?=`).MatchString(readers)
 				assert.True(t, read, "%s: `%s` gives make %s=, which neither the Makefile nor hack/*.sh reads", c.file, c.line, v[1])
 			}
 		}

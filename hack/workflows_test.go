@@ -285,6 +285,7 @@ func TestCUDARunnerImageAgreesWithTheStack(t *testing.T) {
 	require.NoError(t, yaml.Unmarshal([]byte(read(".github", "workflows", "cuda-runner-image.yml")), &image))
 	assert.Equal(t, cudaAPT[1], image.Env["CUDA_APT"], "the workflow builds the Dockerfile's CUDA")
 	assert.Equal(t, "cuda"+image.Env["CUDA_TAG"], versions.CUDARunnerFollowTag, "it publishes the tag pools follow")
+	assert.Equal(t, "ghcr.io/${{ github.repository_owner }}/"+versions.CUDARunnerRepository, image.Env["IMAGE"], "under the package gpuci cuda-image names by default")
 	assert.Equal(t, strings.ReplaceAll(image.Env["CUDA_TAG"], ".", "-"), image.Env["CUDA_APT"])
 
 	smoke := read("examples", "workflows", "cuda.yml")

@@ -128,6 +128,10 @@ const RunnerImage = "ghcr.io/actions/actions-runner:latest"
 // (pulled on every start); its CUDA is the smoke workflow's.
 const CUDARunnerFollowTag = "cuda12.8"
 
+// CUDARunnerRepository is the package cuda-runner-image.yml publishes the CUDA runner image
+// as, under the organization that owns the copy: ghcr.io/<owner>/lux-cuda-runner.
+const CUDARunnerRepository = "lux-cuda-runner"
+
 // GPUNodeAMIAlias pins the EKS-optimized AL2023 release for GPU nodes; Karpenter picks its
 // NVIDIA variant for GPU instance types. "latest" would drift every AMI release.
 const GPUNodeAMIAlias = "al2023@v20260714"

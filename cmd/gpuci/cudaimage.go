@@ -27,7 +27,7 @@ func runCUDAImage(args []string) error {
 	fs := flag.NewFlagSet("cuda-image", flag.ExitOnError)
 	st := addStackFlags(fs, "stack whose pool runs the image")
 	pool := fs.String("pool", "", "the runner-form pool (its name)")
-	image := fs.String("image", "", "the image (default: ghcr.io/<githubOrg>/lux-cuda-runner:"+versions.CUDARunnerFollowTag+", the copy's)")
+	image := fs.String("image", "", "the image (default: "+cudaRunnerImage("<githubOrg>")+", the copy's)")
 	asJSON := fs.Bool("json", false, "print JSON")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -51,7 +51,7 @@ func runCUDAImage(args []string) error {
 		return fmt.Errorf("pool %s is container-form: its jobs run in the image their container: names (nvidia/cuda:…-devel has the toolkit), and its runner only relays them", *pool)
 	}
 	if *image == "" {
-		*image = CUDARunnerImage(cfg.GitHub.Org)
+		*image = cudaRunnerImage(cfg.GitHub.Org)
 	}
 
 	how := "its registry serves it without credentials, as the nodes pull"
@@ -67,9 +67,9 @@ func runCUDAImage(args []string) error {
 		switch answer {
 		case registry.Refused:
 			return fmt.Errorf("%s is private (%s): the pool's nodes could not pull it, and its jobs would stay Queued. "+
-				"Make the package public once (https://github.com/orgs/%s/packages › lux-cuda-runner › Package settings › Change visibility; it holds no secret), "+
+				"Make the package public once (https://github.com/orgs/%s/packages › %s › Package settings › Change visibility; it holds no secret), "+
 				"or list ghcr.io in imageCache with a registryCredentials entry that can read it (a classic PAT with read:packages); then run this again (nothing changed)",
-				*image, detail, cfg.GitHub.Org)
+				*image, detail, cfg.GitHub.Org, versions.CUDARunnerRepository)
 		case registry.Missing:
 			return fmt.Errorf("%s is not published yet (%s): run the copy's cuda-runner-image workflow (gh workflow run cuda-runner-image.yml), wait for it, then run this again (nothing changed)", *image, detail)
 		}
@@ -97,8 +97,8 @@ func runCUDAImage(args []string) error {
 	return nil
 }
 
-// CUDARunnerImage is the CUDA runner image an organization's copy publishes
+// cudaRunnerImage is the CUDA runner image an organization's copy publishes
 // (.github/workflows/cuda-runner-image.yml), by the tag that follows each runner release.
-func CUDARunnerImage(org string) string {
-	return "ghcr.io/" + org + "/lux-cuda-runner:" + versions.CUDARunnerFollowTag
+func cudaRunnerImage(org string) string {
+	return "ghcr.io/" + org + "/" + versions.CUDARunnerRepository + ":" + versions.CUDARunnerFollowTag
 }
