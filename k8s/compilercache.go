@@ -198,7 +198,7 @@ func CompilerCacheGateRules(svc config.CompilerCacheService) map[string][]rbacv1
 func CompilerCacheServer(svc config.CompilerCacheService, region string, cache ImageCache, gpuci Gpuci) appsv1.Deployment {
 	name := wellknown.CompilerCacheName(svc.Name)
 	labels := map[string]string{"app.kubernetes.io/name": "compiler-cache", wellknown.CompilerCacheLabel: svc.Name}
-	user := int64(65532) // the image's (BUILD.bazel BAZEL_REMOTE_USER_ID at v2.6.2)
+	user := gpuciUser // the server image's own (BUILD.bazel BAZEL_REMOTE_USER_ID at v2.6.2)
 	disk := resource.MustParse(fmt.Sprintf("%dGi", CompilerCacheDiskGiB+1))
 	pod := corev1.PodSpec{
 		ServiceAccountName: name,
@@ -238,7 +238,7 @@ func CompilerCacheServer(svc config.CompilerCacheService, region string, cache I
 		pod.Containers[0].Ports = nil
 		pod.Containers = append(pod.Containers, corev1.Container{
 			Name:            "gate",
-			Image:           cache.Pull(versions.RunnerImage),
+			Image:           gpuciImage(cache),
 			ImagePullPolicy: corev1.PullIfNotPresent,
 			Command:         []string{gpuciBinary},
 			Args:            CompilerCacheGateArgs(svc),

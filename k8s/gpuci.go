@@ -6,8 +6,12 @@ package k8s
 //   - the stack's own build (stack.BuildGpuci), which the stack stores in its bucket
 //     (wellknown.GpuciKey): the AWS CLI fetches it with the pod's Pod Identity, whose role reads
 //     that one object;
-//   - a published release (retrierGpuciVersion): curl, in the runner image, which has curl and
-//     sha256sum and which the system nodes pull through the cache already.
+//   - a published release (retrierGpuciVersion): curl.
+//
+// Both, and the container that then runs the binary, use one image, the AWS CLI's at a pinned
+// version (gpuciImage): these pods hold the organization's retrier token or a cache's writer
+// credential, so none of them runs the runner image, whose tag moves with every runner
+// release (versions.RunnerImage).
 
 import (
 	"fmt"
@@ -57,13 +61,12 @@ func fetchGpuci(g Gpuci, cache ImageCache, region, bucket string, res corev1.Res
 		SecurityContext: restrictedReadOnly(),
 		VolumeMounts:    []corev1.VolumeMount{{Name: "gpuci", MountPath: gpuciDir}},
 	}
+	c.Image = gpuciImage(cache)
 	if g.Release.Pinned() {
-		c.Image = cache.Pull(versions.RunnerImage)
 		c.Command = []string{"sh", "-c", `curl -fsSL --retry 3 -o "$DIR/gpuci" "$URL" && ` + check}
 		c.Env = append(c.Env, corev1.EnvVar{Name: "URL", Value: fmt.Sprintf("%s/%s/gpuci_linux_amd64", versions.GpuciReleases, g.Release.Version)})
 		return c
 	}
-	c.Image = cache.Pull(versions.AWSCLIImage)
 	c.Command = []string{"sh", "-c", `aws s3api get-object --bucket "$BUCKET" --key "$KEY" "$DIR/gpuci" >/dev/null && ` + check}
 	c.Env = append(c.Env,
 		corev1.EnvVar{Name: "BUCKET", ValueFrom: &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{
@@ -77,6 +80,19 @@ func fetchGpuci(g Gpuci, cache ImageCache, region, bucket string, res corev1.Res
 	c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "fetch-home", MountPath: "/tmp"})
 	return c
 }
+
+// gpuciImage is the image of every container of the stack's gpuci pods: the fetcher's (the
+// AWS CLI for the stored build; curl-minimal, which AL2023 containers carry by default, for a
+// release: AL2023 user guide, "Package changes for curl and libcurl"; sha256sum) and the one
+// that runs the binary (static, CGO_ENABLED=0: stack.BuildGpuci, the Makefile's dist; its TLS
+// roots from AL2023's /etc/pki/tls/certs/ca-bundle.crt, which Go's crypto/x509 reads:
+// root_linux.go).
+func gpuciImage(cache ImageCache) string { return cache.Pull(versions.AWSCLIImage) }
+
+// gpuciUser is the uid of a gpuci pod whose image names no user of its own (the AWS CLI image
+// runs as root): any non-root uid runs a static binary; this one is also the compiler cache
+// server's (CompilerCacheServer), so every gpuci pod runs as the same uid.
+const gpuciUser = int64(65532)
 
 // gpuciMount is where the pod's other containers find the binary, read-only.
 func gpuciMount() corev1.VolumeMount {

@@ -23,7 +23,6 @@ import (
 	"github.com/luxfi/lux-gpu-ci/config"
 	"github.com/luxfi/lux-gpu-ci/internal/wellknown"
 	"github.com/luxfi/lux-gpu-ci/k8s/nodepools"
-	"github.com/luxfi/lux-gpu-ci/versions"
 )
 
 // RetrierNamespaceLabels: Pod Security's restricted level.
@@ -99,17 +98,17 @@ func CoolDownRules(r config.Retrier, pools []config.GPUPool) []rbacv1.PolicyRule
 	return []rbacv1.PolicyRule{{APIGroups: []string{"karpenter.sh"}, Resources: []string{"nodepools"}, ResourceNames: names, Verbs: []string{"get", "patch"}}}
 }
 
-// RetrierDeployment is the retrier: one replica, as the runner image's non-root user, with
-// its gpuci fetched and checked by an init container into a volume only the pod sees.
+// RetrierDeployment is the retrier: one replica, non-root, with its gpuci fetched and checked
+// by an init container into a volume only the pod sees, all in one pinned image (gpuciImage).
 func RetrierDeployment(r config.Retrier, gh config.GitHub, pools []config.GPUPool, cache ImageCache, gpuci Gpuci, region string) appsv1.Deployment {
 	labels := map[string]string{"app.kubernetes.io/name": wellknown.RetrierName}
-	user := runnerUser
+	user := gpuciUser
 	restricted := restrictedReadOnly()
 	small := corev1.ResourceRequirements{
 		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("64Mi")},
 		Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("256Mi")},
 	}
-	image := cache.Pull(versions.RunnerImage)
+	image := gpuciImage(cache)
 	one := int32(1)
 	return appsv1.Deployment{
 		TypeMeta:   k8smeta.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},

@@ -47,7 +47,7 @@ func TestRetrierDeployment(t *testing.T) {
 	require.Len(t, c.Env, 1)
 	assert.Equal(t, "GITHUB_TOKEN", c.Env[0].Name)
 	assert.Equal(t, wellknown.RetrierTokenSecret, c.Env[0].ValueFrom.SecretKeyRef.Name, "from the Secret in its own namespace")
-	assert.Equal(t, testCache["ghcr.io"]+"/actions/actions-runner:latest", c.Image, "through the image cache")
+	assert.Equal(t, "public.ecr.aws/aws-cli/aws-cli:2.36.7", c.Image, "the image its gpuci was fetched in, pinned: the pod holds the organization's token")
 	require.Len(t, spec.InitContainers, 1)
 	assert.Equal(t, "public.ecr.aws/aws-cli/aws-cli:2.36.7", spec.InitContainers[0].Image, "the CLI reads Pod Identity's credentials")
 }

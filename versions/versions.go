@@ -102,11 +102,14 @@ func ChartNames() []string {
 	return names
 }
 
-// AWSCLIImage fetches the gpuci the stack stored in its bucket for its pods (k8s/gpuci.go),
-// by EKS Pod Identity: the AWS CLI reads the agent's credentials since 2.15.0 (EKS user guide
+// AWSCLIImage is the one image of the stack's gpuci pods (the retrier, the caches' gates:
+// k8s/gpuci.go), which fetches the gpuci the stack stored in its bucket, by EKS Pod Identity,
+// and runs it: the AWS CLI reads the agent's credentials since 2.15.0 (EKS user guide
 // pod-id-minimum-sdk), at this tag in awscli/botocore/credentials.py ContainerProvider
 // (AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE, :2068) and utils.py (the agent's 169.254.170.23
 // allowed, :2893). Its image is Amazon Linux 2023 with sh and sha256sum (docker/Dockerfile).
+// Pinned by tag only: a digest read from the registry would go here (k8s.ImageCache.Pull then
+// pulls it from its own registry, as ECR's cache fills only on a pull by tag).
 const AWSCLIImage = "public.ecr.aws/aws-cli/aws-cli:2.36.7"
 
 // GpuciReleases is where release.yml publishes gpuci's binaries, by tag: the in-cluster
