@@ -114,6 +114,7 @@ func brokenGPU(t tb, ctx context.Context, core kubernetes.Interface, kube dynami
 	gh.mu.Unlock()
 
 	// Karpenter takes the broken node away; the next job gets a fresh node.
+	require.NotEmpty(t, instanceID(&brokenClaim), "the broken node's instance, to see it go")
 	require.Eventually(t, func() bool {
 		acct, err := k.account()
 		if err != nil {

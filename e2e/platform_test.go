@@ -238,12 +238,19 @@ func pulumiEKSBumped(t *testing.T, ctx context.Context, h *harness) {
 	changes := *up.Summary.ResourceChanges
 	t.Logf("up with the pinned pulumi-eks: %v", changes)
 	assert.Zero(t, changes["create"]+changes["delete"]+changes["replace"], "a pulumi-eks bump creates, deletes and replaces nothing")
+	require.NotEmpty(t, steps, "the engine's steps, read from its events")
 	var changed []string
+	updates := 0
 	for _, s := range changedSteps(steps) {
 		changed = append(changed, s.resource())
+		if s.op == "update" {
+			updates++
+		}
 		assert.False(t, strings.HasPrefix(s.resource(), "kubernetes:"), "%s changed with pulumi-eks", s.urn)
 	}
 	t.Logf("changed: %v", changed)
+	// Steps lost from the events would check no Kubernetes resource at all.
+	assert.Equal(t, changes["update"], updates, "every update the summary counts, seen as a step")
 	assert.Positive(t, changes["same"], "the up ran over the stack the previous version deployed")
 }
 

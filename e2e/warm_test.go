@@ -106,9 +106,11 @@ func warmWindowConfigured(t *testing.T, ctx context.Context, h *harness, core ku
 	var nodePool karpv1.NodePool
 	require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(np.Object, &nodePool))
 	var refused []capacityPool
+	sawCapacity := false
 	for _, r := range nodePool.Spec.Template.Spec.Requirements {
 		switch r.Key {
 		case karpv1.CapacityTypeLabelKey:
+			sawCapacity = true
 			require.ElementsMatch(t, []string{karpv1.CapacityTypeSpot, karpv1.CapacityTypeOnDemand}, r.Values, "dev's pools fall back to on-demand")
 		case corev1.LabelInstanceTypeStable:
 			for _, it := range r.Values {
@@ -118,6 +120,7 @@ func warmWindowConfigured(t *testing.T, ctx context.Context, h *harness, core ku
 			}
 		}
 	}
+	require.True(t, sawCapacity, "the pool names its capacity types")
 	require.NotEmpty(t, refused)
 	k.shortage(t, refused)
 	return func(t tb) {

@@ -84,7 +84,7 @@ func TestDocsRunOnlyGpuciCommandsAndFlagsItHas(t *testing.T) {
 	t.Parallel()
 	commands := gpuciFlags(t)
 	flag := regexp.MustCompile(`(?:^|\s)--?([a-z][a-z0-9-]*)`)
-	seen := 0
+	seen, flagsSeen := 0, 0
 	for _, c := range docsCode(t) {
 		for _, m := range commandAt(`gpuci ([a-z][a-z-]*)`).FindAllStringSubmatch(c.line, -1) {
 			seen++
@@ -93,13 +93,16 @@ func TestDocsRunOnlyGpuciCommandsAndFlagsItHas(t *testing.T) {
 				continue
 			}
 			for _, f := range flag.FindAllStringSubmatch(m[2], -1) {
+				flagsSeen++
 				assert.True(t, f[1] == "h" || slices.Contains(flags, f[1]),
 					"%s: `%s` gives gpuci %s --%s, which it does not take (its flags: %v)", c.file, c.line, m[1], f[1], flags)
 			}
 		}
 	}
-	t.Logf("%d found", seen)
+	t.Logf("%d found, %d flags", seen, flagsSeen)
 	assert.Greater(t, seen, 60, "the docs' gpuci command lines found (108 when this test was written)")
+	// A capture that stopped reaching the flags would check none of them.
+	assert.Greater(t, flagsSeen, 15, "the flags those lines give (about 23 when this was written)")
 }
 
 func TestDocsRunOnlyMakeVerbsAndVariablesItHas(t *testing.T) {
@@ -123,7 +126,7 @@ func TestDocsRunOnlyMakeVerbsAndVariablesItHas(t *testing.T) {
 	}
 	variable := regexp.MustCompile(`(?:^|\s)([A-Z][A-Z0-9_]*)=`)
 	verb := regexp.MustCompile(`^[a-z][a-z0-9-]*$`)
-	seen := 0
+	seen, varsSeen := 0, 0
 	for _, c := range docsCode(t) {
 		for _, m := range commandAt(`make`).FindAllStringSubmatch(c.line, -1) {
 			words := strings.Fields(m[1])
@@ -134,14 +137,16 @@ func TestDocsRunOnlyMakeVerbsAndVariablesItHas(t *testing.T) {
 			seen++
 			assert.Contains(t, targets, verbs[0], "%s: `%s` runs make %s, which the Makefile has no target for", c.file, c.line, verbs[0])
 			for _, v := range variable.FindAllStringSubmatch(m[1], -1) {
+				varsSeen++
 				// $(V) or ${V…} or $V, or a default the Makefile gives it (V ?=).
 				read := regexp.MustCompile(`\$\(` + v[1] + `\)|\$\{` + v[1] + `\b|\$` + v[1] + `\b|\b` + v[1] + ` \?=`).MatchString(readers)
 				assert.True(t, read, "%s: `%s` gives make %s=, which neither the Makefile nor hack/*.sh reads", c.file, c.line, v[1])
 			}
 		}
 	}
-	t.Logf("%d found", seen)
+	t.Logf("%d found, %d variables", seen, varsSeen)
 	assert.Greater(t, seen, 60, "the docs' make command lines found (125 when this test was written)")
+	assert.Greater(t, varsSeen, 10, "the variables those lines give (about 18 when this was written)")
 }
 
 func TestDocsKubectlNamespacesAreTheStacks(t *testing.T) {

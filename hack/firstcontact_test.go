@@ -234,6 +234,7 @@ func TestANewOrganizationsActionsAreCounted(t *testing.T) {
 
 	// 1. The README's Bootstrap block, as written: every value it exports, every command.
 	//    A command the prerequisites stop is run again once they are met, and counted again.
+	handedOff := false
 	for _, line := range readmeBootstrapBlock(t) {
 		if rest, ok := strings.CutPrefix(line, "export "); ok {
 			for _, kv := range strings.Fields(rest) {
@@ -262,12 +263,17 @@ func TestANewOrganizationsActionsAreCounted(t *testing.T) {
 			if err == nil {
 				if strings.HasPrefix(line, "make bootstrap") {
 					w.handOff(out)
+					handedOff = true
 				}
 				break
 			}
 			w.meet(out)
 		}
 	}
+
+	// A README line that runs bootstrap some other way (make -s bootstrap) would skip the
+	// hand-off and its actions, and the count would shrink.
+	require.True(t, handedOff, "the README's Bootstrap block runs make bootstrap, and the walk took its hand-off")
 
 	// The App it made is the stack's runner credential: its ID and installation in the
 	// config, its key a secret, all kept 0600 for the next bootstrap.

@@ -11,8 +11,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	psaapi "k8s.io/pod-security-admission/api"
-	"k8s.io/pod-security-admission/policy"
 
 	"github.com/luxfi/lux-gpu-ci/config"
 	"github.com/luxfi/lux-gpu-ci/internal/wellknown"
@@ -33,11 +31,7 @@ func TestRetrierDeployment(t *testing.T) {
 	spec := d.Spec.Template.Spec
 	assert.Equal(t, wellknown.RetrierServiceAccount, spec.ServiceAccountName)
 	assert.Equal(t, map[string]string{wellknown.SystemNodeLabel: wellknown.SystemNodeValue}, spec.NodeSelector)
-	eval, err := policy.NewEvaluator(policy.DefaultChecks(), nil)
-	require.NoError(t, err)
-	for _, res := range eval.EvaluatePod(psaapi.LevelVersion{Level: psaapi.LevelRestricted, Version: psaapi.LatestVersion()}, &d.Spec.Template.ObjectMeta, &spec) {
-		assert.True(t, res.Allowed, "%s: %s", res.ForbiddenReason, res.ForbiddenDetail)
-	}
+	assertRestricted(t, "the retrier", d.Spec.Template)
 	require.Len(t, spec.Containers, 1)
 	c := spec.Containers[0]
 	assert.Equal(t, []string{"/opt/gpuci/gpuci"}, c.Command)

@@ -10,8 +10,6 @@ import (
 	"github.com/stretchr/testify/require"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	psaapi "k8s.io/pod-security-admission/api"
-	"k8s.io/pod-security-admission/policy"
 
 	"github.com/luxfi/lux-gpu-ci/config"
 	"github.com/luxfi/lux-gpu-ci/internal/testsupport/testkit"
@@ -82,13 +80,8 @@ func TestWarmWindowCronJobs(t *testing.T) {
 	assert.Len(t, job.PodFailurePolicy.Rules, 1, "a runner-form pool's Job ignores only disruptions")
 
 	// The restricted level, by upstream's evaluator.
-	eval, err := policy.NewEvaluator(policy.DefaultChecks(), nil)
-	require.NoError(t, err)
 	for _, cj := range []batchv1.CronJob{week, cont} {
-		tmpl := cj.Spec.JobTemplate.Spec.Template
-		for _, r := range eval.EvaluatePod(psaapi.LevelVersion{Level: psaapi.LevelRestricted, Version: psaapi.LatestVersion()}, &tmpl.ObjectMeta, &tmpl.Spec) {
-			assert.True(t, r.Allowed, "%s's placeholder: %s: %s", cj.Name, r.ForbiddenReason, r.ForbiddenDetail)
-		}
+		assertRestricted(t, cj.Name+"'s placeholder", cj.Spec.JobTemplate.Spec.Template)
 	}
 }
 
