@@ -4,6 +4,7 @@ package hack_test
 // silent "dev", and `gpuci version` names its pins.
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -18,6 +19,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -219,6 +221,27 @@ func TestRetryWithAnUnreadableClusterReRunsNothing(t *testing.T) {
 	assert.Contains(t, out, "the cluster cannot be read, so nothing was re-run")
 	assert.Contains(t, out, "without --cluster, GitHub's evidence alone decides")
 	assert.NotContains(t, out, "reading run 7", "GitHub is not asked")
+}
+
+// The in-cluster retrier runs unattended with no liveness probe: a GitHub that takes its
+// request and never answers must not stop it. Its pass (here, the token's check after an
+// unreadable cluster) is abandoned at --pass-timeout, and it says so.
+func TestTheRetrierOutlivesAGitHubThatNeverAnswers(t *testing.T) {
+	t.Parallel()
+	hanging := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() }))
+	t.Cleanup(hanging.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, gpuciBin, "retry", "--org", "luxfi", "--scale-sets", "lux-gpu-t4",
+		"--kubeconfig", filepath.Join(t.TempDir(), "missing"), "--pass-timeout", "1s")
+	cmd.Env = append(os.Environ(), "GITHUB_TOKEN=ghs_test", "GITHUB_API_URL="+hanging.URL)
+	started := time.Now()
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, ctx.Err(), "the pass never ended:\n%s", out)
+	require.Error(t, err, "the cluster could not be read: %s", out)
+	assert.Less(t, time.Since(started), 30*time.Second)
+	assert.Contains(t, string(out), "context deadline exceeded", "the token's check, abandoned")
+	assert.Contains(t, string(out), "the cluster cannot be read, so nothing was re-run")
 }
 
 // gpuci stats, as an operator runs it: the stack's scale sets, GitHub's record of one job

@@ -51,7 +51,9 @@ func runCacheGate(args []string) error {
 		Shared:    *shared,
 		Log:       logger,
 	}
-	srv := &http.Server{Addr: *listen, Handler: gate, ReadHeaderTimeout: 10 * time.Second}
+	// A job is untrusted: one that sends a request's body slowly, or keeps a connection open,
+	// holds a connection and a goroutine only until these end.
+	srv := &http.Server{Addr: *listen, Handler: gate, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 5 * time.Minute, IdleTimeout: 2 * time.Minute}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	go func() {

@@ -38,6 +38,7 @@ func runRetry(args []string) error {
 	coolDownFor := fs.Duration("spot-cool-down", 0, "with --org, how long the pool of a re-run job launches on-demand nodes (0: never)")
 	coolDownPools := fs.String("cool-down-node-pools", "", "with --spot-cool-down, comma-separated <scale set>=<its pool's cool-down NodePool>")
 	gpuPools := fs.String("gpu-pools", "", "with --org, comma-separated GPU pools whose nodes are taken out of service (their NodeClaim deleted) when their device plugin withdraws a GPU")
+	passTimeout := fs.Duration("pass-timeout", 5*time.Minute, "with --org, the longest a pass, the token's check or a look for broken GPUs may take before it is abandoned")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -46,7 +47,7 @@ func runRetry(args []string) error {
 		if err != nil {
 			return err
 		}
-		return runRetrySweep(*org, *scaleSets, *podNamespaces, *every, *lookback, *kubeconfig, *dryRun, cool, splitList(*gpuPools), st)
+		return runRetrySweep(*org, *scaleSets, *podNamespaces, *every, *lookback, *passTimeout, *kubeconfig, *dryRun, cool, splitList(*gpuPools), st)
 	}
 	owner, name, ok := strings.Cut(*repo, "/")
 	if !ok || owner == "" || name == "" || *runID <= 0 {
@@ -168,11 +169,17 @@ func splitList(flagValue string) []string {
 // a node taken out of service, the organization's failed runs since, with GITHUB_TOKEN (a token that may re-run jobs:
 // Actions read and write on the repositories; it may not read annotations, see ClusterOnly).
 // A pass that fails is reported and the next one tried: the retrier outlives GitHub's and the
-// API server's bad minutes.
-func runRetrySweep(org, scaleSets, podNamespaces string, every, lookback time.Duration, kubeconfig string, dryRun bool, cool coolDowns, gpuPools []string, st stackFlags) error {
+// API server's bad minutes. Each pass, token check and look for broken GPUs has passTimeout:
+// a request accepted and never answered would otherwise stop the retrier for good (its pod
+// has no liveness probe, and neither GitHub's client nor the cluster's has a deadline of its
+// own on a request).
+func runRetrySweep(org, scaleSets, podNamespaces string, every, lookback, passTimeout time.Duration, kubeconfig string, dryRun bool, cool coolDowns, gpuPools []string, st stackFlags) error {
 	token := os.Getenv("GITHUB_TOKEN")
 	if token == "" {
-		return fmt.Errorf("GITHUB_TOKEN is not set: the in-cluster retrier reads it from its Secret (config key retrier.githubToken)")
+		return fmt.Errorf("GITHUB_TOKEN is not set: the in-cluster retrier reads it from its Secret, which the stack makes from the config key %s (printf %%s \"$TOKEN\" | pulumi config set --secret %s, then pulumi up)", config.KeyRetrierGitHubToken, config.KeyRetrierGitHubToken)
+	}
+	if passTimeout <= 0 {
+		return fmt.Errorf("--pass-timeout must be positive (got %s)", passTimeout)
 	}
 	ours, err := retryScaleSets(scaleSets, podNamespaces, st)
 	if err != nil {
@@ -187,9 +194,13 @@ func runRetrySweep(org, scaleSets, podNamespaces string, every, lookback time.Du
 	var reach []string
 	var checked time.Time
 	for {
-		pass, err := sweepOnce(ctx, client, org, ours, lookback, kubeconfig, dryRun, cool, gpuPools)
+		passCtx, cancel := context.WithTimeout(ctx, passTimeout)
+		pass, err := sweepOnce(passCtx, client, org, ours, lookback, kubeconfig, dryRun, cool, gpuPools)
+		cancel()
 		if time.Since(checked) >= tokenCheckEvery {
-			tokenState, reach = retry.Sweep{Client: client, Org: org}.CheckToken(ctx)
+			checkCtx, cancel := context.WithTimeout(ctx, passTimeout)
+			tokenState, reach = retry.Sweep{Client: client, Org: org}.CheckToken(checkCtx)
+			cancel()
 			checked = time.Now().UTC()
 		}
 		pass.Token, pass.TokenChecked, pass.TokenReach = tokenState, checked, reach
@@ -209,7 +220,7 @@ func runRetrySweep(org, scaleSets, podNamespaces string, every, lookback time.Du
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "gpuci retry --org %s: %v (next pass in %s)\n", org, err, every)
 		}
-		watchGPUs(ctx, every, kubeconfig, ours.stack, gpuPools, dryRun)
+		watchGPUs(ctx, every, passTimeout, kubeconfig, ours.stack, gpuPools, dryRun)
 	}
 }
 
@@ -224,7 +235,7 @@ const tokenCheckEvery = time.Hour
 const outOfServiceEvery = 10 * time.Second
 
 // watchGPUs waits for the next pass, taking broken GPUs' nodes out of service meanwhile.
-func watchGPUs(ctx context.Context, wait time.Duration, kubeconfig, stack string, gpuPools []string, dryRun bool) {
+func watchGPUs(ctx context.Context, wait, timeout time.Duration, kubeconfig, stack string, gpuPools []string, dryRun bool) {
 	for end := time.Now().Add(wait); time.Until(end) > 0; {
 		time.Sleep(min(outOfServiceEvery, time.Until(end)))
 		if dryRun || len(gpuPools) == 0 {
@@ -234,7 +245,9 @@ func watchGPUs(ctx context.Context, wait time.Duration, kubeconfig, stack string
 		if err != nil {
 			continue // the pass reports it
 		}
-		did, err := live.OutOfService{Kube: kube, Dynamic: dyn, Pools: gpuPools}.Sweep(ctx)
+		sweepCtx, cancel := context.WithTimeout(ctx, timeout)
+		did, err := live.OutOfService{Kube: kube, Dynamic: dyn, Pools: gpuPools}.Sweep(sweepCtx)
+		cancel()
 		cleanup()
 		for _, line := range did {
 			fmt.Fprintln(os.Stderr, "gpuci retry: out of service: "+line)

@@ -8,6 +8,7 @@
 package cachegate
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -22,6 +23,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"time"
 )
 
 // Job is what ARC recorded of the job a caller runs: EphemeralRunner's
@@ -63,10 +65,19 @@ type Gate struct {
 	// repository reads and writes its own.
 	Shared bool
 	Log    *log.Logger
+	// UpstreamTimeout is how long the gate waits for the server's answer to begin (0:
+	// UpstreamHeaderTimeout).
+	UpstreamTimeout time.Duration
 
-	proxy *httputil.ReverseProxy
-	reads readCounts
+	proxyOnce sync.Once // the server handles requests concurrently: one proxy, made once
+	proxy     *httputil.ReverseProxy
+	reads     readCounts
 }
+
+// UpstreamHeaderTimeout is how long the gate waits for the cache server's answer to begin: a
+// server that hangs fails the job's read or write (ccache then compiles) rather than holding
+// it and the gate's connection for ever.
+const UpstreamHeaderTimeout = time.Minute
 
 // FailuresPath is where a job asks how many of its reads the cache server failed: ccache counts
 // a read answered 500 (bazel-remote's answer when S3 fails: its v2.6.2 cache/s3proxy/s3proxy.go:
@@ -213,9 +224,11 @@ func (g *Gate) serveFailures(w http.ResponseWriter, r *http.Request) {
 }
 
 func (g *Gate) reverseProxy() *httputil.ReverseProxy {
-	if g.proxy == nil {
-		g.proxy = &httputil.ReverseProxy{Rewrite: func(pr *httputil.ProxyRequest) { pr.SetURL(g.Upstream) }}
-	}
+	g.proxyOnce.Do(func() {
+		transport := http.DefaultTransport.(*http.Transport).Clone()
+		transport.ResponseHeaderTimeout = cmp.Or(g.UpstreamTimeout, UpstreamHeaderTimeout)
+		g.proxy = &httputil.ReverseProxy{Rewrite: func(pr *httputil.ProxyRequest) { pr.SetURL(g.Upstream) }, Transport: transport}
+	})
 	return g.proxy
 }
 

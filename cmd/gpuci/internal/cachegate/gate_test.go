@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -273,4 +274,33 @@ func TestTheGateCountsTheReadsTheServerFailed(t *testing.T) {
 	rec := httptest.NewRecorder()
 	healthy.ServeHTTP(rec, req)
 	assert.Equal(t, "reads 1 failed 0\n", rec.Body.String())
+}
+
+// A server that takes a read and never answers fails it at the gate's timeout (ccache then
+// compiles), and the read counts as failed: the job is not held, and the gate says so.
+func TestAServerThatNeverAnswersFailsTheReadInTime(t *testing.T) {
+	release := make(chan struct{})
+	hanging := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+		case <-release:
+		}
+	}))
+	t.Cleanup(func() { close(release); hanging.Close() })
+	u, err := url.Parse(hanging.URL)
+	require.NoError(t, err)
+	g := &Gate{Upstream: u, Callers: cluster(t), WriteRefs: []string{"refs/heads/main"}, UpstreamTimeout: 200 * time.Millisecond}
+	answered := make(chan int, 1)
+	go func() {
+		code, _ := serve(t, g)(http.MethodGet, "10.0.0.1", entryKey, "")
+		answered <- code
+	}()
+	select {
+	case code := <-answered:
+		assert.Equal(t, http.StatusBadGateway, code)
+	case <-time.After(5 * time.Second):
+		require.FailNow(t, "the read is still held after 5 s")
+	}
+	_, failed := g.reads.of("10.0.0.1")
+	assert.Equal(t, 1, failed, "a failed read")
 }
