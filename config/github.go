@@ -60,14 +60,14 @@ func (p *parser) parseGitHub() GitHub {
 			p.fail(KeyGitHubAppInstallationID, "must be the App installation's numeric ID", "12345678")
 		}
 		if !hasKey {
-			p.fail(KeyGitHubAppPrivateKey, "is not set", `-- "$(cat app.pem)"`)
+			p.fail(KeyGitHubAppPrivateKey, "is not set", "cat app.pem")
 		}
 		g.App = &GitHubApp{AppID: appID, InstallationID: inst}
 		if key != nil {
 			g.App.PrivateKey = *key
 		}
 	default:
-		p.failHow(KeyGitHubToken, "is not set, and no GitHub App is configured; ARC cannot register runners", "pulumi config set --secret githubToken <a PAT with admin:org>, or set githubAppId, githubAppInstallationId and githubAppPrivateKey")
+		p.failHow(KeyGitHubToken, "is not set, and no GitHub App is configured; ARC cannot register runners", "printf %s \"$PAT\" | pulumi config set --secret githubToken (a PAT with admin:org), or set githubAppId, githubAppInstallationId and githubAppPrivateKey")
 	}
 	return g
 }
@@ -86,7 +86,7 @@ func (p *parser) secret(key string) (*Secret, bool) {
 		return nil, false
 	}
 	if p.isSecret != nil && !p.isSecret(qualify(key)) {
-		p.fail(key, "is stored in plain text in the stack file", "<value>")
+		p.fail(key, "is stored in plain text in the stack file", `printf %s "$VALUE"`)
 	}
 	return newSecret(v), true
 }

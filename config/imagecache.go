@@ -135,7 +135,7 @@ type RegistryCredential struct {
 	AccessToken string `json:"accessToken"`
 }
 
-const registryCredentialsExample = `'{"docker.io": {"username": "<user>", "accessToken": "<token>"}, "ghcr.io": {"username": "<user>", "accessToken": "<PAT with read:packages>"}}'`
+const registryCredentialsFix = `pulumi config set --secret registryCredentials < registry-credentials.json, a file holding {"docker.io": {"username": "<user>", "accessToken": "<token>"}, "ghcr.io": {"username": "<user>", "accessToken": "<PAT with read:packages>"}}`
 
 // parseImageCache reads imageCache (the upstream hosts) and registryCredentials (a secret:
 // a JSON object of host → {username, accessToken}). No message contains a credential.
@@ -145,10 +145,10 @@ func (p *parser) parseImageCache(cluster string) ImageCache {
 	var creds map[string]RegistryCredential
 	if raw, ok := p.raw(KeyRegistryCredentials); ok && raw != "" {
 		if p.isSecret != nil && !p.isSecret(qualify(KeyRegistryCredentials)) {
-			p.fail(KeyRegistryCredentials, "is stored in plain text in the stack file", registryCredentialsExample)
+			p.failHow(KeyRegistryCredentials, "is stored in plain text in the stack file", registryCredentialsFix)
 		} else if err := json.Unmarshal([]byte(raw), &creds); err != nil {
 			// The error would quote the value: say only what is wrong with its shape.
-			p.fail(KeyRegistryCredentials, "is not a JSON object of registry host → {username, accessToken}", registryCredentialsExample)
+			p.failHow(KeyRegistryCredentials, "is not a JSON object of registry host → {username, accessToken}", registryCredentialsFix)
 		}
 	}
 	var c ImageCache
@@ -166,12 +166,12 @@ func (p *parser) parseImageCache(cluster string) ImageCache {
 		cred, has := creds[host]
 		switch {
 		case has && (cred.Username == "" || cred.AccessToken == ""):
-			p.fail(KeyRegistryCredentials, fmt.Sprintf("%s: needs both username and accessToken", host), registryCredentialsExample)
+			p.failHow(KeyRegistryCredentials, fmt.Sprintf("%s: needs both username and accessToken", host), registryCredentialsFix)
 		case has:
 			b, _ := json.Marshal(cred)
 			up.Credential = newSecret(string(b))
 		case u.NeedsCredential:
-			p.fail(KeyRegistryCredentials, fmt.Sprintf("has no entry for %s, whose cache rule ECR only accepts with a credential (Docker Hub: a user and an access token; ghcr.io: a user and a PAT with read:packages)", host), registryCredentialsExample)
+			p.failHow(KeyRegistryCredentials, fmt.Sprintf("has no entry for %s, whose cache rule ECR only accepts with a credential (Docker Hub: a user and an access token; ghcr.io: a user and a PAT with read:packages)", host), registryCredentialsFix)
 		}
 		c.Upstreams = append(c.Upstreams, up)
 	}
@@ -184,7 +184,7 @@ func (p *parser) parseImageCache(cluster string) ImageCache {
 	for _, r := range c.Repositories {
 		switch {
 		case r == "*":
-			p.fail(KeyImageRepositories, `"*" would let the nodes pull every repository of the account, which is what the list is there to prevent`, `name the repositories or their prefixes: ["team-a/cuda-base", "team-b/*"]`)
+			p.fail(KeyImageRepositories, `"*" would let the nodes pull every repository of the account, which is what the list is there to prevent: name the repositories or their prefixes`, `["team-a/cuda-base", "team-b/*"]`)
 		case !repositoryPatternRE.MatchString(r):
 			p.fail(KeyImageRepositories, fmt.Sprintf("%q is not an ECR repository name, or a name prefix ending in *", r), `["team-a/cuda-base", "team-b/*"]`)
 		}

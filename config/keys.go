@@ -102,7 +102,7 @@ var Defaults = map[string]any{
 	KeyKubernetesVersion:      versions.KubernetesDefault,
 	KeyVpcCidr:                "10.0.0.0/16",
 	KeyAzCount:                2,
-	KeyNatMode:                NatSingle,
+	KeyNatMode:                string(NatSingle),
 	KeyNetworkPolicyMode:      string(NetworkPoliciesStrict),
 	KeySystemNodeInstanceType: "t3.medium",
 	KeySystemNodeCount:        1,

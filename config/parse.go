@@ -16,15 +16,17 @@ type parser struct {
 }
 
 // fail records an error for key (an unqualified project key, or "aws:region") with the
-// value that fixes it.
+// value that fixes it, or for a credential the command that prints it: a credential goes in
+// on standard input, never on the command line, where every process sees it and the shell's
+// history keeps it. A fix that is not a value is failHow's.
 func (p *parser) fail(key, problem, fix string) {
 	short := key
 	how := fmt.Sprintf("pulumi config set %s %s", short, shellQuote(fix))
 	switch {
+	case credentials[short]:
+		how = fmt.Sprintf("%s | pulumi config set --secret %s", fix, short)
 	case structured[short]:
 		how = fmt.Sprintf("set %s in Pulumi.<stack>.yaml, e.g. %s", qualify(short), fix)
-	case credentials[short]:
-		how = fmt.Sprintf("pulumi config set --secret %s %s", short, fix)
 	}
 	p.failHow(key, problem, how)
 }

@@ -33,7 +33,9 @@ type GPUPool struct {
 	// RootVolumeGi sizes the gp3 root volume; CUDA images are large.
 	RootVolumeGi int `json:"rootVolumeGi"`
 	// RootVolumeThroughput (MiB/s) and RootVolumeIOPS provision the gp3 root volume, where a
-	// cold node writes every image it pulls: gp3's baseline is 125 MiB/s and 3,000 IOPS.
+	// cold node writes every image it pulls unless they go to the instance's NVMe
+	// (ImagesOnInstanceStore: an AL2023 pool's): gp3's baseline is 125 MiB/s
+	// and 3,000 IOPS.
 	RootVolumeThroughput int `json:"rootVolumeThroughput"`
 	RootVolumeIOPS       int `json:"rootVolumeIOPS"`
 	// RunnerScaleSetName is the scale set's name, usable as `runs-on: <name>`.

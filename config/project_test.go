@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/common/diag"
@@ -205,4 +206,31 @@ func TestAPIAdmits(t *testing.T) {
 	dev, err := config.ParseStackFileOffline(filepath.Join(testkit.FixtureDir(t), "Pulumi.dev.yaml"))
 	require.NoError(t, err)
 	assert.NoError(t, dev.APIAdmits(netip.MustParseAddr("20.1.2.3")), "dev's endpoint is open (0.0.0.0/0)")
+}
+
+// A stack file read offline (gpuci, the deploy identity) gets the project's defaults for what
+// it leaves out, as the engine would give them: every key of Defaults, left out of the
+// starter's file one at a time (each one-line key), parses (natMode's default, of the wrong
+// type, panicked here).
+func TestAStackFileThatLeavesAKeyOutGetsItsDefault(t *testing.T) {
+	starter, err := os.ReadFile(filepath.Join(testkit.RepoRoot(t), "Pulumi.starter.yaml"))
+	require.NoError(t, err)
+	left := 0
+	for _, line := range strings.Split(string(starter), "\n") {
+		key, value, ok := strings.Cut(strings.TrimPrefix(line, "  "+config.Project+":"), ":")
+		if !ok || !strings.HasPrefix(line, "  "+config.Project+":") || strings.TrimSpace(value) == "" {
+			continue // not a key of the project's, or one whose value takes the lines below
+		}
+		if _, hasDefault := config.Defaults[key]; !hasDefault {
+			continue
+		}
+		left++
+		file := filepath.Join(t.TempDir(), "Pulumi.starter.yaml")
+		require.NoError(t, os.WriteFile(file, []byte(strings.Replace(string(starter), line+"\n", "", 1)), 0o644))
+		require.NotPanics(t, func() {
+			_, err = config.ParseStackFileOffline(file)
+		}, "the starter without %s", key)
+		assert.NoError(t, err, "the starter without %s", key)
+	}
+	assert.GreaterOrEqual(t, left, 5, "keys of the starter with a default, each left out once")
 }

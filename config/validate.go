@@ -34,9 +34,10 @@ const MaxCacheClusterNameLen = 37 - len("--ccache-")
 func (c *Config) validate(p *parser) {
 	switch {
 	case len(c.ClusterName) > MaxClusterNameLen:
-		p.fail(KeyClusterName, fmt.Sprintf("%q is %d characters; at most %d fit the IAM role names derived from it (unset, it is lux-gpu-ci-<stack>)", c.ClusterName, len(c.ClusterName), MaxClusterNameLen), "a shorter name, e.g. lux-gpu-ci-dev")
+		p.failHow(KeyClusterName, fmt.Sprintf("%q is %d characters; at most %d fit the IAM role names derived from it", c.ClusterName, len(c.ClusterName), MaxClusterNameLen),
+			"a shorter name (pulumi config set clusterName lux-gpu-ci-dev), or none: pulumi config rm clusterName, and it is lux-gpu-ci-<stack>")
 	case !clusterNameRE.MatchString(c.ClusterName):
-		p.fail(KeyClusterName, fmt.Sprintf("%q must be lower-case letters, digits and '-', starting with a letter", c.ClusterName), "e.g. lux-gpu-ci-dev")
+		p.fail(KeyClusterName, fmt.Sprintf("%q must be lower-case letters, digits and '-', starting with a letter", c.ClusterName), "lux-gpu-ci-dev")
 	case strings.Contains(c.ClusterName, "--"):
 		// The image cache's ECR repository prefixes start with the name (RepositoryPrefix),
 		// and ECR's pattern allows no two separators in a row: the up would fail half-way.
@@ -47,13 +48,13 @@ func (c *Config) validate(p *parser) {
 	// "<cluster>--ccache-"), and S3 takes a 37-character prefix at most.
 	if n := len(c.ClusterName); n > MaxCacheClusterNameLen && len(c.CompilerCaches()) > 0 {
 		p.fail(KeyClusterName, fmt.Sprintf("%q is %d characters; with a compiler cache at most %d leave room for its bucket's name (<cluster>--ccache-, S3's prefix is 37 at most)", c.ClusterName, n, MaxCacheClusterNameLen),
-			"a shorter name, or compilerCache: none on every pool")
+			"a shorter name (pulumi config set clusterName lux-gpu-ci-dev), or compilerCache: none on every pool in Pulumi.<stack>.yaml")
 	}
 
 	if minor := c.KubernetesMinor(); minor == 0 {
 		p.fail(KeyKubernetesVersion, fmt.Sprintf("%q is not a Kubernetes minor version like %q", c.KubernetesVersion, versions.KubernetesDefault), versions.KubernetesDefault)
 	} else if minor < versions.KubernetesMin || minor > versions.KubernetesMax {
-		p.fail(KeyKubernetesVersion, fmt.Sprintf("%s is outside 1.%d–1.%d, the versions EKS and Karpenter 1.14 both support", c.KubernetesVersion, versions.KubernetesMin, versions.KubernetesMax), versions.KubernetesDefault)
+		p.fail(KeyKubernetesVersion, fmt.Sprintf("%s is outside 1.%d–1.%d, the versions EKS and Karpenter %s both support", c.KubernetesVersion, versions.KubernetesMin, versions.KubernetesMax, versions.KarpenterChart.Version), versions.KubernetesDefault)
 	}
 
 	c.validateNetwork(p)
@@ -74,46 +75,46 @@ func (c *Config) validate(p *parser) {
 	}
 	for i, s := range c.PublicAccessCIDRs {
 		if pfx, err := netip.ParsePrefix(s); err != nil || !pfx.Addr().Is4() || pfx.Masked() != pfx {
-			p.fail(KeyPublicAccessCidrs, fmt.Sprintf("entry %d (%q) is not an IPv4 CIDR without host bits", i, s), "e.g. 203.0.113.0/24")
+			p.fail(KeyPublicAccessCidrs, fmt.Sprintf("entry %d (%q) is not an IPv4 CIDR without host bits", i, s), `["203.0.113.0/24"]`)
 		}
 	}
 	for i, s := range c.AdminPrincipals {
 		if !iamPrincipalRE.MatchString(s) {
-			p.fail(KeyAdminPrincipals, fmt.Sprintf("entry %d (%q) is not an IAM role or user ARN", i, s), "e.g. arn:aws:iam::123456789012:role/platform-admins")
+			p.fail(KeyAdminPrincipals, fmt.Sprintf("entry %d (%q) is not an IAM role or user ARN", i, s), `["arn:aws:iam::123456789012:role/platform-admins"]`)
 		}
 	}
 	if dup := firstDuplicate(c.AdminPrincipals); dup != "" {
-		p.fail(KeyAdminPrincipals, fmt.Sprintf("%q is listed twice", dup), "list each principal once")
+		p.failHow(KeyAdminPrincipals, fmt.Sprintf("%q is listed twice", dup), "list each principal once in Pulumi.<stack>.yaml's "+qualify(KeyAdminPrincipals))
 	}
 	for _, k := range []string{KeyDeployRoleArn, KeyPreviewRoleArn} {
 		arn := map[string]string{KeyDeployRoleArn: c.DeployRoleArn, KeyPreviewRoleArn: c.PreviewRoleArn}[k]
 		switch {
 		case arn == "":
 		case !iamRoleRE.MatchString(arn):
-			p.fail(k, fmt.Sprintf("%q is not an IAM role ARN", arn), "the identity stack's output: pulumi -C identity stack output --json (deployRoles.<stack>, previewRole)")
+			p.failHow(k, fmt.Sprintf("%q is not an IAM role ARN", arn), "pulumi config set "+k+" <the role's ARN>, from the identity stack's outputs: pulumi -C identity stack output --json (deployRoles.<stack>, previewRole)")
 		case slices.Contains(c.AdminPrincipals, arn):
 			// Two access entries for one principal: EKS refuses the second.
-			p.fail(k, fmt.Sprintf("%q is in adminPrincipals too", arn), "remove it from adminPrincipals")
+			p.failHow(k, fmt.Sprintf("%q is in adminPrincipals too", arn), "remove it from "+qualify(KeyAdminPrincipals)+" in Pulumi.<stack>.yaml")
 		}
 	}
 	if c.DeployRoleArn != "" && c.DeployRoleArn == c.PreviewRoleArn {
-		p.fail(KeyPreviewRoleArn, "is the deploy role", "the identity stack's previewRole: a preview reads, it never deploys")
+		p.failHow(KeyPreviewRoleArn, "is the deploy role: a preview reads, it never deploys", "pulumi config set "+KeyPreviewRoleArn+" <the identity stack's previewRole output: pulumi -C identity stack output previewRole>")
 	}
 	for _, k := range slices.Sorted(maps.Keys(c.Tags)) {
 		switch v := c.Tags[k]; {
 		case k == "" || len(k) > 128 || len(v) > 256:
-			p.fail(KeyTags, fmt.Sprintf("tag %q: keys must be 1–128 characters and values at most 256", k), "shorten the tag")
+			p.failHow(KeyTags, fmt.Sprintf("tag %q: keys must be 1–128 characters and values at most 256", k), "shorten it in Pulumi.<stack>.yaml's "+qualify(KeyTags))
 		case strings.HasPrefix(strings.ToLower(k), "aws:"):
-			p.fail(KeyTags, fmt.Sprintf("tag %q uses the reserved aws: prefix", k), "rename the tag")
+			p.failHow(KeyTags, fmt.Sprintf("tag %q uses the reserved aws: prefix", k), "rename it in Pulumi.<stack>.yaml's "+qualify(KeyTags))
 		case hasAnyPrefix(k, "kubernetes.io/", "karpenter.sh/", "karpenter.k8s.aws/", "eks:"):
 			p.fail(KeyTags, fmt.Sprintf("tag %q is in a namespace EKS or Karpenter manage (Karpenter's EC2NodeClass rejects it)", k), `{"team": "platform"}`)
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(c.AddonVersions)) {
 		if !slices.Contains(Addons, name) {
-			p.fail(KeyAddonVersions, fmt.Sprintf("%q is not an add-on this stack manages (%s)", name, strings.Join(Addons, ", ")), "remove it or fix the spelling")
+			p.failHow(KeyAddonVersions, fmt.Sprintf("%q is not an add-on this stack manages (%s)", name, strings.Join(Addons, ", ")), "remove it from Pulumi.<stack>.yaml's "+qualify(KeyAddonVersions)+", or fix its spelling")
 		} else if !strings.HasPrefix(c.AddonVersions[name], "v") {
-			p.fail(KeyAddonVersions, fmt.Sprintf("%s: %q is not an EKS add-on version like v1.19.0-eksbuild.1", name, c.AddonVersions[name]), "copy one from `aws eks describe-addon-versions --addon-name "+name+"`")
+			p.failHow(KeyAddonVersions, fmt.Sprintf("%s: %q is not an EKS add-on version like v1.19.0-eksbuild.1", name, c.AddonVersions[name]), "set "+name+" in Pulumi.<stack>.yaml's "+qualify(KeyAddonVersions)+" to one of `aws eks describe-addon-versions --addon-name "+name+"`")
 		}
 	}
 	c.validateHelmCharts(p)
@@ -127,7 +128,7 @@ func (c *Config) validate(p *parser) {
 		}
 		for _, e := range b.Emails {
 			if !emailRE.MatchString(e) {
-				p.fail(KeyBudget, fmt.Sprintf("%q is not an e-mail address", e), "fix the address")
+				p.failHow(KeyBudget, fmt.Sprintf("%q is not an e-mail address", e), "correct it in emails of Pulumi.<stack>.yaml's "+qualify(KeyBudget))
 			}
 		}
 	}
@@ -237,7 +238,7 @@ func (c *Config) validateRetryRunner(p *parser) {
 	r := c.RetryRunner
 	if r.ScaleSetName == "" {
 		if r.RunnerGroup != "" {
-			p.fail(KeyRetryRunnerGroup, fmt.Sprintf("%q is set, but retryScaleSetName is not, so there is no retry runner to put in it", r.RunnerGroup), `""`)
+			p.failHow(KeyRetryRunnerGroup, fmt.Sprintf("%q is set, but retryScaleSetName is not, so there is no retry runner to put in it", r.RunnerGroup), "pulumi config rm "+KeyRetryRunnerGroup+", or set "+KeyRetryScaleSetName)
 		}
 		return
 	}
@@ -247,7 +248,7 @@ func (c *Config) validateRetryRunner(p *parser) {
 	}
 	for _, pool := range c.Pools() {
 		if pool.RunnerScaleSetName == r.ScaleSetName {
-			p.fail(KeyRetryScaleSetName, fmt.Sprintf("%q is pool %s's scale set: a retry job would take a GPU runner, and a GPU job the retry runner", r.ScaleSetName, pool.Name), "a name of its own, e.g. lux-gpu-retry")
+			p.fail(KeyRetryScaleSetName, fmt.Sprintf("%q is pool %s's scale set: a retry job would take a GPU runner, and a GPU job the retry runner", r.ScaleSetName, pool.Name), "lux-gpu-retry")
 		}
 	}
 	const howToGroup = "create a runner group in the organization's Actions settings, limited to the repositories whose retry workflow runs there " +
