@@ -229,7 +229,7 @@ func New(ctx *pulumi.Context, name string, args *Args, opts ...pulumi.ResourceOp
 	}
 
 	if _, err := NewRetrier(ctx, name+"-retrier", &RetrierArgs{
-		Retrier: args.Retrier, GitHub: args.GitHub, Pools: args.Pools, ImageCache: args.ImageCache, Runners: runners,
+		Retrier: args.Retrier, GitHub: args.GitHub, Pools: args.Pools, ImageCache: args.ImageCache, RunnerNamespaces: runners.PodNamespaces,
 		Gpuci: args.Gpuci, Bucket: args.CompilerCacheBucket, Lifelines: args.RetrierLifelines, Region: args.Region,
 	}, in...); err != nil {
 		return nil, err

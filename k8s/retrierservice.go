@@ -19,9 +19,12 @@ type RetrierArgs struct {
 	GitHub     config.GitHub
 	Pools      []config.GPUPool
 	ImageCache ImageCache
-	// Runners are the runners' namespace and ARC (NewRunners): the account's Role there
-	// needs the namespace, and on destroy the retrier goes first.
-	Runners pulumi.Resource
+	// RunnerNamespaces are where the runner and job pods run (Runners.PodNamespaces): the
+	// account's Roles there need them, and on destroy the retrier goes before them (and so
+	// before ARC's controller, which the runners' namespace outlives). The namespaces, not
+	// the Runners component: a dependency on a component is expanded to the children
+	// registered so far, which can race its last ones (infra.created).
+	RunnerNamespaces []pulumi.Resource
 	// Gpuci is what it runs; Bucket the stack's bucket, where a stored gpuci is, and
 	// Lifelines the role and association that read it (infra.CompilerCache); Region the
 	// bucket's.
@@ -70,7 +73,7 @@ func NewRetrier(ctx *pulumi.Context, name string, args *RetrierArgs, opts ...pul
 	for _, readNS := range slices.Sorted(maps.Keys(reads)) {
 		rules := reads[readNS]
 		rbac, err := newAccountRoleOf(ctx, name+"-"+readNS, wellknown.RetrierServiceAccount, wellknown.RetrierNamespace, readNS, rules, sa,
-			parent, pulumi.DependsOn([]pulumi.Resource{args.Runners}))
+			parent, pulumi.DependsOn(args.RunnerNamespaces))
 		if err != nil {
 			return nil, err
 		}
@@ -110,7 +113,7 @@ func NewRetrier(ctx *pulumi.Context, name string, args *RetrierArgs, opts ...pul
 	// Not awaited: a retrier that cannot start (its gpuci, its token) fails nothing else of
 	// the up; gpuci verify reports it.
 	d.Annotations = map[string]string{skipAwaitAnnotation: "true"}
-	if _, err := newObject(ctx, name, d.TypeMeta, d.ObjectMeta, d, parent, pulumi.DependsOn(append(deps, args.Runners))); err != nil {
+	if _, err := newObject(ctx, name, d.TypeMeta, d.ObjectMeta, d, parent, pulumi.DependsOn(append(deps, args.RunnerNamespaces...))); err != nil {
 		return nil, err
 	}
 	return r, ctx.RegisterResourceOutputs(r, pulumi.Map{})

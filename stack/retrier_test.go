@@ -61,9 +61,12 @@ func TestTheInClusterRetrier(t *testing.T) {
 		assert.Contains(t, d.Deps(), binding.Key(), "the retrier starts once it may read")
 	}
 	assert.Contains(t, d.Deps(), secret.Key())
-	for _, r := range []string{"kubernetes:core/v1:Namespace::gpu-ci-arc-runners", "kubernetes:helm.sh/v3:Release::gpu-ci-arc-controller"} {
-		assert.Contains(t, d.Deps(), r, "on destroy it goes before ARC and the runners' namespace")
+	// On destroy it goes before the namespaces its Roles are in, and so before ARC's
+	// controller, which the runners' namespace outlives.
+	for _, ns := range []string{"gpu-ci-arc-runners", "gpu-ci-arc-arc-jobs-gpu-spot-container"} {
+		assert.Contains(t, d.Deps(), "kubernetes:core/v1:Namespace::"+ns, "the retrier goes before the namespace %s", ns)
 	}
+	assert.Contains(t, m.get(t, "kubernetes:core/v1:Namespace", "gpu-ci-arc-runners").Deps(), "kubernetes:helm.sh/v3:Release::gpu-ci-arc-controller")
 	assert.Equal(t, "gpuci-retrier", path(d.Inputs, "metadata", "namespace"))
 	c := path(d.Inputs, "spec", "template", "spec", "containers").([]any)[0]
 	assert.Equal(t, []any{"retry", "--org", "luxfi", "--scale-sets", "lux-gpu-t4,lux-gpu-t4-on-demand,lux-gpu-t4-container",
