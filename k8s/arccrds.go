@@ -4,7 +4,8 @@ package k8s
 // upgrades or deletes: bumping the chart would leave the old CRDs (and a new controller
 // writing fields they prune). So the program manages them itself, from the chart of the
 // version it installs, and the controller's release skips them: an ARC bump is a CRD update
-// in the same `pulumi up`, and `destroy` removes them after everything that uses them.
+// in the same `pulumi up`. The program never deletes one (deleting a CRD deletes every object
+// of its kind): on destroy they stay, empty, and go with the EKS cluster (runners.go).
 
 import (
 	"bytes"

@@ -194,7 +194,8 @@ func CompilerCacheGateRules(svc config.CompilerCacheService) map[string][]rbacv1
 }
 
 // CompilerCacheServer is svc's Deployment: one server on the system nodes, its local copy on
-// an emptyDir, as the image's own non-root user, behind its gate where the stack pins a gpuci.
+// an emptyDir, as the image's own non-root user, behind its gate where the stack has a gpuci
+// (its own build or a pinned release: Gpuci.Available).
 func CompilerCacheServer(svc config.CompilerCacheService, region string, cache ImageCache, gpuci Gpuci) appsv1.Deployment {
 	name := wellknown.CompilerCacheName(svc.Name)
 	labels := map[string]string{"app.kubernetes.io/name": "compiler-cache", wellknown.CompilerCacheLabel: svc.Name}

@@ -4,11 +4,14 @@ package k8s
 // once, every job a spot interruption ended, in every repository of the organization, with
 // nothing in any repository. It runs `gpuci retry --org` (cmd/gpuci/internal/retry, its Sweep):
 // each minute it reads the cluster's events with its own account (RetryReaderRules: events in
-// default and in the runners' namespace, nothing else) and, only after an interruption, the
-// organization's failed runs with its GitHub token. The token lives in the retrier's own
-// namespace: no account of the runners' namespace can read it.
+// default and where the runner and job pods run) and, only after an interruption, the
+// organization's failed runs with its GitHub token. Between passes it takes a broken GPU's
+// node out of service (OutOfServiceRules: list Nodes, list and delete NodeClaims, record its
+// event in default), and it may end a pool's spot cool-down (CoolDownRules: get and patch the
+// pools' cool-down NodePools, by name). No pod, no Secret. The token lives in the retrier's
+// own namespace: no account of the runners' namespace can read it.
 //
-// It runs the stack's gpuci release (gpuci.go).
+// It runs the stack's own gpuci build, or a pinned release (gpuci.go).
 
 import (
 	"strings"

@@ -163,7 +163,8 @@ func blockDevices(pool config.GPUPool) []*awsv1.BlockDeviceMapping {
 	images := &awsv1.BlockDevice{
 		VolumeSize: &volume,
 		VolumeType: ptr("gp3"),
-		// A cold node writes every image it pulls here (config.DefaultRootVolumeThroughput).
+		// A cold node writes every image it pulls here, unless they go to the instance's NVMe
+		// (ImagesOnInstanceStore, below; config.DefaultRootVolumeThroughput).
 		Throughput:          ptr(int64(pool.RootVolumeThroughput)),
 		IOPS:                ptr(int64(pool.RootVolumeIOPS)),
 		Encrypted:           ptr(true),

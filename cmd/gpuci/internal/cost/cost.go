@@ -247,7 +247,7 @@ func snapshots(cfg *config.Config, u Usage, p pricing.Prices) []Item {
 func estimatePool(cfg *config.Config, pool config.GPUPool, p pricing.Prices, u Usage, nat bool) (PoolEstimate, error) {
 	e := PoolEstimate{Pool: pool.Name}
 	if u.InterruptionRate < 0 || u.InterruptionRate > 1 {
-		return e, fmt.Errorf("interruption rate %v is not a share of builds (0–1)", u.InterruptionRate)
+		return e, fmt.Errorf("--interruption-rate %v is not a share of builds: give one from 0 to 1", u.InterruptionRate)
 	}
 	var err error
 	if e.InstanceType, e.CapacityType, e.PerHour, err = pricing.HourlyPrice(pool, p); err != nil {

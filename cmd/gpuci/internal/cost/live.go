@@ -90,7 +90,7 @@ func (a *AWSPrices) OnDemand(ctx context.Context, region, instanceType string) (
 			return price, nil
 		}
 	}
-	return 0, fmt.Errorf("no on-demand price listed for %s in %s", instanceType, region)
+	return 0, fmt.Errorf("no on-demand price listed for %s in %s (run without --live for the built-in table, or give --prices)", instanceType, region)
 }
 
 // ParseOnDemandPrice reads the hourly USD price from one Pricing API price-list document.
@@ -139,7 +139,7 @@ func (a *AWSPrices) Spot(ctx context.Context, region, instanceType string) (floa
 		}
 	}
 	if len(latest) == 0 {
-		return 0, fmt.Errorf("no spot price for %s in %s", instanceType, region)
+		return 0, fmt.Errorf("no spot price for %s in %s (run without --live for the built-in table, or give --prices)", instanceType, region)
 	}
 	sum := 0.0
 	for _, v := range latest {

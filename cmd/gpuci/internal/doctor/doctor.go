@@ -1,7 +1,8 @@
 // Package doctor is `gpuci doctor`: the troubleshooting table of docs/operations.md, automated. For each
 // symptom it gathers the evidence an operator would gather by hand and says what to fix.
-// It only reads, except Fix, the one safe action: deleting the GPU NodePools so Karpenter
-// drains and terminates their nodes before a destroy.
+// It only reads, except two actions, each of which it says before it takes: Fix deletes the GPU
+// NodePools so Karpenter drains and terminates their nodes before a destroy, and
+// RestartListeners deletes ARC's stuck listener pods so the controller makes new ones.
 package doctor
 
 import (

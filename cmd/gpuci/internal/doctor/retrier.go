@@ -23,7 +23,7 @@ const retrierSilentAfter = 5 * time.Minute
 // its token at the last check (hourly: retry.Sweep.CheckToken). A retrier whose token expired
 // re-runs nothing, and no job says so; nor does a pod that cannot fetch its gpuci.
 func (d Doctor) retrierHealth(ctx context.Context) Finding {
-	f := Finding{Symptom: "Spot re-runs stopped: the in-cluster retrier", Fix: "a refused token: make a new fine-grained token (docs/operations.md, \"With nothing in any repository\"), pulumi config set --secret retrierGitHubToken <token>, pulumi up; a token that reaches too much or too little: in its settings, Repository access → Only select repositories, the ones the pools serve; a pod that does not run: kubectl -n " + wellknown.RetrierNamespace + " describe pod (its init container fetches gpuci from the stack's bucket)"}
+	f := Finding{Symptom: "Spot re-runs stopped: the in-cluster retrier", Fix: "a refused token: make a new fine-grained token (docs/operations.md, \"With nothing in any repository\"), printf %s \"$TOKEN\" | pulumi config set --secret retrierGitHubToken, pulumi up; a token that reaches too much or too little: in its settings, Repository access → Only select repositories, the ones the pools serve; a pod that does not run: kubectl -n " + wellknown.RetrierNamespace + " describe pod (its init container fetches gpuci from the stack's bucket)"}
 	if !d.Cfg.Retrier.Enabled() {
 		f.Evidence = append(f.Evidence, "not configured (retrierGitHubToken unset): nothing to check")
 		return f
