@@ -82,11 +82,11 @@ const (
 // MaxAZs is the most availability zones the network spreads across.
 const MaxAZs = 3
 
-// budgetExample and helmChartsExample are the fixes shown for bad values of those keys.
-const (
-	budgetExample     = `{"monthlyUsd": 250, "emails": ["you@example.com"]}`
-	helmChartsExample = `{"karpenter": {"chart": "oci://123456789012.dkr.ecr.us-west-2.amazonaws.com/karpenter/karpenter", "version": "1.14.1"}}`
-)
+// budgetExample and helmChartsExample are the fixes shown for bad values of those keys; the
+// chart's example is the pinned version, mirrored.
+const budgetExample = `{"monthlyUsd": 250, "emails": ["you@example.com"]}`
+
+var helmChartsExample = `{"karpenter": {"chart": "oci://123456789012.dkr.ecr.us-west-2.amazonaws.com/karpenter/karpenter", "version": "` + versions.KarpenterChart.Version + `"}}`
 
 // Addons are the EKS managed add-ons the cluster runs, in the order they are listed in docs.
 var Addons = []string{"vpc-cni", "kube-proxy", "coredns", "eks-pod-identity-agent"}
