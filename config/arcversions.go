@@ -29,6 +29,7 @@ func (c *Config) validateARCVersions(p *parser) {
 		p.fail(KeyHelmCharts, err.Error(), helmChartsExample)
 		return
 	}
+	c.arcVersion = controller
 	if controller != "" && scaleSet != "" && MajorMinor(controller) != MajorMinor(scaleSet) {
 		p.failHow(KeyHelmCharts, fmt.Sprintf("ARC's charts are at %s (%s) and %s (%s): ARC's controller deletes every scale set of another minor version, and GitHub's with it",
 			controller, versions.ARCControllerChart.Name(), scaleSet, versions.ARCScaleSetChart.Name()),
@@ -71,8 +72,5 @@ func MajorMinor(version string) string {
 }
 
 // ARCVersion is the version of ARC the stack installs: its controller chart's, which its
-// scale-set chart shares in major.minor (validateARCVersions).
-func (c *Config) ARCVersion() string {
-	v, _ := c.chartVersion(versions.ARCControllerChart)
-	return v
-}
+// scale-set chart shares in major.minor (validateARCVersions, which read it).
+func (c *Config) ARCVersion() string { return c.arcVersion }

@@ -87,6 +87,10 @@ type Config struct {
 	// CompilerCacheWriteRefs are the refs (path patterns) whose jobs write a read-write
 	// pool's compiler cache; a job of any other ref reads it.
 	CompilerCacheWriteRefs []string
+
+	// arcVersion is ARCVersion's, read once while validating (a local chart's from its
+	// Chart.yaml).
+	arcVersion string
 }
 
 // RetryRunner is a runner scale set of the stack's own (k8s.RetryScaleSetValues): a small
