@@ -104,12 +104,14 @@ func resumable(made, keyFile string) (*appmanifest.App, error) {
 	if err != nil {
 		return nil, err
 	}
+	// A record without its key (or a damaged one) cannot be resumed: say how to start over.
+	over := fmt.Sprintf("delete %s to make a new App (and delete the half-made one in the organization's settings › GitHub Apps)", made)
 	app := &appmanifest.App{}
 	if _, err := fmt.Sscanf(string(b), "%d %s", &app.ID, &app.Slug); err != nil {
-		return nil, fmt.Errorf("%s: %w", made, err)
+		return nil, fmt.Errorf("%s cannot be read (%v): %s", made, err, over)
 	}
 	if app.PrivateKey, err = os.ReadFile(keyFile); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("the App %s made earlier has no key to resume with (%v): %s", made, err, over)
 	}
 	return app, nil
 }
